@@ -1,0 +1,66 @@
+"""The `tablectl` command line.
+
+Each subcommand lives in its own module, imported only when chosen, so that
+`tablectl run` does not pay for the simulators and `tablectl replay` does not
+pay for pyusb. A command module provides::
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None: ...
+    def run(args: argparse.Namespace) -> int: ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol, cast
+
+from controller import __version__
+
+
+class Command(NamedTuple):
+    module: str
+    help: str
+
+
+class CommandModule(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+# name -> the module implementing it. Add a line here for a new subcommand.
+COMMANDS: dict[str, Command] = {}
+
+
+def usage() -> str:
+    width = max((len(name) for name in COMMANDS), default=0)
+    lines = [
+        f"tablectl {__version__}: controller daemon for casino card tables",
+        "",
+        "usage: tablectl COMMAND [options]   (tablectl COMMAND --help for its options)",
+        "",
+        "commands:",
+    ]
+    lines += [f"  {name.ljust(width)}  {cmd.help}" for name, cmd in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    if args[0] == "--version":
+        print(f"tablectl {__version__}")
+        return 0
+    name = args[0]
+    command = COMMANDS.get(name)
+    if command is None:
+        print(f"tablectl: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = cast(CommandModule, importlib.import_module(command.module))
+    parser = argparse.ArgumentParser(prog=f"tablectl {name}", description=command.help)
+    module.add_arguments(parser)
+    return module.run(parser.parse_args(args[1:]))

@@ -1,0 +1,1 @@
+"""Transports, codecs and device drivers: device bytes in, EVENTS.md events out."""

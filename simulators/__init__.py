@@ -1,0 +1,1 @@
+"""Device simulators: they speak the drivers' protocol from the device side."""

@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the system tools the test suite uses, only when missing.
+# Each entry: the command to look for, then the Debian package providing it.
+set -eu
+missing=""
+need() { command -v "$1" >/dev/null 2>&1 || missing="$missing $2"; }
+# (entries are added by the features that need them)
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "missing system tools:$missing (run as root, or install them with apt-get)" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
