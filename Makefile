@@ -39,7 +39,7 @@ unit: venv
 test: venv system-tools lint typecheck unit
 
 demo: venv
-	$(BIN)/tablectl demo
+	$(BIN)/python -m controller.scenarios
 
 bench: venv
 	$(BIN)/python -m pytest tests/bench -q -s -p no:cacheprovider
