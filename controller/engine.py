@@ -879,6 +879,7 @@ class Engine:
             return [self._rejected(f"deck: {ev['deck']!r}: this table has one deck, A")]
         deck = self._deck_for_shuffle(ev.get("deck"))
         deck.shuffling = True
+        deck.shuffled = False
         if self.rack_deck == deck.name:
             self.rack_deck = None
         self.rack_expected_min = None
