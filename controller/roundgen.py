@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from controller.cards import STANDARD_DECK, hand_total
+from controller.cards import hand_total
 from controller.table import TableSpec
 
 Event = dict[str, Any]
@@ -130,13 +130,10 @@ def _three_card_21(spec: TableSpec, rng: random.Random, rounds: int) -> list[Eve
                 events.append(_ev("card_drawn", card=shoe.pop()))  # G2 burn
         positions = _positions(spec, rng)
         events.append(_ev("bets_closed", positions=positions))
-        hands = {p: [] for p in positions}
         dealer: list[str] = []
         for step in range(3):
-            for p in positions:
-                card = shoe.pop()
-                hands[p].append(card)
-                events.append(_ev("card_drawn", card=card))
+            for _p in positions:
+                events.append(_ev("card_drawn", card=shoe.pop()))
             if step < 2:
                 card = shoe.pop()
                 dealer.append(card)
@@ -158,7 +155,3 @@ def _three_card_21(spec: TableSpec, rng: random.Random, rounds: int) -> list[Eve
             events.append(_ev("card_drawn", card=card))
         events.append(_ev("hands_collected"))
     return events
-
-
-def stud_card_names() -> tuple[str, ...]:
-    return STANDARD_DECK
