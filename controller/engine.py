@@ -695,6 +695,11 @@ class Engine:
         rnd = self.round
         assert rnd is not None
         decisions: list[Decision] = []
+        if not rnd.started:
+            # dealt from the hand with no card reader: the deal itself is this event.
+            decisions = self._start_deal()
+            if not rnd.started:
+                return decisions
         if rnd.cards_tracked:
             for target, expected in rnd.expected.items():
                 got = rnd.tally.get(target, 0)
@@ -837,7 +842,7 @@ class Engine:
         count: int = ev["count"]
         rnd = self.round
         size = self.composition.size
-        if rnd is not None and rnd.cards_tracked == 0 and not rnd.started:
+        if rnd is not None and rnd.cards_tracked == 0 and rnd.started:
             # hand dealing without a card reader: the cards out are the deal's.
             out = sum(rnd.expected.values())
         else:
