@@ -149,6 +149,8 @@ class Engine:
 
     def status(self) -> dict[str, Any]:
         """The public view for `tablectl status`. Never a card value (H7)."""
+        # H7: counts and states only; no card identity leaves the engine except through
+        # dealt_cards() (the access-controlled journal) and decisions on exposed cards.
         return {
             "game": self.game,
             "state": self.state,
@@ -337,6 +339,7 @@ class Engine:
 
     def _foreign_card(self, card: str, deck_field: str | None) -> list[Decision] | None:
         """C8: a card not in the composition, of the other deck, or one copy too many."""
+        # C8: the ledger knows every card left in the shoe; a draw it cannot make is foreign.
         deck = self._deck()
         if card == JOKER and self.game != "asia_poker":
             why = "a joker in a 52-card game"
@@ -483,6 +486,8 @@ class Engine:
         return [self._d("burn_card", rule_id, why)]
 
     def _next_target(self, rnd: Round) -> str:
+        # C3: a card drawn in error without its face exposed is simply the next card of
+        # the deal order; nothing here (or anywhere) takes it for a misdeal.
         state = self.state
         if rnd.extra_dealer_cards:
             rnd.extra_dealer_cards -= 1  # M2
@@ -1319,6 +1324,7 @@ class Engine:
 
     def _rack_deck_check(self, deck_name: str) -> list[Decision]:
         """D2: cards of only one deck in the discard rack at a time."""
+        # D2: the rack holds the last collected deck until a shuffle or the sensor empties it.
         decisions: list[Decision] = []
         if self.options.dual_deck and self.rack_deck not in (None, deck_name):
             decisions += [
@@ -1346,6 +1352,7 @@ class Engine:
 
     def _on_controller_restarted(self, ev: dict[str, Any]) -> list[Decision]:
         """X1: a round in progress resumes where its cards allow it, else it is void."""
+        # X1 (interpretation restart_resumes_three_card_21): face-up 3C21 resumes.
         rnd = self.round
         if rnd is None or not (self._in_round() or self.state == "suspended"):
             return []

@@ -146,7 +146,7 @@ def _options(game: str, opts: dict[str, Any]) -> TableOptions:
             raise TableSpecError(
                 f"option {name}: applies only to {', '.join(games)}, not to {game}"
             )
-    positions = _integer(opts, "positions", profile.max_positions)
+    positions = _integer(opts, "positions", profile.max_positions)  # C11 (configuration)
     if not 1 <= positions <= profile.max_positions:
         raise TableSpecError(
             f"option positions: {positions} is not allowed for {game}: 1 to "
@@ -158,7 +158,7 @@ def _options(game: str, opts: dict[str, Any]) -> TableOptions:
             f"option dealing: {dealing!r} is not allowed for {game}: {', '.join(profile.methods)}"
         )
     shuffler = _choice(opts, "shuffler", SHUFFLERS, "counting")
-    if dealing == "hand" and shuffler == "none":
+    if dealing == "hand" and shuffler == "none":  # D4 (configuration)
         raise TableSpecError(
             "option shuffler: dealing from the hand needs an automated shuffling device: "
             f"batch or counting, not 'none' (D4, {citation('D4', game, dealing)})"
@@ -169,7 +169,7 @@ def _options(game: str, opts: dict[str, Any]) -> TableOptions:
             "option dual_deck: two alternating decks need an automated shuffling device: "
             f"shuffler batch or counting (D1, {citation('D1', game, dealing)})"
         )
-    decks = _integer(opts, "decks", 6)
+    decks = _integer(opts, "decks", 6)  # G1: 6 to 8 decks (2C.2(a))
     if not 6 <= decks <= 8:
         raise TableSpecError(
             f"option decks: {decks} is not allowed: 6, 7 or 8 (G1, 13:69F-2C.2(a))"
