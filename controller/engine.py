@@ -266,14 +266,16 @@ class Engine:
     def _deal_block(self) -> str | None:
         """The rule that forbids dealing a new round from the deck in play, if any."""
         deck = self._deck()
-        if deck.removed or deck.fresh:
-            return "C10"  # C10: removed, or received and not yet shuffled
+        if deck.removed:
+            return "C10"  # C10: the deck was removed
         if deck.manual_shuffle_refused:
             return "C6"
         if self.method == "hand" and (self.asd_removed or self.asd_faulted):
             return "D4"  # D4: hand dealing needs a working ASD
         if deck.faulted:
             return "C4"  # C4: that batch never completed a shuffle
+        if deck.fresh:
+            return "C10"  # C10: new cards are shuffled before the first deal
         if deck.reshuffle_rule is not None:
             return deck.reshuffle_rule  # C2, C5, G3, G4, M3, M4, M5 ...: reshuffle first
         if self._shuffles_every_round():
@@ -441,6 +443,11 @@ class Engine:
 
     def _card_outside_round(self, card: str, face_up: bool) -> list[Decision]:
         if self.burn_pending is not None and not face_up:
+            rule_id = self._deal_block()
+            if rule_id is not None:
+                # the burn card is drawn from the shoe like any other: same blocks
+                self._discard_unusable(card)
+                return [self._d("deal_blocked", rule_id, self._block_reason(rule_id))]
             return self._burn(card)
         if face_up:
             return self._face_up_card(card)
@@ -468,10 +475,7 @@ class Engine:
                 self._d("discard_card", "C1", "a card was found face up in the shoe", card=card)
             ]
         # C2: a second face-up card in the same round voids it.
-        return [
-            self._d("discard_card", "C2", "a second card was found face up", card=card),
-            *self._void_round("C2", "a second card was found face up in the shoe"),
-        ]
+        return self._void_round("C2", "a second card was found face up in the shoe")
 
     def _burn(self, card: str) -> list[Decision]:
         """G2 (new shoe or new dealer) and G5 (shoe reshuffled mid-round): burn one card."""
@@ -665,13 +669,7 @@ class Engine:
             missing = rnd.expected.get(target, 0) - count
             if missing > 0:
                 rnd.order.extend([target] * missing)
-            return [
-                self._d(
-                    "continue_play",
-                    "M6",
-                    f"{target} is short: the missing cards come after the others",
-                )
-            ]
+            return []
         # asia_poker, S4 (31.8(d)2, 31.14): a position with more or less than seven voids all.
         if rnd.void_rule is not None:
             return []
@@ -732,11 +730,7 @@ class Engine:
                 )
             ]
         if self.state == "deck_removed":
-            return [
-                self._rejected(
-                    "bets_closed: the deck was removed; no round until deck_received", "C10"
-                )
-            ]
+            return []  # C10 blocks the deal itself, not the betting
         decisions: list[Decision] = []
         if self.round is not None or self.state in ("void", "suspended"):
             decisions += self._end_round()  # the last round's cards were collected
@@ -827,6 +821,8 @@ class Engine:
         rnd.start_position = start
         self._fire("choose_start")
         position: int | str = int(start) if start.isdigit() else start
+        if self.options.ap_start != "computer":
+            return []  # the operator's event already records it; dealt_cards() shows it
         return [
             self._d(
                 "starting_position",
@@ -845,26 +841,49 @@ class Engine:
         if deck.removed:
             return [self._rejected("stub_counted: the deck was removed", "C10")]
         count: int = ev["count"]
+        hand_counts: dict[str, int] = ev.get("hand_counts", {})
         rnd = self.round
         size = self.composition.size
-        if rnd is not None and rnd.cards_tracked == 0 and rnd.started:
+        set_aside = deck.ledger.count(DISCARD) + deck.ledger.count(BURNED) if rnd else 0
+        if rnd is not None and self.game == "asia_poker":
+            # S4: 53 - 7 x 7 = 4, less any card set aside this round (a C1 discard).
+            expected = size - 49 - set_aside
+        elif rnd is not None and rnd.cards_tracked == 0 and rnd.started:
             # hand dealing without a card reader: the cards out are the deal's.
-            out = sum(rnd.expected.values())
+            expected = size - sum(rnd.expected.values())
         else:
-            out = size - deck.ledger.count(SHOE) - deck.ledger.count(REMOVED)
-        rule_id = "S4" if self.game == "asia_poker" else "S3"
-        if count == size - out:
+            expected = deck.ledger.count(SHOE)
+        misdealt: dict[str, int] = {}
+        if rnd is not None:
+            for target, n in rnd.expected.items():
+                if target == COMMUNITY:
+                    continue
+                held = hand_counts.get(target)
+                if held is None and rnd.cards_tracked and self.game == "asia_poker":
+                    held = rnd.tally.get(target, 0)
+                if held is not None and held != n and target not in rnd.flagged:
+                    misdealt[target] = held
+        if count == expected:
             deck.rounds_since_count = 0  # S1: a verified count
-            return []
-        hand_counts: dict[str, int] = ev.get("hand_counts", {})
-        misdealt = rnd is not None and any(
-            hand_counts.get(t, n) != n for t, n in rnd.expected.items() if t != COMMUNITY
-        )
-        # S3 / S4: the count, the hands and the cards out must add up to the deck.
-        set_aside = deck.ledger.count(DISCARD) + deck.ledger.count(BURNED) if rnd is not None else 0
-        total = count + sum(hand_counts.values()) + set_aside
-        if misdealt and total == size:
-            if rnd is not None and rnd.void_rule is None:
+            # the deck is whole; a hand the dealer found misdealt is the game's misdeal
+            # rule (40.12(d), 39.12(c), 2C.14(g)), not the stub count's (40.7(f)1).
+            decisions: list[Decision] = []
+            for target, held in misdealt.items():
+                if self.state == "void":
+                    break
+                assert rnd is not None
+                rnd.flagged.add(target)
+                decisions += self._misdeal(target, held)
+            return decisions
+        rule_id = "S4" if self.game == "asia_poker" else "S3"
+        if self.game == "asia_poker":
+            whole = bool(misdealt)  # S4 (31.8(d)2): a misdeal voids, no misdeal removes
+        else:
+            # S3: misdealt, yet the count, the hands and the cards set aside make the deck.
+            total = count + sum(hand_counts.values()) + set_aside
+            whole = bool(misdealt) and total == size
+        if whole:
+            if rnd is not None and rnd.void_rule is None and self.state != "void":
                 return self._void_round(rule_id, "the cards were misdealt", reshuffle=False)
             return []
         return self._void_and_remove(
@@ -995,6 +1014,9 @@ class Engine:
                 return [self._rejected("shoe_loaded: another deck mid-round")]
             self.current = named
             self.explicit_deck = True
+        if self.asd_removed and self.options.shuffler != "none":
+            # C6: cards loaded after the ASD left were shuffled by another method.
+            self._deck().manual_shuffle_refused = not self._asd_may_be_replaced()
         if self.game == "three_card_21" and not self.options.bart_carter:
             self.burn_pending = "G2"  # G2: the first card of a new shoe is burned
         return []

@@ -104,4 +104,4 @@ def test_bundled_scenarios_replay_for_make_demo(capsys):
     out = capsys.readouterr().out
     for game in ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker"):
         assert f"== {game}" in out
-    assert "burn_card" in out and "void_hand" in out and "starting_position" in out
+    assert "burn_card" in out and "void_hand" in out and "remove_deck" in out
