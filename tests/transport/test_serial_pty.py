@@ -52,6 +52,7 @@ def test_large_write_does_not_block_the_loop_and_arrives_in_pieces(pattern) -> N
         payload = pattern(1 << 20)
         transport.write(payload[:1000])
         transport.write(payload[1000:])
+        assert device.received == bytearray()  # write() returned before the device ran
         await wait_for(lambda: len(host.data) >= len(payload), timeout=20)
         assert bytes(host.data) == payload
         assert bytes(device.received) == payload
