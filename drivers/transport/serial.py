@@ -133,7 +133,11 @@ class SerialTransport(Transport):
             if exc.errno in _WOULD_BLOCK:
                 sent = 0
             else:
-                self._lose(exc)
+                # Tell the owner from the loop, not from inside its own write() call.
+                on_lost, loop = self._on_lost, self._loop
+                self._teardown()
+                if on_lost is not None:
+                    loop.call_soon(on_lost, exc)
                 return
         if sent < len(data):
             self._out += data[sent:]

@@ -82,6 +82,7 @@ class UsbTransport(Transport):
         self._outgoing: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._threads_done: list[asyncio.Future[None]] = []
+        self._cleanup: asyncio.Task[None] | None = None
 
     @property
     def is_open(self) -> bool:
@@ -97,6 +98,9 @@ class UsbTransport(Transport):
     ) -> None:
         if self._open:
             raise TransportError(f"{self.name}: already open")
+        if self._cleanup is not None:
+            await asyncio.shield(self._cleanup)
+            self._cleanup = None
         self._loop = loop
         await self._in_thread(loop, self._open_device, "open")
         self._on_data = on_data
@@ -229,8 +233,11 @@ class UsbTransport(Transport):
 
     def _to_loop(self, callback: Callable[..., None], *args: Any) -> None:
         assert self._loop is not None
-        with contextlib.suppress(RuntimeError):  # the loop is already closed
+        try:
             self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop was closed under us: nobody to tell, stop the threads
+            self._stop.set()
+            self._outgoing.put(_STOP)
 
     def _deliver(self, data: bytes) -> None:
         if self._open and self._on_data is not None:
@@ -245,17 +252,18 @@ class UsbTransport(Transport):
         on_lost = self._on_lost
         self._shutdown_threads()
         assert self._loop is not None
-        self._loop.create_task(self._finish(), name=f"{self.name} cleanup")
+        self._cleanup = self._loop.create_task(self._finish(), name=f"{self.name} cleanup")
         if on_lost is not None:
             on_lost(exc)
 
     async def close(self) -> None:
-        if not self._open:
-            if self._threads_done:
-                await self._finish()
-            return
-        self._shutdown_threads()
-        await self._finish()
+        if self._open:
+            self._shutdown_threads()
+            await self._finish()
+        elif self._cleanup is not None:
+            # After a loss: let the cleanup started then finish, so no thread outlives close().
+            await asyncio.shield(self._cleanup)
+        self._cleanup = None
 
     def _shutdown_threads(self) -> None:
         self._open = False

@@ -254,3 +254,19 @@ def test_factory_builds_serial_and_names_bad_kind_and_options() -> None:
         make_transport("serial", port="/dev/ttyUSB0", baud=9600)
     with pytest.raises(TransportConfigError, match=r"missing required option.*port"):
         make_transport("serial")
+
+
+def test_loss_found_by_a_write_is_reported_once_from_the_loop_not_inside_write() -> None:
+    async def main() -> None:
+        pty = PtyAttachment(EchoDevice())
+        transport, host = await _open(pty.plug())
+        pty.unplug()  # the reader has not run yet: the write is the first to notice
+        transport.write(b"into the void")
+        assert host.lost == []  # not re-entrantly, from inside write()
+        assert not transport.is_open
+        await wait_for(lambda: len(host.lost) == 1)
+        assert isinstance(host.lost[0], OSError)
+        await asyncio.sleep(0.02)
+        assert len(host.lost) == 1
+
+    asyncio.run(main())

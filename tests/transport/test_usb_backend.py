@@ -115,7 +115,9 @@ def test_unplug_mid_stream_reports_loss_once_then_replug_and_reopen() -> None:
         await wait_for(lambda: len(host.lost) == 1)
         exc = host.lost[0]
         assert isinstance(exc, usb.core.USBError) and exc.errno == errno.ENODEV
-        await wait_for(lambda: not _transport_threads(transport))
+        await transport.close()  # right after the loss: waits for the threads, no error
+        assert _transport_threads(transport) == []
+        assert sim.claimed_by is None
         await asyncio.sleep(0.05)
         assert len(host.lost) == 1
         assert not transport.is_open
