@@ -15,6 +15,8 @@ import os
 from typing import Any
 
 import serial
+import serial.serialposix
+import serial.urlhandler.protocol_socket
 
 from drivers.transport.base import DataCallback, LostCallback, Transport, TransportError
 
@@ -30,6 +32,20 @@ VALID_STOPBITS = (1, 1.5, 2)
 
 #: errnos that mean "try again later" on a non-blocking descriptor.
 _WOULD_BLOCK = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR)
+
+
+def _moves_raw_bytes(port: Any) -> bool:
+    """True when the port's descriptor carries the line's bytes unchanged.
+
+    The transport reads and writes the descriptor itself, so a pyserial handler that
+    transforms bytes in ``read``/``write`` (``spy://``, ``rfc2217://``) or has no
+    descriptor (``loop://``) cannot be driven this way.
+    """
+    cls = type(port)
+    raw = (serial.serialposix.Serial, serial.urlhandler.protocol_socket.Serial)
+    return any(
+        issubclass(cls, base) and cls.read is base.read and cls.write is base.write for base in raw
+    )
 
 
 class SerialTransport(Transport):
@@ -100,14 +116,14 @@ class SerialTransport(Transport):
             )
         except (serial.SerialException, OSError, ValueError) as exc:
             raise TransportError(f"serial port {self.port!r}: cannot open: {exc}") from exc
-        try:
-            fd = port.fileno()
-        except Exception as exc:
+        if not _moves_raw_bytes(port):
             port.close()
             raise TransportError(
-                f"serial port {self.port!r}: this pyserial URL has no file descriptor to watch "
-                f"with the event loop ({exc})"
-            ) from exc
+                f"serial port {self.port!r}: pyserial's {type(port).__module__} handler has no "
+                "file descriptor carrying the raw bytes for the event loop to watch; use a device "
+                "path or a socket:// URL"
+            )
+        fd = port.fileno()
         os.set_blocking(fd, False)
         self._serial = port
         self._fd = fd

@@ -24,6 +24,7 @@ async def _open(path: str) -> tuple[SerialTransport, HostRecorder]:
 
 def test_bytes_flow_both_ways_on_the_loop_thread() -> None:
     async def main() -> None:
+        threads_before = threading.active_count()
         device = EchoDevice()
         pty = PtyAttachment(device)
         path = pty.plug()
@@ -35,6 +36,7 @@ def test_bytes_flow_both_ways_on_the_loop_thread() -> None:
         assert bytes(device.received) == b"\x02hello\x00\xff\x03"
         assert host.threads == {threading.get_ident()}
         assert device.receive_threads == {threading.get_ident()}
+        assert threading.active_count() == threads_before  # no helper thread on the serial path
         await transport.close()
         pty.close()
 
@@ -169,11 +171,35 @@ def test_bad_port_names_the_port() -> None:
     asyncio.run(main())
 
 
-def test_url_without_a_descriptor_is_refused_clearly() -> None:
+@pytest.mark.parametrize("url", ["loop://", "spy:///dev/ptmx"])
+def test_url_without_a_raw_descriptor_is_refused_clearly(url: str) -> None:
     async def main() -> None:
-        transport = SerialTransport("loop://")
-        with pytest.raises(TransportError, match=r"'loop://'.*file descriptor"):
+        transport = SerialTransport(url)
+        with pytest.raises(TransportError, match=rf"'{url}'.*file descriptor"):
             await transport.open(asyncio.get_running_loop(), lambda d: None, lambda e: None)
+
+    asyncio.run(main())
+
+
+def test_socket_url_works_and_reports_the_peer_closing() -> None:
+    """Any pyserial URL with a raw descriptor: socket:// to a loopback echo server."""
+
+    async def main() -> None:
+        async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            data = await reader.read(100)
+            writer.write(data)
+            await writer.drain()
+            writer.close()  # then hang up: the transport must see it as a loss
+
+        server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        transport, host = await _open(f"socket://127.0.0.1:{port}")
+        transport.write(b"over tcp")
+        await wait_for(lambda: bytes(host.data) == b"over tcp")
+        await wait_for(lambda: len(host.lost) == 1)
+        assert not transport.is_open
+        server.close()
+        await server.wait_closed()
 
     asyncio.run(main())
 
@@ -268,5 +294,22 @@ def test_loss_found_by_a_write_is_reported_once_from_the_loop_not_inside_write()
         assert isinstance(host.lost[0], OSError)
         await asyncio.sleep(0.02)
         assert len(host.lost) == 1
+
+    asyncio.run(main())
+
+
+def test_device_may_send_from_another_thread() -> None:
+    async def main() -> None:
+        device = EchoDevice(echo=False)
+        pty = PtyAttachment(device)
+        transport, host = await _open(pty.plug())
+        send = device.send
+        assert send is not None
+        worker = threading.Thread(target=lambda: [send(bytes([i])) for i in range(200)])
+        worker.start()
+        worker.join()
+        await wait_for(lambda: bytes(host.data) == bytes(range(200)))
+        await transport.close()
+        pty.close()
 
     asyncio.run(main())
