@@ -127,12 +127,13 @@ def test_replug_behind_a_stable_symlink_and_reopen(tmp_path: Path) -> None:
         pty.plug()
         assert device.connects == 2 and pty.plug_count == 2
         assert os.readlink(link) == pty.slave_path
-        transport2, host2 = await _open(str(link))
-        transport2.write(b"two")
+        host2 = HostRecorder()  # the same transport object reopens the same path
+        await transport.open(asyncio.get_running_loop(), host2.on_data, host2.on_lost)
+        transport.write(b"two")
         await wait_for(lambda: bytes(host2.data) == b"two")
         assert bytes(device.received) == b"onetwo"
         assert len(host.lost) == 1 and host2.lost == []
-        await transport2.close()
+        await transport.close()
         pty.close()
         assert not link.is_symlink()
 

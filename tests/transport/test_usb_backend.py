@@ -132,11 +132,13 @@ def test_unplug_mid_stream_reports_loss_once_then_replug_and_reopen() -> None:
 
         backend.plug(sim)
         await wait_for(lambda: device.connects == 2)
-        transport2, host2 = await _open(backend)
-        transport2.write(b"again")
+        host2 = HostRecorder()  # the same transport object reopens (the daemon's reconnect)
+        await transport.open(asyncio.get_running_loop(), host2.on_data, host2.on_lost)
+        transport.write(b"again")
         await wait_for(lambda: bytes(host2.data) == b"again")
-        await transport2.close()
-        assert host2.lost == []
+        await transport.close()
+        assert host2.lost == [] and len(host.lost) == 1
+        assert _transport_threads(transport) == []
 
     asyncio.run(main())
 
