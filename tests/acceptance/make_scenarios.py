@@ -1531,9 +1531,9 @@ def h_rules() -> None:
     sc = scenario(
         "H3_ace_up_reader_before_insurance_closed",
         "three_card_21",
-        """2C.7(a)2 via RULES.md H3 (2C.6(g)-(j): insurance is offered before the hole card is
-        looked at): ace up, the reader is used before insurance_closed: procedure_violation
-        + notify_supervisor.""",
+        """2C.7(a)2: with a card reader in use, insurance bets are placed before the hole card
+        is inserted: ace up, the reader used before insurance_closed: procedure_violation +
+        notify_supervisor.""",
     )
     sc.ev("reader_inspected", by="floor-17")
     tc21_opening(sc)
@@ -1541,10 +1541,6 @@ def h_rules() -> None:
     sc.ev("bonus_settled")
     sc.ev("reader_inserted", ("procedure_violation", "H3"), ("notify_supervisor", "H3"))
     sc.open(BURN_OPEN)
-    sc.open(
-        "RULES.md cites 2C.7(a)2, which is not in the text (2C.7(a) has no paragraph 2); the "
-        "order comes from 2C.6(g)-(j)."
-    )
 
     sc = scenario(
         "H4_reader_before_bonus_settled",
