@@ -35,10 +35,14 @@ def settings(text: str) -> dict[str, list[str]]:
 
 
 def exposure(analyze: str, unit: Path) -> float:
-    result = run([analyze, "security", "--offline=true", "--no-pager", str(unit)])
+    """The overall exposure level; also checks that --threshold (in tenths) agrees."""
+    threshold = f"--threshold={round(EXPOSURE_LIMIT * 10)}"
+    result = run([analyze, "security", "--offline=true", "--no-pager", threshold, str(unit)])
     match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", result.stdout)
     assert match, f"no exposure level in:\n{result.stdout}\n{result.stderr}"
-    return float(match.group(1))
+    level = float(match.group(1))
+    assert (result.returncode == 0) == (level <= EXPOSURE_LIMIT), result.stderr
+    return level
 
 
 def instance_copy(tmp_path: Path, name: str, text: str) -> Path:
