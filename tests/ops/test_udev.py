@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 from opstools import SYSTEMD_DIR, missing, require_tool
 
+from drivers.usb_ids import DEVICE_KINDS, REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
+
 HERE = Path(__file__).resolve().parent
 DEVICES = HERE / "umockdev"
 RULES = SYSTEMD_DIR / "70-tablectl.rules"
@@ -221,4 +223,47 @@ def test_hostile_serial_stays_inside_dev_tablectl(
     (name,) = outcome.links
     assert "/" not in name and " " not in name and name.startswith("discard_rack-"), name
     assert outcome.links[name] == "bus/usb/001/007"
+    assert outcome.modes[node.path] == (0o660, outcome.gids["tablectl"]), outcome.log
+
+
+def reference_device(kind: str, product_id: int, serial: str) -> str:
+    """A umockdev description of a bulk-only reference device of this kind on bus 1, port 7."""
+    return "\n".join(
+        [
+            f"P: {USB}/1-7",
+            "E: DEVNAME=/dev/bus/usb/001/008",
+            "E: DEVTYPE=usb_device",
+            "E: DRIVER=usb",
+            "E: SUBSYSTEM=usb",
+            "E: BUSNUM=001",
+            "E: DEVNUM=008",
+            "E: MAJOR=189",
+            "E: MINOR=7",
+            f"E: PRODUCT={REFERENCE_VENDOR_ID:x}/{product_id:x}/100",
+            f"A: idVendor={REFERENCE_VENDOR_ID:04x}",
+            f"A: idProduct={product_id:04x}",
+            "A: busnum=1",
+            "A: devnum=8",
+            "A: dev=189:7",
+            "A: manufacturer=tablectl reference",
+            f"A: product=Reference {kind}",
+            f"A: serial={serial}",
+            "",
+            (DEVICES / "keyboard.umockdev").read_text().split("\n\n", 1)[1],
+        ]
+    )
+
+
+@pytest.mark.parametrize("kind", DEVICE_KINDS)
+def test_every_reference_kind_by_the_shared_ids(
+    kind: str, tools: dict[str, str], accounts: Path, tmp_path: Path
+) -> None:
+    """The rules follow drivers/usb_ids.py: each kind's product id gives that kind's name."""
+    description = tmp_path / f"{kind}.umockdev"
+    description.write_text(reference_device(kind, REFERENCE_PRODUCT_IDS[kind], "REF-123"))
+    node = Node("/dev/bus/usb/001/008", 189, 7)
+    work = tmp_path / "work"
+    work.mkdir()
+    outcome = udev_test(tools, accounts, work, str(description), f"{USB}/1-7", [node])
+    assert outcome.links == {f"{kind}-REF-123": "bus/usb/001/008"}, outcome.log
     assert outcome.modes[node.path] == (0o660, outcome.gids["tablectl"]), outcome.log
