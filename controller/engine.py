@@ -9,6 +9,7 @@ the citation of every decision comes from the rule catalogue (controller/rules.p
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -339,7 +340,9 @@ class Engine:
                 )
         return decisions
 
-    def _foreign_card(self, card: str, deck_field: str | None) -> list[Decision] | None:
+    def _foreign_card(
+        self, card: str, deck_field: str | None, copies: int = 1
+    ) -> list[Decision] | None:
         """C8: a card not in the composition, of the other deck, or one copy too many."""
         # C8: the ledger knows every card left in the shoe; a draw it cannot make is foreign.
         deck = self._deck()
@@ -347,7 +350,7 @@ class Engine:
             why = "a joker in a 52-card game"
         elif deck_field is not None and deck_field != deck.name:
             why = f"a card of deck {deck_field} while deck {deck.name} is in play"
-        elif deck.ledger.holds(SHOE, card) <= 0:
+        elif deck.ledger.holds(SHOE, card) < copies:
             why = f"{card} seen more often than the composition holds since the last shuffle"
         else:
             return None
@@ -580,11 +583,13 @@ class Engine:
             return [self._d("deal_blocked", rule_id, "the round is void: no more cards")]
         if state == "suspended":
             return [self._rejected("cards: the shoe is suspended until it reconnects")]
+        stack = Counter(cards)
         if self.round is None or state not in self._definition.round_states:
-            for card in cards:
-                foreign = self._foreign_card(card, None)
+            for card, copies in stack.items():
+                foreign = self._foreign_card(card, None, copies)
                 if foreign is not None:
                     return foreign
+            for card in cards:
                 self._discard_unusable(card)
             # C9: a stack dispensed before "no more bets".
             return [
@@ -599,8 +604,8 @@ class Engine:
                 for card in cards:
                     self._discard_unusable(card)
                 return decisions
-        for card in cards:
-            foreign = self._foreign_card(card, None)
+        for card, copies in stack.items():
+            foreign = self._foreign_card(card, None, copies)
             if foreign is not None:
                 return decisions + foreign
         if rnd.extra_dealer_cards:
