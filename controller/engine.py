@@ -96,6 +96,8 @@ class Engine:
         self.method = spec.options.dealing
         self.profile = spec.profile
         self.composition = spec.composition()
+        if random_source is None and spec.options.ap_start == "computer":
+            raise ValueError("ap_start computer: the engine needs a random_source (A1, 31.11(c))")
         self._random_source = random_source
         self._definition = definition(self.game)
         self._model = RoundModel()
@@ -351,7 +353,8 @@ class Engine:
         elif deck_field is not None and deck_field != deck.name:
             why = f"a card of deck {deck_field} while deck {deck.name} is in play"
         elif deck.ledger.holds(SHOE, card) < copies:
-            why = f"{card} seen more often than the composition holds since the last shuffle"
+            # H7: the card may be face down; the reason does not name it.
+            why = "a card seen more often than the composition holds since the last shuffle"
         else:
             return None
         return self._void_and_remove("C8", why, notify=True)
@@ -758,8 +761,7 @@ class Engine:
         return decisions
 
     def _draw_number(self) -> int:
-        if self._random_source is None:
-            raise RuntimeError("ap_start=computer needs a random_source")
+        assert self._random_source is not None  # checked when the engine was built
         return self._random_source(7) + 1
 
     def _plan(self, rnd: Round) -> None:

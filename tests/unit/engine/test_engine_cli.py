@@ -105,3 +105,15 @@ def test_bundled_scenarios_replay_for_make_demo(capsys):
     for game in ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker"):
         assert f"== {game}" in out
     assert "burn_card" in out and "void_hand" in out and "remove_deck" in out
+
+
+@pytest.mark.parametrize(
+    "game", ["three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker"]
+)
+def test_the_charts_in_docs_match_the_machines(game):
+    from pathlib import Path
+
+    from controller.machine import mermaid
+
+    chart = Path(__file__).resolve().parents[3] / "docs" / "state-charts" / f"{game}.mmd"
+    assert chart.read_text() == mermaid(definition(game)), "run `make diagrams`"

@@ -791,3 +791,18 @@ def test_C6_shoe_reloaded_after_unchecked_shuffler_removal_is_blocked_3C21():
     feed(e, ev("device_removed", device="shuffler"), ev("shoe_loaded"))
     out = feed(e, *draws("4h"))
     assert_decision(out, "deal_blocked", "C6", e)
+
+
+def test_H7_a_duplicate_face_down_card_is_not_named_in_the_C8_decisions():
+    e = table(HILO)
+    out = feed(e, ev("bets_closed", positions=[1]), *draws("7h", "7h"))
+    assert ("remove_deck", "C8") in names(out)
+    assert "7h" not in repr(out)
+
+
+def test_A1_computer_drawn_start_needs_an_injected_source():
+    from controller.engine import Engine
+
+    spec = TableSpec.from_dict({"game": AP, "options": {"ap_start": "computer"}})
+    with pytest.raises(ValueError, match="random_source"):
+        Engine(spec)
