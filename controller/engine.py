@@ -460,11 +460,15 @@ class Engine:
         if self.game == "three_card_21" and not self.interp.three_card_21_early_card_is_violation:
             self._discard_unusable(card)
             return []
-        # C9: a card drawn before "no more bets".
         self._discard_unusable(card)
+        return self._before_bets("a card was drawn")
+
+    def _before_bets(self, what: str) -> list[Decision]:
+        """C9: a card drawn or a stack dispensed before "no more bets"."""
+        # C9: the one place; 3C21's expected burn (G2) never reaches here.
         return [
-            self._d("procedure_violation", "C9", "a card was drawn before 'no more bets'"),
-            self._notify("C9", "a card was drawn before 'no more bets'"),
+            self._d("procedure_violation", "C9", f"{what} before 'no more bets'"),
+            self._notify("C9", f"{what} before 'no more bets'"),
         ]
 
     def _face_up_card(self, card: str) -> list[Decision]:
@@ -594,11 +598,7 @@ class Engine:
                     return foreign
             for card in cards:
                 self._discard_unusable(card)
-            # C9: a stack dispensed before "no more bets".
-            return [
-                self._d("procedure_violation", "C9", "a stack was dispensed before 'no more bets'"),
-                self._notify("C9", "a stack was dispensed before 'no more bets'"),
-            ]
+            return self._before_bets("a stack was dispensed")
         rnd = self.round
         decisions: list[Decision] = []
         if not rnd.started:
@@ -755,7 +755,7 @@ class Engine:
         if self.game == "asia_poker":
             if self.options.ap_start == "computer":
                 number = self._draw_number()
-                decisions += self._set_start(number, "drawn by the controller")
+                decisions += self._set_start(number, f"number {number} drawn by the controller")
         else:
             self._plan(rnd)
         return decisions
