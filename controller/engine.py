@@ -38,6 +38,31 @@ UNASSIGNED = "unassigned"  # a card beyond the deal order of a face-down game
 SHUFFLE_EVERY_ROUND = ("five_card_hilo", "heads_up_holdem", "asia_poker")
 STUB_COUNT_GAMES = ("five_card_hilo", "heads_up_holdem")
 LAYOUT_TARGET_NAMES = {BURNED: "burn", DISCARD: "discard"}
+DEVICE_KINDS = ("shuffler", "shoe", "hole_card_reader", "discard_rack")
+# Device names of the example configurations and of EVENTS.md, by kind; an event's own
+# "kind" field (the daemon may add it) takes precedence over the name.
+DEVICE_ALIASES = {
+    "shuffler": "shuffler",
+    "asd": "shuffler",
+    "shoe": "shoe",
+    "ads": "shoe",
+    "automated_shoe": "shoe",
+    "manual_shoe": "shoe",
+    "hole_card_reader": "hole_card_reader",
+    "reader": "hole_card_reader",
+    "card_reader": "hole_card_reader",
+    "discard_rack": "discard_rack",
+    "rack": "discard_rack",
+}
+
+
+def device_kind(event: Mapping[str, Any]) -> str | None:
+    """The kind of the device an event names: its ``kind`` field, else its name's alias."""
+    kind = event.get("kind")
+    if isinstance(kind, str) and kind in DEVICE_KINDS:
+        return kind
+    name = event.get("device")
+    return DEVICE_ALIASES.get(name.lower()) if isinstance(name, str) else None
 
 
 @dataclass
@@ -1082,13 +1107,13 @@ class Engine:
         return [self._d("reshuffle", "C5", f"{why}: the cards in it must be reshuffled")]
 
     def _on_device_removed(self, ev: dict[str, Any]) -> list[Decision]:
-        device: str = ev["device"]
-        if device in ("shuffler", "asd"):
+        kind = device_kind(ev)
+        if kind == "shuffler":
             self.asd_removed = True
-        elif device in ("shoe", "ads", "automated_shoe"):
+        elif kind == "shoe":
             self.ads_removed = True
         else:
-            return [self._rejected(f"device: {device!r} is not shuffler or shoe")]
+            return [self._rejected(f"device: {ev['device']!r} is not a shuffler or a shoe")]
         return []
 
     def _on_shuffler_empty_confirmed(self, ev: dict[str, Any]) -> list[Decision]:
@@ -1096,13 +1121,13 @@ class Engine:
         return []
 
     def _on_device_lost(self, ev: dict[str, Any]) -> list[Decision]:
-        device: str = ev["device"]
-        self.device_faults[device] = "lost"
-        if device == "hole_card_reader":
+        kind = device_kind(ev)
+        self.device_faults[ev["device"]] = "lost"
+        if kind == "hole_card_reader":
             return self._reader_down("the hole-card reader stopped answering")
-        if device == "shuffler" and any(d.shuffling for d in self.decks.values()):
+        if kind == "shuffler" and any(d.shuffling for d in self.decks.values()):
             return self._shuffler_failed("the shuffler stopped answering mid-shuffle")
-        if device == "shoe" and self._in_round():
+        if kind == "shoe" and self._in_round():
             if self.method == "automated_shoe":
                 return self._ads_failed("the automated dealing shoe stopped answering")
             self.suspended_from = self.state
@@ -1110,12 +1135,12 @@ class Engine:
         return []
 
     def _on_device_connected(self, ev: dict[str, Any]) -> list[Decision]:
-        device: str = ev["device"]
-        self.device_faults.pop(device, None)
-        if device == "shoe" and self.state == "suspended" and self.suspended_from:
+        kind = device_kind(ev)
+        self.device_faults.pop(ev["device"], None)
+        if kind == "shoe" and self.state == "suspended" and self.suspended_from:
             self._machine.set_state(self.suspended_from, model=self._model)
             self.suspended_from = None
-        if device == "shuffler":
+        if kind == "shuffler":
             self.asd_removed = False
         return []
 

@@ -806,3 +806,17 @@ def test_A1_computer_drawn_start_needs_an_injected_source():
     spec = TableSpec.from_dict({"game": AP, "options": {"ap_start": "computer"}})
     with pytest.raises(ValueError, match="random_source"):
         Engine(spec)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"device": "reader"},
+        {"device": "table-7-peek", "kind": "hole_card_reader"},
+    ],
+)
+def test_H5_reader_known_by_its_configured_name_or_kind(event):
+    e = t21_to_reader()
+    out = feed(e, ev("device_lost", **event))
+    assert_decision(out, "reader_disabled", "H5", e)
+    assert feed(table(T21), ev("device_lost", device="table-7-lamp")) == []
