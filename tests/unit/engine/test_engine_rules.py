@@ -817,6 +817,6 @@ def test_A1_computer_drawn_start_needs_an_injected_source():
 )
 def test_H5_reader_known_by_its_configured_name_or_kind(event):
     e = t21_to_reader()
-    out = feed(e, ev("device_lost", **event))
+    out = feed(e, {"type": "device_lost", **event})
     assert_decision(out, "reader_disabled", "H5", e)
     assert feed(table(T21), ev("device_lost", device="table-7-lamp")) == []
