@@ -104,6 +104,7 @@ class Round:
     dealer_cards: list[str] = field(default_factory=list)
     reader_ignored: bool = False
     start_position: str | None = None  # A1
+    planned_cards: int = 0  # the whole deal, community included (S3 for unread hands)
 
 
 class Engine:
@@ -812,6 +813,9 @@ class Engine:
             if self.method == "automated_shoe":
                 expected[COMMUNITY] = 5
         rnd.expected = expected
+        rnd.planned_cards = sum(expected.values()) + (
+            5 if self.game == "heads_up_holdem" and COMMUNITY not in expected else 0
+        )
 
     def _on_starting_position(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "asia_poker":
@@ -882,7 +886,7 @@ class Engine:
             expected = size - 49 - set_aside
         elif rnd is not None and rnd.cards_tracked == 0 and rnd.started:
             # hand dealing without a card reader: the cards out are the deal's.
-            expected = size - sum(rnd.expected.values())
+            expected = size - rnd.planned_cards
         else:
             expected = deck.ledger.count(SHOE)
         misdealt: dict[str, int] = {}

@@ -820,3 +820,11 @@ def test_H5_reader_known_by_its_configured_name_or_kind(event):
     out = feed(e, {"type": "device_lost", **event})
     assert_decision(out, "reader_disabled", "H5", e)
     assert feed(table(T21), ev("device_lost", device="table-7-lamp")) == []
+
+
+def test_S1_hand_dealt_HUH_without_a_reader_counts_the_board_in_the_stub():
+    """39.8(d): the stub is counted after the community cards: 52 - 4 - 5 = 43."""
+    e = table(HUH, dealing="hand", shuffler="batch")
+    feed(e, ev("bets_closed", positions=[1]), ev("deal_completed"))
+    assert feed(e, ev("stub_counted", count=43)) == []
+    assert e.status()["decks"]["A"]["rounds_since_stub_count"] == 0
