@@ -188,7 +188,7 @@ class Engine:
             "decks": {
                 name: {
                     "state": self._deck_state(deck),
-                    "rounds_since_stub_count": deck.rounds_since_count,
+                    "rounds_since_stub_count": self._counter(deck).rounds_since_count,
                     "cards_in_shoe": deck.ledger.count(SHOE),
                 }
                 for name, deck in self.decks.items()
@@ -315,10 +315,14 @@ class Engine:
             elif not deck.shuffled:
                 return "D3"  # D3: a deck is shuffled after every round
         if self.game in STUB_COUNT_GAMES and (
-            deck.rounds_since_count >= self.interp.stub_count_interval
+            self._counter(deck).rounds_since_count >= self.interp.stub_count_interval
         ):
             return "S1"  # S1: a sixth round without a count
         return None
+
+    def _counter(self, deck: Deck) -> Deck:
+        """S1: whose rounds are counted: the deck's own, or the table's (interpretation)."""
+        return deck if self.interp.stub_count_per_deck else self.decks["A"]
 
     def _shuffles_every_round(self) -> bool:
         if self.game == "asia_poker":
@@ -355,8 +359,9 @@ class Engine:
         decisions: list[Decision] = []
         if self.game in STUB_COUNT_GAMES:
             # S1: per deck, the fifth round since the last verified count needs a count.
-            deck.rounds_since_count += 1
-            if deck.rounds_since_count == self.interp.stub_count_interval:
+            counter = self._counter(deck)
+            counter.rounds_since_count += 1
+            if counter.rounds_since_count == self.interp.stub_count_interval:
                 extra = {"deck": deck.name} if self.options.dual_deck else {}
                 decisions.append(
                     self._d(
@@ -900,7 +905,7 @@ class Engine:
                 if held is not None and held != n and target not in rnd.flagged:
                     misdealt[target] = held
         if count == expected:
-            deck.rounds_since_count = 0  # S1: a verified count
+            self._counter(deck).rounds_since_count = 0  # S1: a verified count
             # the deck is whole; a hand the dealer found misdealt is the game's misdeal
             # rule (40.12(d), 39.12(c), 2C.14(g)), not the stub count's (40.7(f)1).
             decisions: list[Decision] = []
@@ -1000,7 +1005,7 @@ class Engine:
         if not manual:
             self.asd_faulted = False
         if count == size and self._counting_exemption():
-            deck.rounds_since_count = 0  # S2: the shuffler's full count is a verified count
+            self._counter(deck).rounds_since_count = 0  # S2: a full count is a verified count
         return []
 
     def _asd_may_be_replaced(self) -> bool:

@@ -241,10 +241,11 @@ def test_S1_is_counted_per_deck_with_two_decks():
     e = table(HUH, dual_deck=True, shuffler="batch", dealing="hand")
     out = []
     for i in range(10):
-        deck = "AB"[i % 2]
-        out += feed(e, ev("shuffle_completed", deck=deck), ev("shoe_loaded", deck=deck))
-        out += feed(e, ev("bets_closed", positions=[1]), *draws(*cards(4)))
-        out += feed(e, ev("deal_completed"), ev("hands_collected"))
+        deck, other = "AB"[i % 2], "BA"[i % 2]
+        out += feed(e, ev("shoe_loaded", deck=deck), ev("bets_closed", positions=[1]))
+        out += feed(e, *draws(*cards(4)), ev("deal_completed"))
+        out += feed(e, ev("shuffle_completed", deck=other), ev("hands_collected"))
+    assert [d["decision"] for d in out] == ["stub_count_required"] * 2
     required = [d for d in out if d["decision"] == "stub_count_required"]
     assert [d["deck"] for d in required] == ["A", "B"]
     assert all(d["rule"] == "13:69F-39.8(e)" for d in required)
@@ -828,3 +829,15 @@ def test_S1_hand_dealt_HUH_without_a_reader_counts_the_board_in_the_stub():
     feed(e, ev("bets_closed", positions=[1]), ev("deal_completed"))
     assert feed(e, ev("stub_counted", count=43)) == []
     assert e.status()["decks"]["A"]["rounds_since_stub_count"] == 0
+
+
+def test_S1_per_table_counting_is_a_named_interpretation():
+    e = table(HUH, dual_deck=True, shuffler="batch", interpretations={"stub_count_per_deck": False})
+    out = []
+    for i in range(5):
+        deck, other = "AB"[i % 2], "BA"[i % 2]
+        out += feed(e, ev("shoe_loaded", deck=deck), ev("bets_closed", positions=[1]))
+        out += feed(e, *draws(*cards(9)), ev("deal_completed"))
+        # 40.2(b)3: the other deck is shuffled while this one is played (and leaves the rack)
+        out += feed(e, ev("shuffle_completed", deck=other), ev("hands_collected"))
+    assert [d["decision"] for d in out] == ["stub_count_required"]
