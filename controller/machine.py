@@ -14,7 +14,6 @@ from typing import Any
 
 from transitions import Machine
 
-ROUND_STATES_COMMON = ("dealing",)
 ROUND_STATES = {
     "three_card_21": ("dealing", "bonus", "insurance", "players", "dealer_turn"),
     "five_card_hilo": ("dealing", "play"),
@@ -122,7 +121,3 @@ def graphviz(defn: MachineDefinition) -> str:
             lines.append(f'  {source} -> {dest} [label="{trigger}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
-
-
-def trigger_names(defn: MachineDefinition) -> set[str]:
-    return {t for t, _, _ in defn.transitions}
