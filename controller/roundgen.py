@@ -115,19 +115,26 @@ def _dealer_stands(cards: list[str], hits_soft_17: bool) -> bool:
 
 
 def _three_card_21(spec: TableSpec, rng: random.Random, rounds: int) -> list[Event]:
-    """Rounds from one shoe; reshuffle when fewer than a round's worth of cards remain."""
+    """Rounds from one shoe; reshuffle when fewer than a round's worth of cards remain, or
+    (Bart Carter) once the discard rack holds more than about a deck; the rack sensor
+    reports after every collection and every reshuffle."""
     opts = spec.options
+    threshold = opts.interpretations.bart_carter_rack_threshold
     events: list[Event] = []
     if opts.reader != "none":
         events.append(_ev("reader_inspected", by="floor"))
     shoe: list[str] = []
+    rack = 0
     for _ in range(rounds):
-        if len(shoe) < 40:
+        if len(shoe) < 40 or (opts.bart_carter and rack > threshold):
             events += _shuffle_events(spec, None, spec.composition().size)
+            events.append(_ev("rack_level", cards=0))
             events.append(_ev("shoe_loaded"))
-            shoe = _shuffled(rng, spec)
+            shoe, rack = _shuffled(rng, spec), 0
             if not opts.bart_carter:
                 events.append(_ev("card_drawn", card=shoe.pop()))  # G2 burn
+                rack += 1
+        before = len(shoe)
         positions = _positions(spec, rng)
         events.append(_ev("bets_closed", positions=positions))
         dealer: list[str] = []
@@ -154,4 +161,6 @@ def _three_card_21(spec: TableSpec, rng: random.Random, rounds: int) -> list[Eve
             dealer.append(card)
             events.append(_ev("card_drawn", card=card))
         events.append(_ev("hands_collected"))
+        rack += before - len(shoe)
+        events.append(_ev("rack_level", cards=rack))
     return events

@@ -40,6 +40,9 @@ BAD = {
     "rejected",
     "hands_dead",
     "reader_disabled",
+    "notify_supervisor",
+    "stub_count_required",
+    "discard_card",
 }
 
 
@@ -145,3 +148,11 @@ def test_replaying_a_stream_twice_gives_identical_decisions(table, events):
     two = [d.to_dict() for at, e in enumerate(events, 2) for d in second.handle(e, at)]
     assert one == two
     assert first.status() == second.status()
+
+
+def test_legal_bart_carter_rounds_reshuffle_on_the_rack_and_stay_clean():
+    engine = engine_for("three_card_21", {"bart_carter": True, "reader": "none"})
+    events = legal_stream(engine.spec, random.Random(5), 30)
+    decisions = [d for at, e in enumerate(events, 2) for d in engine.handle(e, at)]
+    assert {(d.decision, d.rule_id) for d in decisions} == {("reshuffle", "G4")}
+    check_ledgers(engine)
