@@ -445,12 +445,7 @@ class Engine:
             return [self._d("deal_blocked", rule_id, "the round is void: no more cards")]
         if state == "suspended":
             return [self._rejected("card_drawn: the shoe is suspended until it reconnects")]
-        if (
-            self.method == "automated_shoe"
-            and not self.ads_removed
-            and not (self.round and self.round.extra_dealer_cards)
-        ):
-            # C6: a card dealt by hand or manual shoe while the ADS is still at the table.
+        if self._another_method(stack=False):
             self._discard_unusable(card)
             return [self._d("deal_blocked", "C6", self._block_reason("C6"))]
         if self.round is None or state not in self._definition.round_states:
@@ -612,7 +607,7 @@ class Engine:
         state = self.state
         if state == "deck_removed" or self._deck().removed:
             return [self._d("deal_blocked", "C10", self._block_reason("C10"))]
-        if self.ads_removed:
+        if self._another_method(stack=True):
             return [self._d("deal_blocked", "C6", "the automated dealing shoe was removed")]
         if state == "void":
             for card in cards:
@@ -1007,6 +1002,15 @@ class Engine:
         if count == size and self._counting_exemption():
             self._counter(deck).rounds_since_count = 0  # S2: a full count is a verified count
         return []
+
+    def _another_method(self, stack: bool) -> bool:
+        """C6: a deal by another method than the table's ADS while the ADS is still there
+        (a card by hand or manual shoe), or by the ADS after it was removed."""
+        # C6: dealing; shuffles by another method are judged by _asd_may_be_replaced.
+        if stack:
+            return self.ads_removed
+        extra_dealer_card = self.round is not None and self.round.extra_dealer_cards > 0  # M2
+        return self.method == "automated_shoe" and not self.ads_removed and not extra_dealer_card
 
     def _asd_may_be_replaced(self) -> bool:
         """C6: removed, and for 3C21 a supervisor saw it empty (2C.14(j))."""
