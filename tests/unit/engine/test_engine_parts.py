@@ -137,3 +137,29 @@ def test_every_rule_of_rules_md_is_in_the_catalogue():
         + ["R1"]
     )
     assert set(ids) <= set(CATALOGUE)
+
+
+def test_manual_shoe_lost_mid_round_suspends_the_round_until_it_reconnects():
+    from engine_helpers import draws, ev, feed, table
+
+    e = table("five_card_hilo")
+    feed(e, ev("bets_closed", positions=[1]), *draws("As"))
+    assert feed(e, ev("device_lost", device="shoe")) == []
+    assert e.state == "suspended"
+    out = feed(e, *draws("Kd"))
+    assert out[0]["decision"] == "rejected" and "suspended" in out[0]["error"]
+    feed(e, ev("device_connected", device="shoe"))
+    assert e.state == "dealing"
+    assert feed(e, *draws("Kd")) == []
+    assert [c["to"] for c in e.dealt_cards()] == [1, "dealer"]
+
+
+def test_a_rejected_event_changes_nothing():
+    from engine_helpers import ev, feed, table
+
+    e = table("heads_up_holdem")
+    before = (e.state, e.round_number, e.status())
+    out = feed(e, ev("bets_closed", positions=[9]), {"type": "card_drawn", "card": "Xx"})
+    assert [d["decision"] for d in out] == ["rejected", "rejected"]
+    assert "positions" in out[0]["error"] and "card" in out[1]["error"]
+    assert (e.state, e.round_number, e.status()) == before
