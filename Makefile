@@ -10,6 +10,8 @@ help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
 	@echo "make test   - install everything needed, then ruff, mypy and the whole test suite"
 	@echo "make bench  - benchmarks (tests/bench), figures in .bench/"
+	@echo "make replay-regen - rewrite the golden replay expectations (review git diff after)"
+	@echo "make diagrams     - state charts of each game into docs/state-charts/"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
