@@ -4,12 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv test lint typecheck unit demo bench clean system-tools
+.PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams
 
 help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
 	@echo "make test   - install everything needed, then ruff, mypy and the whole test suite"
 	@echo "make bench  - benchmarks (tests/bench), figures in .bench/"
+	@echo "make replay-regen - rewrite the golden replay expectations (review git diff after)"
+	@echo "make diagrams     - state charts of each game into docs/state-charts/"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,10 +41,24 @@ unit: venv
 test: venv system-tools lint typecheck unit
 
 demo: venv
-	$(BIN)/tablectl demo
+	$(BIN)/python -m controller.scenarios
 
 bench: venv
 	$(BIN)/python -m pytest tests/bench -q -s -p no:cacheprovider
+
+# Golden replays: rewrite tests/replay/scenarios/*.expected.jsonl after a deliberate
+# change of the engine's rulings; review `git diff tests/replay` before committing.
+replay-regen: venv
+	$(BIN)/python -m tests.replay.regen
+
+# The state charts in docs/state-charts/, from the machines' own definitions.
+diagrams: venv
+	@mkdir -p docs/state-charts
+	@for g in three_card_21 five_card_hilo heads_up_holdem asia_poker; do \
+		$(BIN)/tablectl diagram --game $$g > docs/state-charts/$$g.mmd; \
+		$(BIN)/tablectl diagram --game $$g --format dot --svg docs/state-charts/$$g.svg > /dev/null \
+			|| echo "graphviz missing: no SVG for $$g"; \
+	done
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .bench

@@ -31,7 +31,10 @@ class CommandModule(Protocol):
 
 
 # name -> the module implementing it. Add a line here for a new subcommand.
-COMMANDS: dict[str, Command] = {}
+COMMANDS: dict[str, Command] = {
+    "replay": Command("controller.replay", "replay a scenario file; decisions as JSON lines"),
+    "diagram": Command("controller.diagram", "print a game's round state chart (mermaid)"),
+}
 
 
 def usage() -> str:

@@ -972,12 +972,17 @@ def s_rules() -> None:
         sc.ev("bets_closed", positions=[1])
         sc.ev("card_drawn", ("deal_blocked", "C10"), card="As")
 
+    # Engine review (branch engine): these two files first expected S3's void_round. The
+    # stub counts here are right (42 + 10 = 52, 43 + 9 = 52), so 40.7(f)2/39.7(f)2, whose
+    # misdeal clause applies only "if the count of the stub indicates that the number of
+    # cards in the deck is incorrect", do not apply: 40.7(f)1/39.7(f)1 do, and the misdealt
+    # hands fall under the irregularity rules, 40.12(d) (M1, M2) and 39.12(c) (M4).
     sc = scenario(
-        "S3_stub_wrong_misdeal_52_present_voids_round_hilo",
+        "M1_M2_hilo_right_stub_count_misdealt_hands",
         "five_card_hilo",
-        """40.7(f)2: the stub count is off for the hands but stub + cards out = 52 and a hand
-        has more or less than five (player 6, dealer 4): all hands void "pursuant to
-        40.12", the deck stays. 10 out, stub 42.""",
+        """40.7(f)1: stub 42 + 10 out = 52, the deck is whole; the hands hold 6 (player)
+        and 4 (dealer). 40.12(d): the player's hand is void, the dealer's hand is
+        completed with a fifth card. Not S3: 40.7(f)2 needs an incorrect stub count.""",
         shuffler="batch",
     )
     opening(sc, count=None)
@@ -985,18 +990,25 @@ def s_rules() -> None:
     sc.ev("bets_closed", positions=[1])
     sc.draw(fresh_cards(), 10)
     sc.ev("deal_completed")
-    sc.ev("stub_counted", ("void_round", "S3"), count=42, hand_counts={"1": 6, "dealer": 4})
+    sc.ev(
+        "stub_counted",
+        ("void_hand", "M1", {"position": 1}),
+        ("deal_dealer_card", "M2"),
+        count=42,
+        hand_counts={"1": 6, "dealer": 4},
+    )
     sc.open(
-        "40.7(f)2 voids all hands while 40.12(d) alone would void only the player's hand (M1) "
-        "and let the dealer take a fifth card (M2); RULES.md S3 follows 40.7(f)2, so only "
-        "void_round (S3) is expected here, not M1/M2 decisions as well."
+        "40.7(f)2's 'all hands void' is conditional on an incorrect stub count; with a right "
+        "count 40.12(d) rules the misdealt hands (M1 for the player, M2 for the dealer)."
     )
 
     sc = scenario(
-        "S3_stub_wrong_misdeal_52_present_voids_round_huh",
+        "M4_huh_right_stub_count_misdealt_hands",
         "heads_up_holdem",
-        """39.7(f)2: stub + cards out = 52 but the dealer's area holds three cards and the
-        player's one: all hands void; the deck stays.""",
+        """39.7(f)1: stub 43 + 9 out = 52, the deck is whole, but the player holds one card
+        and the dealer three. 39.12(c): a player dealt an incorrect number of cards voids
+        all hands and the cards are reshuffled (M4). Not S3: 39.7(f)2 needs an incorrect
+        stub count.""",
         shuffler="batch",
     )
     opening(sc, count=None)
@@ -1004,10 +1016,16 @@ def s_rules() -> None:
     sc.ev("bets_closed", positions=[1])
     sc.draw(fresh_cards(), 9)
     sc.ev("deal_completed")
-    sc.ev("stub_counted", ("void_round", "S3"), count=43, hand_counts={"1": 1, "dealer": 3})
+    sc.ev(
+        "stub_counted",
+        ("void_round", "M4"),
+        ("reshuffle", "M4"),
+        count=43,
+        hand_counts={"1": 1, "dealer": 3},
+    )
     sc.open(
-        "M4 (39.12(c)) would add reshuffle for a wrong hole-card count; 39.7(f)2 says only "
-        "'all hands are void'. Expected: void_round (S3) alone."
+        "39.7(f)2's 'all hands are void' is conditional on an incorrect stub count; with a "
+        "right count 39.12(c) rules the misdeal: void and reshuffle (M4)."
     )
 
     sc = scenario(

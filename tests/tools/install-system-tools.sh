@@ -5,6 +5,7 @@ set -eu
 missing=""
 need() { command -v "$1" >/dev/null 2>&1 || missing="$missing $2"; }
 # (entries are added by the features that need them)
+need dot graphviz  # tablectl diagram --svg: the state charts
 need promtool prometheus
 need systemd-analyze systemd
 need systemd-sysusers systemd

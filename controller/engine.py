@@ -1,0 +1,1430 @@
+"""The round engine: events in, decisions out; pure (no I/O, no clock, no randomness).
+
+One :class:`Engine` per table. It keeps the card ledger of each deck, one
+``transitions`` machine (controller/machine.py) and the bookkeeping the rules need
+(stub-count cadence, two-deck alternation, the reader's gaming day, the rack level).
+Every rule of RULES.md is enforced in exactly one method below, marked with its ID;
+the citation of every decision comes from the rule catalogue (controller/rules.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from controller.cards import JOKER, hand_total, is_ten_or_ace
+from controller.decisions import Decision
+from controller.events import EventError, validate
+from controller.ledger import (
+    BURNED,
+    COMMUNITY,
+    DEALER,
+    DISCARD,
+    REMOVED,
+    SHOE,
+    Ledger,
+)
+from controller.machine import RoundModel, build, definition
+from controller.rules import citation
+from controller.table import TableSpec
+
+__all__ = ["Decision", "Engine"]
+
+PLAYER_HIT = "player"  # a 3C21 hit: no device says which position took it
+UNASSIGNED = "unassigned"  # a card beyond the deal order of a face-down game
+SHUFFLE_EVERY_ROUND = ("five_card_hilo", "heads_up_holdem", "asia_poker")
+STUB_COUNT_GAMES = ("five_card_hilo", "heads_up_holdem")
+LAYOUT_TARGET_NAMES = {BURNED: "burn", DISCARD: "discard"}
+DEVICE_KINDS = ("shuffler", "shoe", "hole_card_reader", "discard_rack")
+# Device names of the example configurations and of EVENTS.md, by kind; an event's own
+# "kind" field (the daemon may add it) takes precedence over the name.
+DEVICE_ALIASES = {
+    "shuffler": "shuffler",
+    "asd": "shuffler",
+    "shoe": "shoe",
+    "ads": "shoe",
+    "automated_shoe": "shoe",
+    "manual_shoe": "shoe",
+    "hole_card_reader": "hole_card_reader",
+    "reader": "hole_card_reader",
+    "card_reader": "hole_card_reader",
+    "discard_rack": "discard_rack",
+    "rack": "discard_rack",
+}
+
+
+def device_kind(event: Mapping[str, Any]) -> str | None:
+    """The kind of the device an event names: its ``kind`` field, else its name's alias."""
+    kind = event.get("kind")
+    if isinstance(kind, str) and kind in DEVICE_KINDS:
+        return kind
+    name = event.get("device")
+    return DEVICE_ALIASES.get(name.lower()) if isinstance(name, str) else None
+
+
+@dataclass
+class Deck:
+    """One deck (or the 3C21 shoe of decks): its ledger and what the rules track of it."""
+
+    name: str
+    ledger: Ledger
+    shuffled: bool = True
+    fresh: bool = False  # received, not yet shuffled (C10)
+    removed: bool = False  # C10
+    faulted: bool = False  # C4: its last shuffle did not complete
+    reshuffle_rule: str | None = None  # a rule that demands a reshuffle before the next deal
+    manual_shuffle_refused: bool = False  # C6
+    rounds_since_count: int = 0  # S1
+    shuffling: bool = False
+
+
+@dataclass
+class Round:
+    """What the engine knows of the round in play."""
+
+    number: int
+    deck: str
+    positions: list[int]
+    order: list[str] = field(default_factory=list)  # card-by-card targets still to fill
+    stacks: list[tuple[str, int]] = field(default_factory=list)  # ADS stacks still to come
+    expected: dict[str, int] = field(default_factory=dict)  # initial deal per target
+    tally: dict[str, int] = field(default_factory=dict)
+    started: bool = False  # the first card or stack of the round was allowed
+    cards_tracked: int = 0
+    face_up_found: int = 0  # C1, C2
+    flagged: set[str] = field(default_factory=set)
+    void_hands: set[int] = field(default_factory=set)
+    void_rule: str | None = None
+    extra_dealer_cards: int = 0  # M2
+    up_card: str | None = None
+    hole_card: str | None = None
+    dealer_cards: list[str] = field(default_factory=list)
+    reader_ignored: bool = False
+    start_position: str | None = None  # A1
+    planned_cards: int = 0  # the whole deal, community included (S3 for unread hands)
+
+
+class Engine:
+    """The rules of one table. ``handle(event, at) -> decisions``."""
+
+    def __init__(
+        self,
+        spec: TableSpec,
+        random_source: Callable[[int], int] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.game = spec.game
+        self.options = spec.options
+        self.interp = spec.options.interpretations
+        self.method = spec.options.dealing
+        self.profile = spec.profile
+        self.composition = spec.composition()
+        if random_source is None and spec.options.ap_start == "computer":
+            raise ValueError("ap_start computer: the engine needs a random_source (A1, 31.11(c))")
+        self._random_source = random_source
+        self._definition = definition(self.game)
+        self._model = RoundModel()
+        self._machine = build(self._definition, self._model)
+        preshuffled = self.interp.opening_decks_preshuffled
+        self.decks: dict[str, Deck] = {
+            name: Deck(name, Ledger(self.composition), shuffled=preshuffled, fresh=not preshuffled)
+            for name in spec.deck_names()
+        }
+        self.current = "A"
+        self.explicit_deck = False
+        self.last_round_deck: str | None = None
+        self.round: Round | None = None
+        self.round_number = 0
+        self.dealt: list[dict[str, Any]] = []
+        self.burn_pending: str | None = None  # G2 or G5
+        self.asd_removed = False
+        self.ads_removed = False
+        self.asd_faulted = False
+        self.shuffler_emptied = False
+        self.reader_inspected_day: date | str | None = None
+        self.reader_disabled = False
+        self.rack_level: int | None = None
+        self.rack_baseline: int | None = None
+        self.rack_expected_min: int | None = None
+        self.rack_deck: str | None = None
+        self.rack_seen = False
+        self.bart_carter_flagged = False
+        self.pending_notifications: list[str] = []
+        self.suspended_from: str | None = None
+        self.device_faults: dict[str, str] = {}
+        self._at = 0
+        self._handlers: dict[str, Callable[[dict[str, Any]], list[Decision]]] = {
+            name[4:]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
+        }
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def state(self) -> str:
+        """The state machine's current state."""
+        return self._model.state
+
+    def handle(self, event: Mapping[str, Any], at: int) -> list[Decision]:
+        """Apply one EVENTS.md event; return the decisions the rules demand, in order."""
+        self._at = at
+        try:
+            clean = validate(event)
+        except EventError as error:
+            return [self._rejected(str(error))]
+        return self._handlers[clean["type"]](clean)
+
+    def status(self) -> dict[str, Any]:
+        """The public view for `tablectl status`. Never a card value (H7)."""
+        # H7: counts and states only; no card identity leaves the engine except through
+        # dealt_cards() (the access-controlled journal) and decisions on exposed cards.
+        return {
+            "game": self.game,
+            "state": self.state,
+            "round": self.round_number,
+            "deck_in_play": self.current,
+            "decks": {
+                name: {
+                    "state": self._deck_state(deck),
+                    "rounds_since_stub_count": self._counter(deck).rounds_since_count,
+                    "cards_in_shoe": deck.ledger.count(SHOE),
+                }
+                for name, deck in self.decks.items()
+            },
+            "pending_supervisor_notifications": list(self.pending_notifications),
+            "reader": self._reader_state(),
+            "device_faults": dict(self.device_faults),
+        }
+
+    def dealt_cards(self) -> list[dict[str, Any]]:
+        """This round's cards in the order dealt, face-down ones included (journal only)."""
+        return [dict(entry) for entry in self.dealt]
+
+    def ledger(self, deck: str = "A") -> Ledger:
+        return self.decks[deck].ledger
+
+    # ------------------------------------------------------------------ helpers
+
+    def _d(self, decision: str, rule_id: str, reason: str, **extras: Any) -> Decision:
+        return Decision(
+            decision, citation(rule_id, self.game, self.method), rule_id, self._at, reason, **extras
+        )
+
+    def _rejected(self, error: str, rule_id: str = "E0") -> Decision:
+        rule = citation(rule_id, self.game, self.method) if rule_id != "E0" else "EVENTS.md"
+        return Decision("rejected", rule, rule_id, self._at, f"event refused: {error}", error=error)
+
+    def _notify(self, rule_id: str, reason: str) -> Decision:
+        self.pending_notifications.append(rule_id)
+        return self._d("notify_supervisor", rule_id, reason)
+
+    def _fire(self, trigger: str) -> None:
+        self._model.trigger(trigger)
+
+    def _in_round(self) -> bool:
+        return self.round is not None and self.state in self._definition.round_states
+
+    def _deck(self) -> Deck:
+        return self.decks[self.current]
+
+    def _deck_state(self, deck: Deck) -> str:
+        if deck.removed:
+            return "removed"
+        if deck.shuffling:
+            return "shuffling"
+        if deck.faulted:
+            return "shuffle_failed"
+        if deck.fresh or not deck.shuffled:
+            return "needs_shuffle"
+        if deck.reshuffle_rule:
+            return f"reshuffle_due ({deck.reshuffle_rule})"
+        return "in_play" if deck.name == self.current and self._in_round() else "shuffled"
+
+    def _reader_state(self) -> str:
+        if self.options.reader == "none" or self.game != "three_card_21":
+            return "none"
+        if self.reader_disabled:
+            return "disabled"
+        return "inspected" if self.reader_inspected_day is not None else "not_inspected"
+
+    def _gaming_day(self, when: datetime | None) -> date | str:
+        """The gaming day of ``when``; events without a time share one day ("untimed")."""
+        if when is None:
+            return "untimed"
+        hours, minutes = (int(x) for x in self.options.gaming_day_start.split(":"))
+        start = time(hours, minutes)
+        day = when.date()
+        return day - timedelta(days=1) if when.time() < start else day
+
+    def _record(self, card: str, target: str, face_up: bool) -> None:
+        to: int | str = int(target) if target.isdigit() else LAYOUT_TARGET_NAMES.get(target, target)
+        self.dealt.append({"card": card, "to": to, "face_up": face_up})
+
+    def _collect_layout(self, deck: Deck) -> int:
+        """Move the layout's cards to the discard rack; returns how many moved."""
+        moved = 0
+        for place in [p for p in deck.ledger.places if p not in (SHOE, DISCARD, REMOVED)]:
+            moved += deck.ledger.move_all(place, DISCARD)
+        return moved
+
+    def _end_round(self) -> list[Decision]:
+        """The round's cards are collected (hands_collected, or implied by a new round)."""
+        decisions: list[Decision] = []
+        rnd = self.round
+        deck = self._deck()
+        if rnd is not None and not deck.removed:
+            moved = self._collect_layout(deck)
+            decisions += self._rack_deck_check(deck.name)
+            if self.rack_baseline is not None and self.interp.reconcile_discard_rack:
+                self.rack_expected_min = self.rack_baseline + moved - self.options.rack_tolerance
+            self.last_round_deck = deck.name
+        self.round = None
+        self.dealt = []
+        self.explicit_deck = False
+        if self.state == "deck_removed":
+            return decisions
+        if self.state == "suspended":
+            self.suspended_from = None
+        self._fire("collect")
+        return decisions
+
+    # ------------------------------------------------------------------ deal checks
+
+    def _deal_block(self) -> str | None:
+        """The rule that forbids dealing a new round from the deck in play, if any."""
+        deck = self._deck()
+        if deck.removed:
+            return "C10"  # C10: the deck was removed
+        if deck.manual_shuffle_refused:
+            return "C6"
+        if self.method == "hand" and (self.asd_removed or self.asd_faulted):
+            return "D4"  # D4: hand dealing needs a working ASD
+        if deck.faulted:
+            return "C4"  # C4: that batch never completed a shuffle
+        if deck.fresh:
+            return "C10"  # C10: new cards are shuffled before the first deal
+        if deck.reshuffle_rule is not None:
+            return deck.reshuffle_rule  # C2, C5, G3, G4, M3, M4, M5 ...: reshuffle first
+        if self._shuffles_every_round():
+            if self.options.dual_deck:
+                # D1: the decks alternate, and the next one must have been shuffled.
+                if deck.name == self.last_round_deck or not deck.shuffled:
+                    return "D1"
+            elif not deck.shuffled:
+                return "D3"  # D3: a deck is shuffled after every round
+        if self.game in STUB_COUNT_GAMES and (
+            self._counter(deck).rounds_since_count >= self.interp.stub_count_interval
+        ):
+            return "S1"  # S1: a sixth round without a count
+        return None
+
+    def _counter(self, deck: Deck) -> Deck:
+        """S1: whose rounds are counted: the deck's own, or the table's (interpretation)."""
+        return deck if self.interp.stub_count_per_deck else self.decks["A"]
+
+    def _shuffles_every_round(self) -> bool:
+        if self.game == "asia_poker":
+            return self.interp.asia_poker_shuffles_every_round
+        return self.game in SHUFFLE_EVERY_ROUND
+
+    def _block_reason(self, rule_id: str) -> str:
+        reasons = {
+            "C10": "the deck was removed or is new and unshuffled: no deal until new cards "
+            "are received and shuffled",
+            "C6": "the cards were shuffled or dealt by another method while the device "
+            "was still at the table",
+            "D4": "dealing from the hand needs a working automated shuffling device",
+            "C4": "the shuffler did not complete its shuffle of these cards",
+            "D1": "with two decks, each round must use the other deck, shuffled",
+            "D3": "the deck was not shuffled since its last round",
+            "S1": "the stub has not been counted for five rounds of this deck",
+            "G3": "the cut card came out: the cards must be reshuffled first",
+            "G4": "the discard rack holds about a deck: Bart Carter reshuffle first",
+        }
+        return reasons.get(rule_id, "the cards must be reshuffled before the next deal")
+
+    def _start_deal(self) -> list[Decision]:
+        """The first card or stack of a round: check the deck may be dealt (S1 cadence)."""
+        rnd = self.round
+        assert rnd is not None
+        deck = self._deck()
+        rule_id = self._deal_block()
+        if rule_id is not None:
+            return [self._d("deal_blocked", rule_id, self._block_reason(rule_id))]
+        rnd.started = True
+        if self._shuffles_every_round():
+            deck.shuffled = False
+        decisions: list[Decision] = []
+        if self.game in STUB_COUNT_GAMES:
+            # S1: per deck, the fifth round since the last verified count needs a count.
+            counter = self._counter(deck)
+            counter.rounds_since_count += 1
+            if counter.rounds_since_count == self.interp.stub_count_interval:
+                extra = {"deck": deck.name} if self.options.dual_deck else {}
+                decisions.append(
+                    self._d(
+                        "stub_count_required",
+                        "S1",
+                        f"deck {deck.name}: fifth round since its last verified count",
+                        **extra,
+                    )
+                )
+        return decisions
+
+    def _foreign_card(
+        self, card: str, deck_field: str | None, copies: int = 1
+    ) -> list[Decision] | None:
+        """C8: a card not in the composition, of the other deck, or one copy too many."""
+        # C8: the ledger knows every card left in the shoe; a draw it cannot make is foreign.
+        deck = self._deck()
+        if card == JOKER and self.game != "asia_poker":
+            why = "a joker in a 52-card game"
+        elif deck_field is not None and deck_field != deck.name:
+            why = f"a card of deck {deck_field} while deck {deck.name} is in play"
+        elif deck.ledger.holds(SHOE, card) < copies:
+            # H7: the card may be face down; the reason does not name it.
+            why = "a card seen more often than the composition holds since the last shuffle"
+        else:
+            return None
+        return self._void_and_remove("C8", why, notify=True)
+
+    def _void_and_remove(self, rule_id: str, why: str, notify: bool = False) -> list[Decision]:
+        deck = self._deck()
+        decisions: list[Decision] = []
+        rnd = self.round
+        if rnd is not None and rnd.started and rnd.void_rule is None and self.state != "void":
+            decisions.append(self._d("void_round", rule_id, f"all hands void: {why}"))
+        decisions.append(self._remove(deck, rule_id, why))
+        if notify:
+            decisions.append(self._notify(rule_id, f"deck {deck.name} removed: {why}"))
+        return decisions
+
+    def _remove(self, deck: Deck, rule_id: str, why: str) -> Decision:
+        deck.ledger.gather(REMOVED, keep=())
+        deck.removed = True
+        deck.shuffled = False
+        in_play = deck.name == self.current
+        if in_play and self.state != "deck_removed":
+            self.round = None
+            self._fire("remove_deck")
+        extra = {"deck": deck.name} if self.options.dual_deck or rule_id == "C7" else {}
+        return self._d("remove_deck", rule_id, f"deck {deck.name} removed: {why}", **extra)
+
+    def _void_round(self, rule_id: str, why: str, reshuffle: bool = True) -> list[Decision]:
+        decisions = [self._d("void_round", rule_id, f"all hands void: {why}")]
+        if self.round is not None:
+            self.round.void_rule = rule_id
+        if reshuffle:
+            self._deck().reshuffle_rule = rule_id
+            decisions.append(self._d("reshuffle", rule_id, "the cards must be reshuffled"))
+        if self.state != "void":
+            if self.state == "suspended":
+                self._model.state = self.suspended_from or "dealing"
+            self._fire("void")
+        return decisions
+
+    def _discard_unusable(self, card: str) -> None:
+        deck = self._deck()
+        if not deck.removed and deck.ledger.holds(SHOE, card) > 0:
+            deck.ledger.move(card, SHOE, DISCARD)
+            self._record(card, DISCARD, False)
+
+    # ------------------------------------------------------------------ cards
+
+    def _on_card_drawn(self, ev: dict[str, Any]) -> list[Decision]:
+        card: str = ev["card"]
+        face_up: bool = ev.get("face_up", False)
+        state = self.state
+        if state == "deck_removed" or self._deck().removed:
+            return [self._d("deal_blocked", "C10", self._block_reason("C10"))]
+        if state == "void":
+            self._discard_unusable(card)
+            rule_id = (self.round.void_rule if self.round else None) or "C2"
+            return [self._d("deal_blocked", rule_id, "the round is void: no more cards")]
+        if state == "suspended":
+            return [self._rejected("card_drawn: the shoe is suspended until it reconnects")]
+        if self._another_method(stack=False):
+            self._discard_unusable(card)
+            return [self._d("deal_blocked", "C6", self._block_reason("C6"))]
+        if self.round is None or state not in self._definition.round_states:
+            foreign = self._foreign_card(card, ev.get("deck"))
+            return foreign if foreign is not None else self._card_outside_round(card, face_up)
+        if state == "starting_position":
+            # A1: the deal starts only once the starting position is known.
+            self._discard_unusable(card)
+            return [
+                self._d("procedure_violation", "A1", "a card dealt before the starting position"),
+                self._notify("A1", "a card was dealt before the starting position was chosen"),
+            ]
+        decisions: list[Decision] = []
+        if not self.round.started:
+            decisions = self._start_deal()
+            if not self.round.started:
+                self._discard_unusable(card)
+                return decisions
+        foreign = self._foreign_card(card, ev.get("deck"))
+        if foreign is not None:
+            return decisions + foreign
+        if face_up:
+            return decisions + self._face_up_card(card)
+        if self.burn_pending is not None:
+            return decisions + self._burn(card)
+        return decisions + self._deal_one(card)
+
+    def _card_outside_round(self, card: str, face_up: bool) -> list[Decision]:
+        if self.burn_pending is not None and not face_up:
+            rule_id = self._deal_block()
+            if rule_id is not None:
+                # the burn card is drawn from the shoe like any other: same blocks
+                self._discard_unusable(card)
+                return [self._d("deal_blocked", rule_id, self._block_reason(rule_id))]
+            return self._burn(card)
+        if face_up:
+            return self._face_up_card(card)
+        if self.game == "three_card_21" and not self.interp.three_card_21_early_card_is_violation:
+            self._discard_unusable(card)
+            return []
+        self._discard_unusable(card)
+        return self._before_bets("a card was drawn")
+
+    def _before_bets(self, what: str) -> list[Decision]:
+        """C9: a card drawn or a stack dispensed before "no more bets"."""
+        # C9: the one place; 3C21's expected burn (G2) never reaches here.
+        return [
+            self._d("procedure_violation", "C9", f"{what} before 'no more bets'"),
+            self._notify("C9", f"{what} before 'no more bets'"),
+        ]
+
+    def _face_up_card(self, card: str) -> list[Decision]:
+        """C1 and C2: cards found face up in the shoe while dealing."""
+        self._discard_unusable(card)
+        rnd = self.round
+        found = 1
+        if rnd is not None:
+            rnd.face_up_found += 1
+            found = rnd.face_up_found
+        if found == 1:
+            # C1: the first face-up card is not used; the next card takes its place.
+            return [
+                self._d("discard_card", "C1", "a card was found face up in the shoe", card=card)
+            ]
+        # C2: a second face-up card in the same round voids it.
+        return self._void_round("C2", "a second card was found face up in the shoe")
+
+    def _burn(self, card: str) -> list[Decision]:
+        """G2 (new shoe or new dealer) and G5 (shoe reshuffled mid-round): burn one card."""
+        rule_id = self.burn_pending or "G2"
+        self.burn_pending = None
+        self._deck().ledger.move(card, SHOE, BURNED)
+        self._record(card, BURNED, False)
+        why = {
+            "G2": "the first card after the shoe is loaded or a new dealer comes is burned",
+            "G5": "the first card after the mid-round reshuffle is burned",
+        }[rule_id]
+        return [self._d("burn_card", rule_id, why)]
+
+    def _next_target(self, rnd: Round) -> str:
+        # C3: a card drawn in error without its face exposed is simply the next card of
+        # the deal order; nothing here (or anywhere) takes it for a misdeal.
+        state = self.state
+        if rnd.extra_dealer_cards:
+            rnd.extra_dealer_cards -= 1  # M2
+            return DEALER
+        if state == "dealer_turn":
+            return DEALER
+        if rnd.order:
+            return rnd.order.pop(0)
+        if self.game == "three_card_21":
+            return PLAYER_HIT
+        return UNASSIGNED
+
+    def _deal_one(self, card: str) -> list[Decision]:
+        rnd = self.round
+        assert rnd is not None
+        deck = self._deck()
+        decisions: list[Decision] = []
+        target = self._next_target(rnd)
+        if target == DEALER and self.state == "dealer_turn" and self._dealer_stands():
+            # G6: a card drawn on a standing total is burned, not part of the hand.
+            deck.ledger.move(card, SHOE, BURNED)
+            self._record(card, BURNED, True)
+            return [self._d("burn_card", "G6", "the dealer drew on a standing total")]
+        deck.ledger.move(card, SHOE, target)
+        rnd.cards_tracked += 1
+        rnd.tally[target] = rnd.tally.get(target, 0) + 1
+        self._record(card, target, self._dealt_face_up(target, rnd))
+        if target == DEALER and self.game == "three_card_21":
+            rnd.dealer_cards.append(card)
+            if rnd.up_card is None:
+                rnd.up_card = card
+            elif rnd.hole_card is None:
+                rnd.hole_card = card
+        if self.game == "three_card_21" and deck.ledger.count(SHOE) == 0:
+            decisions += self._shoe_ran_out()
+        return decisions
+
+    def _dealt_face_up(self, target: str, rnd: Round) -> bool:
+        if self.game != "three_card_21":
+            return False
+        if target == DEALER:
+            # the up card and the dealer's draws are face up; the hole card is not (until
+            # the dealer's turn reveals it).
+            return rnd.up_card is None or rnd.hole_card is not None
+        return True
+
+    def _dealer_stands(self) -> bool:
+        """G6: hard 17+, soft 18+, and soft 17 unless the table hits soft 17 (2C.11(b))."""
+        rnd = self.round
+        if rnd is None or len(rnd.dealer_cards) < 2:
+            return False
+        total, soft = hand_total(rnd.dealer_cards)
+        if total >= 18 or (total == 17 and not soft):
+            return True
+        return total == 17 and soft and not self.options.dealer_hits_soft_17
+
+    def _shoe_ran_out(self) -> list[Decision]:
+        """G5: no void; the discard rack is reshuffled, its first card burned."""
+        deck = self._deck()
+        deck.ledger.move_all(DISCARD, SHOE)
+        self.burn_pending = "G5"
+        return [
+            self._d(
+                "reshuffle",
+                "G5",
+                "the shoe ran out: reshuffle the discard rack, burn "
+                "one card and complete the round",
+            )
+        ]
+
+    def _on_stack_dispensed(self, ev: dict[str, Any]) -> list[Decision]:
+        cards: list[str] = ev["cards"]
+        if self.method != "automated_shoe":
+            return [
+                self._rejected(f"cards: a stack needs dealing automated_shoe, not {self.method}")
+            ]
+        state = self.state
+        if state == "deck_removed" or self._deck().removed:
+            return [self._d("deal_blocked", "C10", self._block_reason("C10"))]
+        if self._another_method(stack=True):
+            return [self._d("deal_blocked", "C6", "the automated dealing shoe was removed")]
+        if state == "void":
+            for card in cards:
+                self._discard_unusable(card)
+            rule_id = (self.round.void_rule if self.round else None) or "C5"
+            return [self._d("deal_blocked", rule_id, "the round is void: no more cards")]
+        if state == "suspended":
+            return [self._rejected("cards: the shoe is suspended until it reconnects")]
+        stack = Counter(cards)
+        if self.round is None or state not in self._definition.round_states:
+            for card, copies in stack.items():
+                foreign = self._foreign_card(card, None, copies)
+                if foreign is not None:
+                    return foreign
+            for card in cards:
+                self._discard_unusable(card)
+            return self._before_bets("a stack was dispensed")
+        rnd = self.round
+        decisions: list[Decision] = []
+        if not rnd.started:
+            decisions = self._start_deal()
+            if not rnd.started:
+                for card in cards:
+                    self._discard_unusable(card)
+                return decisions
+        for card, copies in stack.items():
+            foreign = self._foreign_card(card, None, copies)
+            if foreign is not None:
+                return decisions + foreign
+        if rnd.extra_dealer_cards:
+            target, size = DEALER, rnd.extra_dealer_cards
+            rnd.extra_dealer_cards = 0
+        elif rnd.stacks:
+            target, size = rnd.stacks.pop(0)
+        else:
+            target, size = UNASSIGNED, 0
+        deck = self._deck()
+        for card in cards:
+            deck.ledger.move(card, SHOE, target)
+            self._record(card, target, False)
+        rnd.cards_tracked += len(cards)
+        rnd.tally[target] = rnd.tally.get(target, 0) + len(cards)
+        if len(cards) != size and target != UNASSIGNED:
+            rnd.flagged.add(target)
+            decisions += self._misdeal(target, len(cards))
+        return decisions
+
+    # ------------------------------------------------------------------ misdeals
+
+    def _misdeal(self, target: str, count: int) -> list[Decision]:
+        """One hand (or the community) holds ``count`` cards, not what the deal expects."""
+        rnd = self.round
+        assert rnd is not None
+        if self.game == "five_card_hilo":
+            if target == DEALER:
+                if count == 4:
+                    # M2: the dealer's fifth card completes the hand; no void.
+                    rnd.extra_dealer_cards = 1
+                    return [self._d("deal_dealer_card", "M2", "the dealer was dealt four cards")]
+                # M3: any other misdeal to the dealer voids every hand.
+                return self._void_round("M3", f"the dealer was dealt {count} cards, not five")
+            # M1: only that player's hand is void.
+            position = int(target)
+            rnd.void_hands.add(position)
+            return [
+                self._d(
+                    "void_hand",
+                    "M1",
+                    f"position {position} was dealt {count} cards, not five",
+                    position=position,
+                )
+            ]
+        if self.game == "heads_up_holdem":
+            # M4: any wrong count, a player's, the dealer's or the community's, voids all.
+            if rnd.void_rule is not None:
+                return []
+            what = "the community" if target == COMMUNITY else f"hand {target}"
+            return self._void_round("M4", f"{what} was dealt {count} cards")
+        if self.game == "three_card_21":
+            if target != DEALER and count == 0:
+                # M6: a player with no initial cards is dead and joins the next deal.
+                position = int(target)
+                rnd.void_hands.add(position)
+                return [
+                    self._d(
+                        "void_hand",
+                        "M6",
+                        f"position {position} was dealt no initial cards: dead this round",
+                        position=position,
+                    )
+                ]
+            # M6: one or two cards, or the dealer short: no void, the rest come later.
+            missing = rnd.expected.get(target, 0) - count
+            if missing > 0:
+                rnd.order.extend([target] * missing)
+            return []
+        # asia_poker, S4 (31.8(d)2, 31.14): a position with more or less than seven voids all.
+        if rnd.void_rule is not None:
+            return []
+        return self._void_round("S4", f"{target} holds {count} cards, not seven", reshuffle=False)
+
+    def _on_misdeal_reported(self, ev: dict[str, Any]) -> list[Decision]:
+        rnd = self.round
+        if rnd is None or not self._in_round():
+            return [self._rejected("misdeal_reported: no round is in play")]
+        target = str(ev["position"])
+        if target != DEALER and int(target) not in rnd.positions and self.game != "asia_poker":
+            return [self._rejected(f"position: {target} has no wager this round")]
+        count: int = ev["cards"]
+        if count == rnd.expected.get(target, -1):
+            return [self._rejected(f"cards: {count} is the right number for {target}")]
+        rnd.flagged.add(target)
+        return self._misdeal(target, count)
+
+    def _on_deal_completed(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.state != "dealing" or self.round is None:
+            return [self._rejected(f"deal_completed: no deal in progress (state {self.state})")]
+        return self._complete_deal()
+
+    def _complete_deal(self) -> list[Decision]:
+        """Compare what each hand received with the deal (M1-M4, M6, S4), then play on."""
+        rnd = self.round
+        assert rnd is not None
+        decisions: list[Decision] = []
+        if not rnd.started:
+            # dealt from the hand with no card reader: the deal itself is this event.
+            decisions = self._start_deal()
+            if not rnd.started:
+                return decisions
+        if rnd.cards_tracked:
+            for target, expected in rnd.expected.items():
+                got = rnd.tally.get(target, 0)
+                if got != expected and target not in rnd.flagged:
+                    rnd.flagged.add(target)
+                    decisions += self._misdeal(target, got)
+                    if self.state != "dealing":
+                        return decisions
+        if self.state == "dealing":
+            self._fire("complete_deal")
+        return decisions
+
+    # ------------------------------------------------------------------ betting, starting
+
+    def _on_bets_closed(self, ev: dict[str, Any]) -> list[Decision]:
+        positions: list[int] = ev["positions"]
+        allowed = self.options.positions
+        if len(positions) > self.profile.max_positions or any(p > allowed for p in positions):
+            # C11: never more positions than the game (and the table) has.
+            return [
+                self._rejected(
+                    f"positions: {positions} names more than the {allowed} positions of this "
+                    f"{self.profile.title} table (the game allows {self.profile.max_positions})",
+                    "C11",
+                )
+            ]
+        if self.state == "deck_removed":
+            return []  # C10 blocks the deal itself, not the betting
+        decisions: list[Decision] = []
+        if self.round is not None or self.state in ("void", "suspended"):
+            decisions += self._end_round()  # the last round's cards were collected
+        if self.state == "shuffling":
+            self._deck_for_shuffle(None).shuffling = False
+        if self.options.dual_deck and not self.explicit_deck and self.last_round_deck:
+            self.current = "B" if self.last_round_deck == "A" else "A"
+        self.round_number += 1
+        rnd = Round(self.round_number, self.current, positions)
+        self.round = rnd
+        if self.rack_level is not None:
+            self.rack_baseline = self.rack_level
+        self._fire("close_bets")
+        if self.game == "asia_poker":
+            if self.options.ap_start == "computer":
+                number = self._draw_number()
+                decisions += self._set_start(number, f"number {number} drawn by the controller")
+        else:
+            self._plan(rnd)
+        return decisions
+
+    def _draw_number(self) -> int:
+        assert self._random_source is not None  # checked when the engine was built
+        return self._random_source(7) + 1
+
+    def _plan(self, rnd: Round) -> None:
+        """The deal order of RULES.md's "order of play" for this game and method."""
+        players = [str(p) for p in rnd.positions]
+        n = self.profile.cards_per_hand
+        expected = dict.fromkeys(players, n)
+        expected[DEALER] = self.profile.dealer_cards
+        if self.game == "three_card_21":
+            # 2C.6(d): a card to each, the up card, a second each, the hole card, a third each.
+            rnd.order = [*players, DEALER, *players, DEALER, *players]
+        elif self.game == "five_card_hilo":
+            rnd.order = [*players, DEALER] * 5  # 40.7(d), 40.8(c)
+            rnd.stacks = [(p, 5) for p in players] + [(DEALER, 5)]  # 40.9(c)
+        elif self.game == "heads_up_holdem":
+            holes = [*players, DEALER] * 2
+            if self.method == "hand":
+                rnd.order = [*holes, *[COMMUNITY] * 5]  # 39.8(c), 39.10(c): board as play goes
+            else:
+                rnd.order = [*[COMMUNITY] * 5, *holes]  # 39.10(c), 39.7(d)
+                expected[COMMUNITY] = 5
+            rnd.stacks = [(COMMUNITY, 5)] + [(p, 2) for p in players] + [(DEALER, 2)]  # 39.9(c)
+            if self.method == "automated_shoe":
+                expected[COMMUNITY] = 5
+        rnd.expected = expected
+        rnd.planned_cards = sum(expected.values()) + (
+            5 if self.game == "heads_up_holdem" and COMMUNITY not in expected else 0
+        )
+
+    def _on_starting_position(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game != "asia_poker":
+            return [self._rejected(f"starting_position: only Asia Poker has one, not {self.game}")]
+        if self.options.ap_start == "computer":
+            return [
+                self._rejected(
+                    "starting_position: this table draws it itself (ap_start computer)", "A1"
+                )
+            ]
+        if self.state != "starting_position":
+            return [
+                self._rejected(
+                    f"starting_position: expected after bets_closed, state is {self.state}", "A1"
+                )
+            ]
+        if "dice" in ev:
+            return self._set_start(int(ev["dice"]), f"dice total {ev['dice']}")
+        return self._set_start(int(ev["number"]), f"number {ev['number']}")
+
+    def _set_start(self, count: int, source: str) -> list[Decision]:
+        """A1: count counterclockwise from the dealer as one; deal clockwise from there."""
+        rnd = self.round
+        assert rnd is not None
+        k = (count - 1) % 7  # 0 = the dealer, k = the k-th position counterclockwise from it
+        if k == 0:
+            start = DEALER
+        elif self.options.ap_numbering == "from_dealer_left":
+            start = str(7 - k)
+        else:
+            start = str(k)
+        clockwise = ["1", "2", "3", "4", "5", "6", DEALER]
+        if self.options.ap_numbering == "from_dealer_right":
+            clockwise = ["6", "5", "4", "3", "2", "1", DEALER]
+        first = clockwise.index(start)
+        rotation = clockwise[first:] + clockwise[:first]
+        rnd.order = rotation * 7  # 31.8(c): all seven positions, wagered or not
+        rnd.expected = dict.fromkeys(rotation, 7)
+        rnd.start_position = start
+        self._fire("choose_start")
+        position: int | str = int(start) if start.isdigit() else start
+        if self.options.ap_start != "computer":
+            return []  # the operator's event already records it; dealt_cards() shows it
+        return [
+            self._d(
+                "starting_position",
+                "A1",
+                f"{source}: the deal starts at {'the dealer' if k == 0 else 'position ' + start}",
+                position=position,
+            )
+        ]
+
+    # ------------------------------------------------------------------ stub counts
+
+    def _on_stub_counted(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game == "three_card_21":
+            return [self._rejected("stub_counted: Three Card 21 has no stub count")]
+        deck = self._deck()
+        if deck.removed:
+            return [self._rejected("stub_counted: the deck was removed", "C10")]
+        count: int = ev["count"]
+        hand_counts: dict[str, int] = ev.get("hand_counts", {})
+        rnd = self.round
+        size = self.composition.size
+        set_aside = deck.ledger.count(DISCARD) + deck.ledger.count(BURNED) if rnd else 0
+        if rnd is not None and self.game == "asia_poker":
+            # S4: 53 - 7 x 7 = 4, less any card set aside this round (a C1 discard).
+            expected = size - 49 - set_aside
+        elif rnd is not None and rnd.cards_tracked == 0 and rnd.started:
+            # hand dealing without a card reader: the cards out are the deal's.
+            expected = size - rnd.planned_cards
+        else:
+            expected = deck.ledger.count(SHOE)
+        misdealt: dict[str, int] = {}
+        if rnd is not None:
+            for target, n in rnd.expected.items():
+                if target == COMMUNITY:
+                    continue
+                held = hand_counts.get(target)
+                if held is None and rnd.cards_tracked and self.game == "asia_poker":
+                    held = rnd.tally.get(target, 0)
+                if held is not None and held != n and target not in rnd.flagged:
+                    misdealt[target] = held
+        if count == expected:
+            self._counter(deck).rounds_since_count = 0  # S1: a verified count
+            # the deck is whole; a hand the dealer found misdealt is the game's misdeal
+            # rule (40.12(d), 39.12(c), 2C.14(g)), not the stub count's (40.7(f)1).
+            decisions: list[Decision] = []
+            for target, held in misdealt.items():
+                if self.state == "void":
+                    break
+                assert rnd is not None
+                rnd.flagged.add(target)
+                decisions += self._misdeal(target, held)
+            return decisions
+        rule_id = "S4" if self.game == "asia_poker" else "S3"
+        if self.game == "asia_poker":
+            whole = bool(misdealt)  # S4 (31.8(d)2): a misdeal voids, no misdeal removes
+        else:
+            # S3: misdealt, yet the count, the hands and the cards set aside make the deck.
+            total = count + sum(hand_counts.values()) + set_aside
+            whole = bool(misdealt) and total == size
+        if whole:
+            if rnd is not None and rnd.void_rule is None and self.state != "void":
+                return self._void_round(rule_id, "the cards were misdealt", reshuffle=False)
+            return []
+        return self._void_and_remove(
+            rule_id, f"the stub count {count} does not add up to the {size}-card deck"
+        )
+
+    # ------------------------------------------------------------------ shuffles and decks
+
+    def _deck_for_shuffle(self, named: str | None) -> Deck:
+        if named is not None:
+            return self.decks[named] if named in self.decks else self.decks["A"]
+        if self.options.dual_deck:
+            shuffling = [d for d in self.decks.values() if d.shuffling]
+            if shuffling:
+                return shuffling[0]
+            other = "B" if self.current == "A" else "A"
+            return self.decks[other if self._in_round() else self.current]
+        return self.decks["A"]
+
+    def _on_shuffle_started(self, ev: dict[str, Any]) -> list[Decision]:
+        if ev.get("deck") is not None and ev["deck"] not in self.decks:
+            return [self._rejected(f"deck: {ev['deck']!r}: this table has one deck, A")]
+        deck = self._deck_for_shuffle(ev.get("deck"))
+        deck.shuffling = True
+        deck.shuffled = False
+        if self.rack_deck == deck.name:
+            self.rack_deck = None
+        self.rack_expected_min = None
+        if self.state == "idle" and not self.options.dual_deck:
+            self._fire("start_shuffle")
+        return []
+
+    def _on_shuffle_completed(self, ev: dict[str, Any]) -> list[Decision]:
+        if ev.get("deck") is not None and ev["deck"] not in self.decks:
+            return [self._rejected(f"deck: {ev['deck']!r}: this table has one deck, A")]
+        deck = self._deck_for_shuffle(ev.get("deck"))
+        if deck.removed:
+            return [
+                self._rejected(
+                    f"shuffle_completed: deck {deck.name} was removed; deck_received first", "C10"
+                )
+            ]
+        deck.shuffling = False
+        if self.state == "shuffling":
+            self._fire("finish_shuffle")
+        if self.rack_deck == deck.name:
+            self.rack_deck = None
+        self.rack_expected_min = None
+        count: int | None = ev.get("count")
+        size = self.composition.size
+        if (
+            count is not None
+            and count != size
+            and (
+                self.game in STUB_COUNT_GAMES or self.interp.count_mismatch_removes_deck_everywhere
+            )
+        ):
+            # C7: the counting shuffler found other than the full deck.
+            return self._void_and_remove_if_current(
+                deck, "C7", f"the shuffler counted {count} cards, not {size}"
+            )
+        manual = ev.get("method") == "manual" or self.asd_removed
+        if manual and self.options.shuffler != "none" and not self._asd_may_be_replaced():
+            # C6: another shuffling method while the ASD is still at the table.
+            deck.manual_shuffle_refused = True
+            return []
+        if self.game == "three_card_21" and self._in_round():
+            # G5: the discard rack, reshuffled mid-round, goes back in the shoe.
+            deck.ledger.move_all(DISCARD, SHOE)
+        else:
+            deck.ledger.gather(SHOE)
+        deck.shuffled = True
+        deck.fresh = False
+        deck.faulted = False
+        deck.reshuffle_rule = None
+        deck.manual_shuffle_refused = False
+        self.bart_carter_flagged = False
+        if not manual:
+            self.asd_faulted = False
+        if count == size and self._counting_exemption():
+            self._counter(deck).rounds_since_count = 0  # S2: a full count is a verified count
+        return []
+
+    def _another_method(self, stack: bool) -> bool:
+        """C6: a deal by another method than the table's ADS while the ADS is still there
+        (a card by hand or manual shoe), or by the ADS after it was removed."""
+        # C6: dealing; shuffles by another method are judged by _asd_may_be_replaced.
+        if stack:
+            return self.ads_removed
+        extra_dealer_card = self.round is not None and self.round.extra_dealer_cards > 0  # M2
+        return self.method == "automated_shoe" and not self.ads_removed and not extra_dealer_card
+
+    def _asd_may_be_replaced(self) -> bool:
+        """C6: removed, and for 3C21 a supervisor saw it empty (2C.14(j))."""
+        if self.game == "three_card_21":
+            return self.asd_removed and self.shuffler_emptied
+        return self.asd_removed
+
+    def _counting_exemption(self) -> bool:
+        """S2: HUH with any method; HILO only when dealing from an ADS (40.9(f))."""
+        if self.options.shuffler != "counting" or self.asd_removed:
+            return False
+        if self.game == "heads_up_holdem":
+            return True
+        if self.game == "five_card_hilo":
+            return (
+                self.method == "automated_shoe" or not self.interp.hilo_counting_exemption_needs_ads
+            )
+        return False
+
+    def _void_and_remove_if_current(self, deck: Deck, rule_id: str, why: str) -> list[Decision]:
+        if deck.name == self.current:
+            return self._void_and_remove(rule_id, why)
+        return [self._remove(deck, rule_id, why)]
+
+    def _on_shuffler_fault(self, ev: dict[str, Any]) -> list[Decision]:
+        return self._shuffler_failed(f"the shuffler reported {ev['fault']}")
+
+    def _shuffler_failed(self, why: str) -> list[Decision]:
+        """C4: a jam, a stop or an incomplete cycle: reshuffle; the batch may not be dealt."""
+        deck = self._deck_for_shuffle(None)
+        deck.shuffling = False
+        deck.faulted = True
+        deck.shuffled = False
+        self.asd_faulted = True
+        self.device_faults["shuffler"] = why
+        if self.state == "shuffling":
+            self._fire("fault_shuffle")
+        return [self._d("reshuffle", "C4", f"{why}: the cards must be reshuffled")]
+
+    def _on_shoe_loaded(self, ev: dict[str, Any]) -> list[Decision]:
+        named = ev.get("deck")
+        if named is not None:
+            if named not in self.decks:
+                return [self._rejected(f"deck: {named!r}: this table has one deck, A")]
+            if self._in_round() and named != self.current:
+                return [self._rejected("shoe_loaded: another deck mid-round")]
+            self.current = named
+            self.explicit_deck = True
+        if self.asd_removed and self.options.shuffler != "none":
+            # C6: cards loaded after the ASD left were shuffled by another method.
+            self._deck().manual_shuffle_refused = not self._asd_may_be_replaced()
+        if self.game == "three_card_21" and not self.options.bart_carter:
+            self.burn_pending = "G2"  # G2: the first card of a new shoe is burned
+        return []
+
+    def _on_dealer_changed(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game == "three_card_21" and not self.options.bart_carter:
+            self.burn_pending = "G2"  # G2: each new dealer burns one card
+        return []
+
+    def _on_deck_received(self, ev: dict[str, Any]) -> list[Decision]:
+        named = ev.get("deck") or ("A" if not self.options.dual_deck else None)
+        if named is None:
+            removed = [d.name for d in self.decks.values() if d.removed]
+            named = removed[0] if removed else self.current
+        if named not in self.decks:
+            return [self._rejected(f"deck: {named!r}: this table has one deck, A")]
+        if self._in_round() and named == self.current:
+            return [self._rejected("deck_received: a round is in play with that deck")]
+        # C10: new cards, inspected at receipt (a verified count), to be shuffled first.
+        self.decks[named] = Deck(named, Ledger(self.composition), shuffled=False, fresh=True)
+        if self.state == "deck_removed" and not any(d.removed for d in self.decks.values()):
+            self._fire("receive_deck")
+        return []
+
+    def _on_cut_card_reached(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game != "three_card_21":
+            return [self._rejected(f"cut_card_reached: {self.game} has no cut card in the shoe")]
+        # G3: complete the round in play, then reshuffle; no new deal before it.
+        self._deck().reshuffle_rule = "G3"
+        when = "after this round" if self._in_round() else "before the next round"
+        return [self._d("reshuffle", "G3", f"the cut card came out: reshuffle {when}")]
+
+    def _on_reshuffle_requested(self, ev: dict[str, Any]) -> list[Decision]:
+        rule_id = "G3" if self.game == "three_card_21" else "D3"
+        deck = self._deck()
+        if not deck.removed:
+            deck.reshuffle_rule = rule_id
+        return [self._d("reshuffle", rule_id, "the house reshuffles at its discretion")]
+
+    def _on_shoe_fault(self, ev: dict[str, Any]) -> list[Decision]:
+        fault: str = ev["fault"]
+        self.device_faults["shoe"] = fault
+        if self.game == "three_card_21" and fault == "empty" and self._in_round():
+            return self._shoe_ran_out()
+        if self.method != "automated_shoe":
+            return []
+        return self._ads_failed(f"the automated dealing shoe reported {fault}")
+
+    def _ads_failed(self, why: str) -> list[Decision]:
+        """C5: the ADS jammed, stopped or did not deal all cards."""
+        if self._in_round() or self.state == "suspended":
+            return self._void_round("C5", why)
+        if self.state == "void":
+            return []
+        self._deck().reshuffle_rule = "C5"
+        return [self._d("reshuffle", "C5", f"{why}: the cards in it must be reshuffled")]
+
+    def _on_device_removed(self, ev: dict[str, Any]) -> list[Decision]:
+        kind = device_kind(ev)
+        if kind == "shuffler":
+            self.asd_removed = True
+        elif kind == "shoe":
+            self.ads_removed = True
+        else:
+            return [self._rejected(f"device: {ev['device']!r} is not a shuffler or a shoe")]
+        return []
+
+    def _on_shuffler_empty_confirmed(self, ev: dict[str, Any]) -> list[Decision]:
+        self.shuffler_emptied = True
+        return []
+
+    def _on_device_lost(self, ev: dict[str, Any]) -> list[Decision]:
+        kind = device_kind(ev)
+        self.device_faults[ev["device"]] = "lost"
+        if kind == "hole_card_reader":
+            return self._reader_down("the hole-card reader stopped answering")
+        if kind == "shuffler" and any(d.shuffling for d in self.decks.values()):
+            return self._shuffler_failed("the shuffler stopped answering mid-shuffle")
+        if kind == "shoe" and self._in_round():
+            if self.method == "automated_shoe":
+                return self._ads_failed("the automated dealing shoe stopped answering")
+            self.suspended_from = self.state
+            self._fire("suspend")
+        return []
+
+    def _on_device_connected(self, ev: dict[str, Any]) -> list[Decision]:
+        kind = device_kind(ev)
+        self.device_faults.pop(ev["device"], None)
+        if kind == "shoe" and self.state == "suspended" and self.suspended_from:
+            self._machine.set_state(self.suspended_from, model=self._model)
+            self.suspended_from = None
+        if kind == "shuffler":
+            self.asd_removed = False
+        return []
+
+    # ------------------------------------------------------------------ 3C21 play
+
+    def _on_bonus_settled(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game != "three_card_21":
+            return [self._rejected(f"bonus_settled: {self.game} has no bonus step")]
+        decisions: list[Decision] = []
+        if self.state == "dealing":
+            decisions += self._complete_deal()
+        if self.state != "bonus":
+            return decisions or [self._rejected(f"bonus_settled: not expected in {self.state}")]
+        rnd = self.round
+        ace_up = rnd is not None and rnd.up_card is not None and rnd.up_card[0] == "A"
+        self._fire("settle_bonus_ace_up" if ace_up else "settle_bonus")
+        return decisions
+
+    def _on_insurance_closed(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game != "three_card_21":
+            return [self._rejected(f"insurance_closed: {self.game} has no insurance")]
+        if self.state == "insurance":
+            self._fire("close_insurance")
+            return []
+        if self.state in ("players", "dealer_turn"):
+            return []
+        return [self._rejected(f"insurance_closed: not expected in {self.state}")]
+
+    def _on_dealer_turn(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game != "three_card_21":
+            return [self._rejected(f"dealer_turn: {self.game} has no dealer's turn")]
+        decisions: list[Decision] = []
+        if self.state == "dealing":
+            decisions += self._complete_deal()
+        if self.state in ("bonus", "insurance", "players"):
+            self._fire("start_dealer_turn")
+            rnd = self.round
+            if rnd is not None:
+                for entry in self.dealt:
+                    if entry["to"] == DEALER:
+                        entry["face_up"] = True  # 2C.6(i): the hole card is revealed
+            return decisions
+        return decisions or [self._rejected(f"dealer_turn: not expected in {self.state}")]
+
+    # ------------------------------------------------------------------ hole-card reader
+
+    def _on_reader_inspected(self, ev: dict[str, Any]) -> list[Decision]:
+        self.reader_inspected_day = self._gaming_day(ev.get("time"))
+        self.reader_disabled = False  # H5: repaired and re-inspected
+        self.device_faults.pop("hole_card_reader", None)
+        return []
+
+    def _on_reader_inserted(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game != "three_card_21" or self.options.reader == "none":
+            return [self._rejected("reader_inserted: this table has no hole-card reader")]
+        rnd = self.round
+        if rnd is None or not self._in_round():
+            return [self._rejected("reader_inserted: no round is in play")]
+        decisions: list[Decision] = []
+        day = self._gaming_day(ev.get("time"))
+        inspected = self.reader_inspected_day
+        rnd.reader_ignored = False
+        if inspected is None or (day != "untimed" and inspected not in (day, "untimed")):
+            # H1: not inspected this gaming day: the reader may not be used.
+            rnd.reader_ignored = True
+            decisions += [
+                self._d(
+                    "reader_disabled",
+                    "H1",
+                    "the reader was not inspected this gaming day; its result is ignored",
+                ),
+                self._notify("H1", "the hole-card reader was used without its daily inspection"),
+            ]
+        elif self.reader_disabled:
+            rnd.reader_ignored = True  # H5: disabled until repaired and re-inspected
+            decisions.append(
+                self._d(
+                    "reader_disabled", "H5", "the reader is out of service; its result is ignored"
+                )
+            )
+        if self.state in ("dealing", "bonus"):
+            # H4: the reader only after the bonus wagers are settled.
+            decisions += [
+                self._d(
+                    "procedure_violation",
+                    "H4",
+                    "the reader was used before the bonus wagers were settled",
+                ),
+                self._notify("H4", "hole card inserted before the bonus was settled"),
+            ]
+        up = rnd.up_card
+        if up is not None and up[0] == "A" and self.state in ("dealing", "bonus", "insurance"):
+            # H3: with an ace up, insurance closes before the hole card goes in.
+            decisions += [
+                self._d(
+                    "procedure_violation",
+                    "H3",
+                    "the hole card was inserted before insurance closed",
+                ),
+                self._notify("H3", "hole card inserted before insurance closed"),
+            ]
+        if up is not None and not is_ten_or_ace(up):
+            # H2: the up card does not allow a peek.
+            decisions.append(
+                self._notify(
+                    "H2", "the hole card was inserted with an up card other than A, K, Q, J or 10"
+                )
+            )
+            if self.options.reader == "revealing":
+                decisions.append(
+                    self._d(
+                        "hands_dead",
+                        "H2",
+                        "the reader in use could let a "
+                        "player learn the hole card: all hands dead, wagers "
+                        "returned",
+                    )
+                )
+                self._void_hands_dead()
+            else:
+                decisions.append(
+                    self._d(
+                        "continue_play",
+                        "H2",
+                        "the reader in use lets no player learn the hole card",
+                    )
+                )
+        return decisions
+
+    def _void_hands_dead(self) -> None:
+        rnd = self.round
+        if rnd is not None:
+            rnd.void_rule = "H2"
+        self._fire("void")
+
+    def _on_reader_result(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game != "three_card_21" or self.options.reader == "none":
+            return [self._rejected("reader_result: this table has no hole-card reader")]
+        rnd = self.round
+        if rnd is None or rnd.reader_ignored or self.reader_disabled:
+            return []
+        if rnd.up_card is None or rnd.hole_card is None:
+            return []
+        actual = hand_total([rnd.up_card, rnd.hole_card])[0] == 21
+        if actual != ev["blackjack"] and self.interp.reader_contradiction_is_malfunction:
+            # H6: the answer contradicts the shoe's reading: treated as a malfunction (H5).
+            return [
+                *self._reader_down(
+                    "the reader's answer contradicts the card the shoe read", rule_id="H6"
+                ),
+                self._notify("H6", "the hole-card reader contradicted the shoe"),
+            ]
+        return []
+
+    def _on_reader_fault(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game != "three_card_21" or self.options.reader == "none":
+            return [self._rejected("reader_fault: this table has no hole-card reader")]
+        return self._reader_down(f"the reader reported {ev['fault']}")
+
+    def _reader_down(self, why: str, rule_id: str = "H5") -> list[Decision]:
+        """H5: a malfunctioning reader is out for the day or until re-inspected."""
+        if self.game != "three_card_21" or self.options.reader == "none":
+            return []
+        self.reader_disabled = True
+        self.device_faults["hole_card_reader"] = why
+        if self.round is not None:
+            self.round.reader_ignored = True
+        return [self._d("reader_disabled", rule_id, f"{why}: play continues without the reader")]
+
+    # ------------------------------------------------------------------ HUH exposure
+
+    def _on_dealer_card_exposed(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.game != "heads_up_holdem":
+            return [
+                self._rejected(f"dealer_card_exposed: a Heads Up Hold'em event, not {self.game}")
+            ]
+        if not self._in_round():
+            return [self._rejected("dealer_card_exposed: no round is in play")]
+        # M5: a dealer card exposed before the reveal voids every hand.
+        return self._void_round("M5", "a dealer card was exposed before the reveal")
+
+    # ------------------------------------------------------------------ the discard rack
+
+    def _on_rack_level(self, ev: dict[str, Any]) -> list[Decision]:
+        return self._rack(ev["cards"])
+
+    def _on_rack_cleared(self, ev: dict[str, Any]) -> list[Decision]:
+        return self._rack(0)
+
+    def _rack(self, level: int) -> list[Decision]:
+        decisions: list[Decision] = []
+        self.rack_seen = True
+        self.rack_level = level
+        size = self.composition.size
+        if level <= self.options.rack_tolerance:
+            self.rack_deck = None
+        if self.game == "three_card_21" and level > size:
+            # G7: more cards in the rack than the shoe's decks hold.
+            decisions.append(
+                self._notify(
+                    "G7", f"the discard rack reads {level} cards, more than the {size} of the shoe"
+                )
+            )
+        if (
+            self.game == "three_card_21"
+            and self.options.bart_carter
+            and level > self.interp.bart_carter_rack_threshold
+            and not self.bart_carter_flagged
+        ):
+            # G4: Bart Carter reshuffles once the rack holds about one deck.
+            self.bart_carter_flagged = True
+            self._deck().reshuffle_rule = "G4"
+            decisions.append(
+                self._d(
+                    "reshuffle",
+                    "G4",
+                    "the discard rack holds more than about one deck: reshuffle after the round",
+                )
+            )
+        if self.rack_expected_min is not None:
+            expected = self.rack_expected_min
+            self.rack_expected_min = None
+            if level < expected:
+                # R1: the rack did not rise by the cards that left the shoe this round.
+                decisions.append(
+                    self._notify(
+                        "R1",
+                        f"the discard rack reads {level} cards, "
+                        f"at least {expected} expected: cards unaccounted",
+                    )
+                )
+        if not self._in_round():
+            self.rack_baseline = level
+        return decisions
+
+    def _rack_deck_check(self, deck_name: str) -> list[Decision]:
+        """D2: cards of only one deck in the discard rack at a time."""
+        # D2: the rack holds the last collected deck until a shuffle or the sensor empties it.
+        decisions: list[Decision] = []
+        if self.options.dual_deck and self.rack_deck not in (None, deck_name):
+            decisions += [
+                self._d(
+                    "procedure_violation",
+                    "D2",
+                    f"deck {deck_name}'s cards went to the "
+                    f"discard rack before deck {self.rack_deck}'s were cleared",
+                ),
+                self._notify("D2", "cards of both decks in the discard rack"),
+            ]
+        self.rack_deck = deck_name
+        return decisions
+
+    # ------------------------------------------------------------------ collection, misc
+
+    def _on_hands_collected(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.round is None and self.state not in ("void", "suspended"):
+            return []
+        return self._end_round()
+
+    def _on_supervisor_ack(self, ev: dict[str, Any]) -> list[Decision]:
+        self.pending_notifications.clear()
+        return []
+
+    def _on_controller_restarted(self, ev: dict[str, Any]) -> list[Decision]:
+        """X1: a round in progress resumes where its cards allow it, else it is void."""
+        # X1 (interpretation restart_resumes_three_card_21): face-up 3C21 resumes.
+        rnd = self.round
+        if rnd is None or not (self._in_round() or self.state == "suspended"):
+            return []
+        if not rnd.started or (
+            self.game == "three_card_21" and self.interp.restart_resumes_three_card_21
+        ):
+            return [self._d("continue_play", "X1", "the controller restarted; the round resumes")]
+        return self._void_round("X1", "the controller restarted with face-down cards out")

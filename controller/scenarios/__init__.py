@@ -1,0 +1,16 @@
+"""Bundled scenarios, one per game: `make demo` replays them until the daemon exists."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from controller.rules import GAMES
+
+
+def scenario_text(game: str) -> str:
+    """The bundled scenario of ``game`` (JSON Lines, EVENTS.md)."""
+    return resources.files(__package__).joinpath(f"{game}.jsonl").read_text(encoding="utf-8")
+
+
+def bundled() -> dict[str, str]:
+    return {game: scenario_text(game) for game in GAMES}

@@ -1,0 +1,119 @@
+"""`tablectl replay` and `tablectl diagram` as EVENTS.md and the issue describe them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from controller import cli
+from controller.machine import definition
+
+
+def write(tmp_path, *lines):
+    path = tmp_path / "scenario.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+TABLE = '{"type": "table", "game": "five_card_hilo", "options": {"dealing": "automated_shoe"}}'
+
+
+def test_replay_prints_json_lines_with_at_the_line_number(tmp_path, capsys):
+    path = write(
+        tmp_path,
+        "# a comment",
+        TABLE,
+        "",
+        '{"type": "shuffle_completed", "count": 52}',
+        '{"type": "bets_closed", "positions": [1, 2, 3, 4, 5, 6, 7, 8]}',
+    )
+    assert cli.main(["replay", path]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(out) == 1
+    assert out[0]["decision"] == "rejected" and out[0]["at"] == 5
+    assert set(out[0]) >= {"decision", "rule", "rule_id", "at", "reason", "error"}
+
+
+@pytest.mark.parametrize(
+    ("lines", "problem"),
+    [
+        ((TABLE, "{not json"), "line 2: not valid JSON"),
+        ((TABLE, "[1, 2]"), "line 2: an event must be a JSON object"),
+        ((TABLE, '{"card": "As"}'), 'line 2: the object has no "type"'),
+        (
+            ('{"type": "bets_closed", "positions": [1]}',),
+            "line 1: the first line must be the table",
+        ),
+        (('{"type": "table", "game": "hilo"}',), "line 1: table refused: game"),
+        (
+            ('{"type": "table", "game": "heads_up_holdem", "options": {"positions": 9}}',),
+            "line 1: table refused: option positions: 9",
+        ),
+        ((TABLE, TABLE), "line 2: a second table line"),
+    ],
+)
+def test_replay_exits_2_naming_the_line_and_the_problem(tmp_path, capsys, lines, problem):
+    assert cli.main(["replay", write(tmp_path, *lines)]) == 2
+    assert problem in capsys.readouterr().err
+
+
+def test_replay_of_a_missing_file_exits_2(tmp_path, capsys):
+    assert cli.main(["replay", str(tmp_path / "nope.jsonl")]) == 2
+    assert "nope.jsonl" in capsys.readouterr().err
+
+
+def test_replay_decisions_before_a_bad_line_are_printed(tmp_path, capsys):
+    path = write(tmp_path, TABLE, '{"type": "stack_dispensed", "cards": ["As"]}', "oops")
+    assert cli.main(["replay", path]) == 2
+    captured = capsys.readouterr()
+    assert '"procedure_violation"' in captured.out
+    assert "line 3" in captured.err
+
+
+@pytest.mark.parametrize(
+    "game", ["three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker"]
+)
+def test_diagram_prints_mermaid_from_the_machine_definition(game, capsys):
+    assert cli.main(["diagram", "--game", game]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("stateDiagram-v2")
+    for trigger, sources, dest in definition(game).transitions:
+        assert f"{sources[0]} --> {dest}: {trigger}" in out
+
+
+def test_diagram_game_specific_steps(capsys):
+    cli.main(["diagram", "--game", "three_card_21"])
+    assert "players --> dealer_turn: start_dealer_turn" in capsys.readouterr().out
+    cli.main(["diagram", "--game", "asia_poker"])
+    assert "starting_position --> dealing: choose_start" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz not installed")
+def test_diagram_renders_svg_with_graphviz(tmp_path, capsys):
+    target = tmp_path / "chart.svg"
+    assert cli.main(["diagram", "--game", "heads_up_holdem", "--svg", str(target)]) == 0
+    assert "<svg" in target.read_text()
+
+
+def test_bundled_scenarios_replay_for_make_demo(capsys):
+    from controller.scenarios.__main__ import main
+
+    assert main() == 0
+    out = capsys.readouterr().out
+    for game in ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker"):
+        assert f"== {game}" in out
+    assert "burn_card" in out and "void_hand" in out and "remove_deck" in out
+
+
+@pytest.mark.parametrize(
+    "game", ["three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker"]
+)
+def test_the_charts_in_docs_match_the_machines(game):
+    from pathlib import Path
+
+    from controller.machine import mermaid
+
+    chart = Path(__file__).resolve().parents[3] / "docs" / "state-charts" / f"{game}.mmd"
+    assert chart.read_text() == mermaid(definition(game)), "run `make diagrams`"
