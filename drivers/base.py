@@ -233,6 +233,9 @@ class DeviceDriver(abc.ABC):
     async def open_session(self) -> Identity:
         """Handshake over the open transport; the device's identity, or an exception."""
 
+    def session_accepted(self) -> None:
+        """The identity passed the checks and device_connected went out: events may flow."""
+
     @abc.abstractmethod
     def on_data(self, data: bytes) -> None:
         """Bytes from the transport (loop thread)."""
@@ -305,6 +308,7 @@ class DeviceDriver(abc.ABC):
                 assert self.identity is not None
                 self.log.info("device_connected", **self.identity.as_dict())
                 self.emit("device_connected", **self.identity.as_dict())
+                self.session_accepted()
                 await self._lost.wait()
                 self.up = False
                 self._connected.clear()

@@ -47,6 +47,8 @@ class ReferenceSession(DeviceDriver):
         self._hello: asyncio.Future[tuple[int, Identity]] | None = None
         self._pending: dict[int, asyncio.Future[tuple[int, str]]] = {}
         self._waiters: dict[int, list[asyncio.Future[Frame]]] = {}
+        #: frames after IDENTITY, held until the identity is accepted
+        self._early: list[Frame] | None = None
         self._link_timer: asyncio.TimerHandle | None = None
         self._heartbeat: asyncio.TimerHandle | None = None
         self._seen: tuple[int, int, int, dict[str, int]] = (
@@ -61,6 +63,7 @@ class ReferenceSession(DeviceDriver):
     async def open_session(self) -> Identity:
         self.link.reset()
         self._in_session = False
+        self._early = None
         hello: asyncio.Future[tuple[int, Identity]] = self.loop.create_future()
         self._hello = hello
         self.send(Msg.HELLO, m.pack_hello(*m.PROTOCOL_VERSIONS))
@@ -78,12 +81,19 @@ class ReferenceSession(DeviceDriver):
         if not low <= version <= high:
             raise DeviceRefused(f"device chose protocol version {version}, not {low}..{high}", None)
         self.protocol_version = version
-        self._in_session = True
-        self._arm_heartbeat()
         return identity
+
+    def session_accepted(self) -> None:
+        """Deliver what the device sent right after its IDENTITY, then run normally."""
+        self._in_session = True
+        early, self._early = self._early, None
+        for frame in early or []:
+            self._handle(frame)
+        self._arm_heartbeat()
 
     def close_session(self, reason: str) -> None:
         self._in_session = False
+        self._early = None
         for handle in (self._link_timer, self._heartbeat):
             if handle is not None:
                 handle.cancel()
@@ -172,6 +182,8 @@ class ReferenceSession(DeviceDriver):
                 self._on_identity(frame)
             elif frame.type == Msg.RESULT:
                 self._on_result(frame)
+            elif self._early is not None:
+                self._early.append(frame)
             elif not self._in_session:
                 self.count_error("before_handshake")
             else:
@@ -188,6 +200,7 @@ class ReferenceSession(DeviceDriver):
     def _on_identity(self, frame: Frame) -> None:
         version, identity = m.unpack_identity(frame.payload)
         if self._hello is not None and not self._hello.done():
+            self._early = []
             self._hello.set_result((version, identity))
         elif self._in_session:
             # an IDENTITY nobody asked for: the device restarted and lost our session
