@@ -233,6 +233,7 @@ class DeviceDriver(abc.ABC):
     async def open_session(self) -> Identity:
         """Handshake over the open transport; the device's identity, or an exception."""
 
+    @abc.abstractmethod
     def session_accepted(self) -> None:
         """The identity passed the checks and device_connected went out: events may flow."""
 
