@@ -10,7 +10,7 @@ may add drivers to the ``tablectl.drivers`` entry-point group::
 The entry point's name is the driver's name; the class's ``kind`` (inherited
 from drivers.base.Shuffler, Shoe, HoleCardReader or DiscardRack) says which
 kind it drives. The daemon builds a driver from configuration with
-``create_driver(kind, name, transport, ...)``.
+``create_driver(kind, driver, transport, name=..., allow_list=..., settings=...)``.
 """
 
 from __future__ import annotations
@@ -85,6 +85,6 @@ def get_driver_class(kind: str, name: str) -> type[DeviceDriver]:
     return cls
 
 
-def create_driver(kind: str, name: str, transport: Transport, **kwargs: Any) -> DeviceDriver:
-    """A driver instance over ``transport`` (kwargs: name, allow_list, settings)."""
-    return get_driver_class(kind, name)(transport, **kwargs)
+def create_driver(kind: str, driver: str, transport: Transport, **kwargs: Any) -> DeviceDriver:
+    """An instance of driver ``driver`` over ``transport`` (kwargs: name, allow_list, settings)."""
+    return get_driver_class(kind, driver)(transport, **kwargs)
