@@ -167,6 +167,7 @@ class DeviceDriver(abc.ABC):
         self._lost: asyncio.Event | None = None
         self._connected: asyncio.Event | None = None
         self._stopping = False
+        self._last_refusal: str | None = None
 
     # -- public API ----------------------------------------------------------
 
@@ -292,11 +293,13 @@ class DeviceDriver(abc.ABC):
                     reason=refused.reason,
                     **(refused.identity.as_dict() if refused.identity else {}),
                 )
-                alarm: Event = {"reason": refused.reason}
-                if refused.identity is not None:
-                    alarm.update(refused.identity.as_dict())
-                    alarm["kind"] = refused.identity.kind
-                self.emit("device_refused", **alarm)
+                if refused.reason != self._last_refusal:
+                    # one alarm per distinct refusal, not one per retry
+                    self._last_refusal = refused.reason
+                    alarm: Event = {"reason": refused.reason}
+                    if refused.identity is not None:
+                        alarm.update(refused.identity.as_dict())
+                    self.emit("device_refused", **alarm)
                 await self._teardown(refused.reason)
             except (TransportError, DriverError, OSError) as exc:
                 self.count_error("connect_failed")
@@ -304,6 +307,7 @@ class DeviceDriver(abc.ABC):
                 await self._teardown(str(exc))
             else:
                 attempt = 0
+                self._last_refusal = None
                 self.up = True
                 self._connected.set()
                 assert self.identity is not None
@@ -317,7 +321,7 @@ class DeviceDriver(abc.ABC):
                 self.emit("device_lost")
                 # first retry comes quickly; the backoff grows only while attempts fail
             attempt += 1
-            await asyncio.sleep(self.settings.backoff(attempt) if attempt > 1 else 0)
+            await asyncio.sleep(self.settings.backoff(attempt - 1) if attempt > 1 else 0)
 
 
 class Shuffler(DeviceDriver):
