@@ -31,7 +31,10 @@ class CommandModule(Protocol):
 
 
 # name -> the module implementing it. Add a line here for a new subcommand.
-COMMANDS: dict[str, Command] = {}
+COMMANDS: dict[str, Command] = {
+    "sim": Command("simulators.cli", "start a simulated device on a pty or a simulated USB bus"),
+    "probe": Command("drivers.cli", "handshake with a device on a serial port, print its identity"),
+}
 
 
 def usage() -> str:

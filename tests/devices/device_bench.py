@@ -1,22 +1,29 @@
 """A bench that puts a reference driver in front of its simulator.
 
-``make_bench`` is parametrised by attachment: the in-process pairing, and
-(when the transports are present) a real pty with pyserial and the pyusb
-backend, so every driver test runs the production transport code too.
+``bench`` takes an attachment name: the in-process pairing, a real pty opened
+with pyserial (SerialTransport), or the simulated pyusb backend opened with
+UsbTransport, so every driver test runs the production transport code too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from drivers.base import AllowList, DeviceDriver, DriverSettings
 from drivers.protocol.link import LinkSettings
+from drivers.transport.serial import SerialTransport
+from drivers.transport.usb import UsbTransport
+from drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
 from simulators.device import SimulatedDevice
 from simulators.faults import FaultyWire
 from simulators.inprocess import InProcessTransport
+from simulators.pty import PtyAttachment
+from simulators.usb_backend import SimulatedUsbBackend
 
 FAST = DriverSettings(
     handshake_timeout=0.5,
@@ -58,15 +65,70 @@ class Bench:
         await asyncio.sleep(seconds)
 
 
-Attach = Callable[[FaultyWire], tuple[Any, Any]]  # wire -> (transport, cable)
+Attach = Callable[[FaultyWire, SimulatedDevice], tuple[Any, Any]]  # -> (transport, cable)
 
 
-def attach_inprocess(wire: FaultyWire) -> tuple[Any, Any]:
+def attach_inprocess(wire: FaultyWire, sim: SimulatedDevice) -> tuple[Any, Any]:
     transport = InProcessTransport(wire)
     return transport, transport
 
 
-ATTACHMENTS: dict[str, Attach] = {"inprocess": attach_inprocess}
+class PtyCable:
+    """A pty attachment served by the simulator; the host opens a stable symlink with pyserial."""
+
+    def __init__(self, wire: FaultyWire) -> None:
+        self.tmp = tempfile.TemporaryDirectory(prefix="tablectl-pty-")
+        self.attachment = PtyAttachment(
+            wire, asyncio.get_running_loop(), link_path=Path(self.tmp.name) / "device"
+        )
+        self.path = self.attachment.plug()
+
+    def unplug(self) -> None:
+        self.attachment.unplug()
+
+    def replug(self) -> None:
+        self.attachment.replug()
+
+    async def aclose(self) -> None:
+        self.attachment.close()
+        self.tmp.cleanup()
+
+
+def attach_pty(wire: FaultyWire, sim: SimulatedDevice) -> tuple[Any, Any]:
+    cable = PtyCable(wire)
+    return SerialTransport(cable.path), cable
+
+
+class UsbCable:
+    """A device on the simulated pyusb bus; the host's UsbTransport runs unchanged."""
+
+    def __init__(self, wire: FaultyWire, sim: SimulatedDevice) -> None:
+        self.backend = SimulatedUsbBackend(asyncio.get_running_loop())
+        self.device = self.backend.add_reference_device(sim.kind, sim.identity.serial, wire)
+
+    def unplug(self) -> None:
+        self.backend.unplug(self.device)
+
+    def replug(self) -> None:
+        self.backend.plug(self.device)
+
+
+def attach_usb(wire: FaultyWire, sim: SimulatedDevice) -> tuple[Any, Any]:
+    cable = UsbCable(wire, sim)
+    transport = UsbTransport(
+        REFERENCE_VENDOR_ID,
+        REFERENCE_PRODUCT_IDS[sim.kind],
+        sim.identity.serial,
+        backend=cable.backend,
+    )
+    return transport, cable
+
+
+ATTACHMENTS: dict[str, Attach] = {
+    "inprocess": attach_inprocess,
+    "pty": attach_pty,
+    "usb": attach_usb,
+}
 
 
 @contextlib.asynccontextmanager
@@ -80,7 +142,7 @@ async def bench(
     expect_up: bool = True,
 ) -> AsyncIterator[Bench]:
     wire = FaultyWire(sim)
-    transport, cable = ATTACHMENTS[attachment](wire)
+    transport, cable = ATTACHMENTS[attachment](wire, sim)
     driver = driver_cls(transport, allow_list=allow_list, settings=settings)
     b = Bench(sim, driver, wire, cable)
     await driver.start(asyncio.get_running_loop(), b.on_event)
