@@ -214,7 +214,7 @@ class DeviceDriver(abc.ABC):
     def emit(self, event_type: str, **fields: Any) -> None:
         """Deliver an EVENTS.md event; logged without any card."""
         event: Event = {"type": event_type, **fields, "device": self.name}
-        self.log.info("device_event", **loggable(event))
+        self.log.debug("device_event", **loggable(event))
         if self._on_event is not None:
             try:
                 self._on_event(event)
