@@ -7,6 +7,7 @@ pyusb backend when the transports are installed).
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 from device_bench import bench
@@ -393,10 +394,10 @@ def ReaderFactory() -> HoleCardReaderSim:
     return HoleCardReaderSim(seed=1, read_seconds=0.01, self_test_seconds=0.01)
 
 
-def test_unplugged_device_is_lost_and_comes_back():
+def test_unplugged_device_is_lost_and_comes_back(attachment):
     async def go():
         sim = ShoeSim(seed=1)
-        async with bench(sim, ReferenceShoe) as b:
+        async with bench(sim, ReferenceShoe, attachment) as b:
             b.cable.unplug()
             await b.wait_for("device_lost")
             await b.settle(0.15)  # a few reconnection attempts fail meanwhile
@@ -501,5 +502,66 @@ def test_driver_metrics_count_frames_per_device():
             sim.add(10)
             await b.wait_for("rack_level", 2)
         assert metric("tablectl_driver_frames_received_total", device="discard_rack") >= before + 3
+
+    run(go())
+
+
+def test_every_card_arrives_exactly_once_in_order_through_line_faults(attachment):
+    """Garbage, corrupted CRCs and slow stretches between draws: no card lost, doubled or moved."""
+
+    async def go():
+        sim = ShoeSim(seed=12, decks=2)
+        async with bench(sim, ReferenceShoe, attachment) as b:
+            sim.load()
+            expected = list(sim.cards[:80])
+            rng = random.Random(5)
+            for i in range(80):
+                fault = rng.random()
+                if fault < 0.15:
+                    b.wire.garbage(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))))
+                elif fault < 0.3:
+                    b.wire.bad_crc()
+                elif fault < 0.35:
+                    b.wire.slow(0.005)
+                elif fault < 0.4:
+                    b.wire.slow(0)
+                sim.draw()
+                if i % 10 == 9:
+                    await b.wait_for("card_drawn", i + 1, timeout=5)
+            await b.wait_for("card_drawn", 80, timeout=5)
+            await b.settle(0.2)
+            assert [e["card"] for e in b.of_type("card_drawn")] == expected
+            assert b.of_type("device_lost") == []
+
+    run(go())
+
+
+def test_cards_from_the_shuffler_are_dealt_by_the_shoe_and_fill_the_rack(attachment):
+    """A simulated table: shuffle, release, the shuffled deck into the shoe, deal, collect."""
+
+    async def go():
+        shuffler = ShufflerSim(seed=21, shuffle_seconds=0.02)
+        shoe = ShoeSim(seed=22, automated=True, stack_size=5)
+        rack = DiscardRackSim(seed=23, noise_um=0)
+        async with (
+            bench(shuffler, ReferenceShuffler, attachment) as asd,
+            bench(shoe, ReferenceShoe, attachment) as ads,
+            bench(rack, ReferenceDiscardRack, attachment) as sensor,
+        ):
+            await asd.driver.start_shuffle()
+            assert (await asd.wait_for("shuffle_completed"))["count"] == 52
+            await asd.driver.release_deck()
+            deck = shuffler.take_deck()
+            shoe.load(deck)
+            for round_number in range(1, 4):
+                for _ in range(3):  # two players and the dealer
+                    shoe.dispense()
+                await ads.wait_for("stack_dispensed", 3 * round_number)
+                rack.add(15)
+                level = await sensor.wait_for("rack_level", 1 + round_number)
+                assert level["cards"] == 15 * round_number
+            dealt = [c for e in ads.of_type("stack_dispensed") for c in e["cards"]]
+            assert dealt == deck[:45]
+            assert len(set(dealt)) == 45
 
     run(go())
