@@ -31,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--link", metavar="PATH", help="pty: keep a stable symlink to the pty at PATH"
     )
+    parser.add_argument("--decks", type=int, default=1, help="shuffler, shoe: decks of 52")
+    parser.add_argument(
+        "--automated", action="store_true", help="shoe: an automated dealing shoe (stacks)"
+    )
 
 
 class UsbCable:
@@ -53,6 +57,10 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     kwargs: dict[str, Any] = {"seed": args.seed}
     if args.serial:
         kwargs["serial"] = args.serial
+    if args.kind in ("shuffler", "shoe"):
+        kwargs["decks"] = args.decks
+    if args.kind == "shoe":
+        kwargs["automated"] = args.automated
     sim = SIMULATORS[args.kind](**kwargs)
     if isinstance(sim, ShoeSim):
         sim.load()  # a shoe on the table holds a shuffled deck

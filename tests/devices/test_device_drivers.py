@@ -27,6 +27,7 @@ from simulators.discard_rack import DiscardRackSim
 from simulators.hole_card_reader import HoleCardReaderSim
 from simulators.shoe import ShoeSim
 from simulators.shuffler import ShufflerSim
+from simulators.table import SimulatedTable
 
 
 def run(coro):
@@ -540,28 +541,30 @@ def test_cards_from_the_shuffler_are_dealt_by_the_shoe_and_fill_the_rack(attachm
     """A simulated table: shuffle, release, the shuffled deck into the shoe, deal, collect."""
 
     async def go():
-        shuffler = ShufflerSim(seed=21, shuffle_seconds=0.02)
-        shoe = ShoeSim(seed=22, automated=True, stack_size=5)
-        rack = DiscardRackSim(seed=23, noise_um=0)
+        table = SimulatedTable(seed=21, automated_shoe=True, shuffle_seconds=0.02)
+        table.rack.noise_um = 0
         async with (
-            bench(shuffler, ReferenceShuffler, attachment) as asd,
-            bench(shoe, ReferenceShoe, attachment) as ads,
-            bench(rack, ReferenceDiscardRack, attachment) as sensor,
+            bench(table.shuffler, ReferenceShuffler, attachment) as asd,
+            bench(table.shoe, ReferenceShoe, attachment) as ads,
+            bench(table.rack, ReferenceDiscardRack, attachment) as sensor,
         ):
             await asd.driver.start_shuffle()
             assert (await asd.wait_for("shuffle_completed"))["count"] == 52
             await asd.driver.release_deck()
-            deck = shuffler.take_deck()
-            shoe.load(deck)
+            deck = list(table.shuffler.cards)
+            table.shuffled_deck_to_shoe()
             for round_number in range(1, 4):
                 for _ in range(3):  # two players and the dealer
-                    shoe.dispense()
+                    table.dispense()
                 await ads.wait_for("stack_dispensed", 3 * round_number)
-                rack.add(15)
+                assert table.collect_round() == 15
                 level = await sensor.wait_for("rack_level", 1 + round_number)
                 assert level["cards"] == 15 * round_number
             dealt = [c for e in ads.of_type("stack_dispensed") for c in e["cards"]]
             assert dealt == deck[:45]
-            assert len(set(dealt)) == 45
+            table.cards_back_to_shuffler()
+            await sensor.wait_for("rack_cleared")
+            await asd.driver.start_shuffle()
+            assert (await asd.wait_for("shuffle_completed", 2))["count"] == 52
 
     run(go())
