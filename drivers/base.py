@@ -305,6 +305,11 @@ class DeviceDriver(abc.ABC):
                 self.count_error("connect_failed")
                 self.log.warning("connect_failed", error=str(exc), attempt=attempt + 1)
                 await self._teardown(str(exc))
+            except Exception as exc:
+                # a bug in a (vendor) driver must not end supervision: log, back off, retry
+                self.count_error("driver_error")
+                self.log.exception("driver_error", error=repr(exc))
+                await self._teardown(repr(exc))
             else:
                 attempt = 0
                 self._last_refusal = None

@@ -58,7 +58,7 @@ def available_drivers(kind: str) -> list[str]:
     names = {name for (k, name) in BUILTIN_DRIVERS if k == kind}
     for name, target in _plugins().items():
         try:
-            if _import(target).kind == kind:
+            if getattr(_import(target), "kind", None) == kind:
                 names.add(name)
         except DriverNotFound:
             continue
@@ -80,8 +80,9 @@ def get_driver_class(kind: str, name: str) -> type[DeviceDriver]:
             f"no {kind} driver named {name!r} (available: {', '.join(available_drivers(kind))})"
         )
     cls = _import(target)
-    if cls.kind != kind:
-        raise DriverNotFound(f"driver {name!r} drives a {cls.kind}, not a {kind}")
+    driven = getattr(cls, "kind", None)
+    if driven != kind:
+        raise DriverNotFound(f"driver {name!r} drives a {driven}, not a {kind}")
     return cls
 
 

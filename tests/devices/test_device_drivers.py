@@ -568,3 +568,27 @@ def test_cards_from_the_shuffler_are_dealt_by_the_shoe_and_fill_the_rack(attachm
             assert (await asd.wait_for("shuffle_completed", 2))["count"] == 52
 
     run(go())
+
+
+class FlakyShoe(ReferenceShoe):
+    """A driver with a bug in its first handshake, as a vendor's driver might have."""
+
+    calls = 0
+
+    async def open_session(self):
+        FlakyShoe.calls += 1
+        if FlakyShoe.calls == 1:
+            raise RuntimeError("vendor bug")
+        return await super().open_session()
+
+
+def test_a_driver_bug_does_not_end_supervision():
+    async def go():
+        before = metric("tablectl_driver_errors_total", device="shoe", error="driver_error")
+        async with bench(ShoeSim(seed=1), FlakyShoe) as b:
+            assert b.driver.up and FlakyShoe.calls == 2
+        assert metric("tablectl_driver_errors_total", device="shoe", error="driver_error") == (
+            before + 1
+        )
+
+    run(go())

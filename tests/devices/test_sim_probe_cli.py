@@ -51,6 +51,12 @@ def test_sim_prints_its_pty_and_probe_reads_the_identity(shoe_sim, capsys):
     assert len(identity["firmware_sha256"]) == 64
 
 
+def test_probing_twice_opens_two_sessions(shoe_sim, capsys):
+    for _ in range(2):
+        assert cli.main(["probe", "shoe", "--port", shoe_sim["port"]]) == 0
+        assert json.loads(capsys.readouterr().out)["serial"] == "SIM-SHOE-0003"
+
+
 def test_probe_as_a_process(shoe_sim):
     done = subprocess.run(
         [*TABLECTL, "probe", "shoe", "--port", shoe_sim["port"]],
