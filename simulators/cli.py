@@ -3,7 +3,9 @@
 Starts one simulated device, attached to a new pseudo-terminal (the host opens
 the printed path with pyserial) or to a simulated pyusb bus in this process,
 prints one JSON line ``{"kind": ..., "port": ...}`` and serves until
-interrupted (Ctrl-C or SIGTERM ends it with status 0).
+interrupted (Ctrl-C or SIGTERM ends it with status 0). When a scenario pulls the
+cable and plugs it back, a pty comes back under a new path (unless ``--link``
+keeps a stable one), announced on another line with ``"replugged": true``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--automated", action="store_true", help="shoe: an automated dealing shoe (stacks)"
     )
+
+
+class PtyCable:
+    """Unplug/replug of the pty; a replug makes a new pty, announced on a new JSON line."""
+
+    def __init__(self, kind: str, attachment: Any) -> None:
+        self.kind = kind
+        self.attachment = attachment
+
+    def unplug(self) -> None:
+        self.attachment.unplug()
+
+    def replug(self) -> None:
+        port = self.attachment.replug()
+        print(json.dumps({"kind": self.kind, "port": port, "replugged": True}), flush=True)
 
 
 class UsbCable:
@@ -73,7 +90,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
         attachment = PtyAttachment(wire, loop, link_path=args.link)
         port = attachment.plug()
-        cable, closer = attachment, attachment.close
+        cable, closer = PtyCable(args.kind, attachment), attachment.close
     else:
         from simulators.usb_backend import SimulatedUsbBackend
 

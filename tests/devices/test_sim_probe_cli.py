@@ -129,3 +129,18 @@ def test_sim_runs_a_scenario_that_pulls_the_cable(tmp_path, capsys):
         assert "no discard_rack answered" in capsys.readouterr().err
     finally:
         assert stop(proc) == 0
+
+
+def test_sim_announces_the_new_pty_after_a_scenario_replug(tmp_path, capsys):
+    scenario = tmp_path / "replug.jsonl"
+    scenario.write_text('{"at": 0.1, "step": "disconnect"}\n{"at": 0.2, "step": "reconnect"}\n')
+    proc, first = start_sim("shuffler", "--seed", "4", "--scenario", str(scenario))
+    try:
+        assert proc.stdout is not None
+        again = json.loads(proc.stdout.readline())
+        assert again["kind"] == "shuffler" and again["replugged"] is True
+        assert "replugged" not in first
+        assert cli.main(["probe", "shuffler", "--port", again["port"]]) == 0
+        assert json.loads(capsys.readouterr().out)["serial"] == "SIM-SHUFFLER-0004"
+    finally:
+        assert stop(proc) == 0
