@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -168,6 +169,9 @@ class DeviceDriver(abc.ABC):
         self._connected: asyncio.Event | None = None
         self._stopping = False
         self._last_refusal: str | None = None
+        self.sessions = 0  # accepted handshakes so far
+        self.last_error: str | None = None
+        self.connected_at: float | None = None  # wall-clock time of the current session
 
     # -- public API ----------------------------------------------------------
 
@@ -191,6 +195,19 @@ class DeviceDriver(abc.ABC):
         except TimeoutError:
             return False
         return True
+
+    @property
+    def health(self) -> dict[str, Any]:
+        """The driver's state for status output and logs (never a card)."""
+        return {
+            "device": self.name,
+            "kind": self.kind,
+            "up": self.up,
+            "identity": self.identity.as_dict() if self.identity else None,
+            "sessions": self.sessions,
+            "connected_at": self.connected_at,
+            "last_error": self.last_error,
+        }
 
     async def stop(self) -> None:
         """Stop supervising and close the transport; idempotent."""
@@ -224,6 +241,7 @@ class DeviceDriver(abc.ABC):
     def session_lost(self, reason: str) -> None:
         """The session is over (transport lost, link failure, device reset)."""
         if self._lost is not None and not self._lost.is_set():
+            self.last_error = reason
             self.log.warning("session_lost", reason=reason)
             self._lost.set()
 
@@ -288,6 +306,7 @@ class DeviceDriver(abc.ABC):
                 await self._connect_once()
             except DeviceRefused as refused:
                 self.count_error("refused")
+                self.last_error = refused.reason
                 self.log.error(
                     "device_refused",
                     reason=refused.reason,
@@ -303,16 +322,20 @@ class DeviceDriver(abc.ABC):
                 await self._teardown(refused.reason)
             except (TransportError, DriverError, OSError) as exc:
                 self.count_error("connect_failed")
+                self.last_error = str(exc)
                 self.log.warning("connect_failed", error=str(exc), attempt=attempt + 1)
                 await self._teardown(str(exc))
             except Exception as exc:
                 # a bug in a (vendor) driver must not end supervision: log, back off, retry
                 self.count_error("driver_error")
+                self.last_error = repr(exc)
                 self.log.exception("driver_error", error=repr(exc))
                 await self._teardown(repr(exc))
             else:
                 attempt = 0
                 self._last_refusal = None
+                self.sessions += 1
+                self.connected_at = time.time()
                 self.up = True
                 self._connected.set()
                 assert self.identity is not None
@@ -321,6 +344,7 @@ class DeviceDriver(abc.ABC):
                 self.session_accepted()
                 await self._lost.wait()
                 self.up = False
+                self.connected_at = None
                 self._connected.clear()
                 await self._teardown("session lost")
                 self.emit("device_lost")

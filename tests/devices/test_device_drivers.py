@@ -403,8 +403,13 @@ def test_unplugged_device_is_lost_and_comes_back(attachment):
             await b.wait_for("device_lost")
             await b.settle(0.15)  # a few reconnection attempts fail meanwhile
             assert not b.driver.up
+            assert b.driver.health["up"] is False
+            assert b.driver.health["last_error"]  # the latest failed reconnection
             b.cable.replug()
             await b.wait_for("device_connected", 2)
+            health = b.driver.health
+            assert health["up"] and health["sessions"] == 2 and health["connected_at"]
+            assert health["identity"]["serial"] == sim.identity.serial
             sim.load()
             await b.wait_for("shoe_loaded")
 
