@@ -278,7 +278,7 @@ def test_reader_answers_yes_or_no_only(attachment, up, hole, blackjack):
                 "blackjack": blackjack,
                 "device": "hole_card_reader",
             }
-            assert hole not in repr(b.events) and hole not in repr(logs)
+            assert f"'{hole}'" not in repr(b.events) and f"'{hole}'" not in repr(logs)
 
     run(go())
 
