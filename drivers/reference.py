@@ -91,6 +91,12 @@ class ReferenceSession(DeviceDriver):
             self._handle(frame)
         self._arm_heartbeat()
 
+    def session_lost(self, reason: str) -> None:
+        super().session_lost(reason)
+        if self._hello is not None and not self._hello.done():
+            # lost while handshaking: fail now rather than at the handshake timeout
+            self._hello.set_exception(DeviceUnavailable(f"{self.name}: {reason}"))
+
     def close_session(self, reason: str) -> None:
         self._in_session = False
         self._early = None
