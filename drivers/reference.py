@@ -51,6 +51,9 @@ class ReferenceSession(DeviceDriver):
         self._early: list[Frame] | None = None
         self._link_timer: asyncio.TimerHandle | None = None
         self._heartbeat: asyncio.TimerHandle | None = None
+        self._frames_sent = FRAMES_SENT.labels(self.name)
+        self._frames_received = FRAMES_RECEIVED.labels(self.name)
+        self._retransmissions = RETRANSMISSIONS.labels(self.name)
         self._seen: tuple[int, int, int, dict[str, int]] = (
             0,
             0,
@@ -129,11 +132,11 @@ class ReferenceSession(DeviceDriver):
         sent, received, retrans, errors = self._seen
         link = self.link
         if link.frames_sent != sent:
-            FRAMES_SENT.labels(self.name).inc(link.frames_sent - sent)
+            self._frames_sent.inc(link.frames_sent - sent)
         if link.frames_received != received:
-            FRAMES_RECEIVED.labels(self.name).inc(link.frames_received - received)
+            self._frames_received.inc(link.frames_received - received)
         if link.retransmissions != retrans:
-            RETRANSMISSIONS.labels(self.name).inc(link.retransmissions - retrans)
+            self._retransmissions.inc(link.retransmissions - retrans)
         for error, count in link.errors.items():
             if count != errors.get(error, 0):
                 self.count_error(error, count - errors.get(error, 0))
