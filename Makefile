@@ -44,6 +44,7 @@ demo: venv
 bench: venv
 	$(BIN)/python -m pytest tests/bench -q -s -p no:cacheprovider
 	$(BIN)/python tests/bench/bench_pty_latency.py
+	$(BIN)/python tests/bench/bench_inprocess_events.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .bench
