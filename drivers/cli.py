@@ -53,15 +53,16 @@ async def probe(args: argparse.Namespace) -> tuple[int, str]:
         await driver.stop()
     if refusals:
         return 1, f"tablectl probe: device on {args.port} refused: {refusals[-1]['reason']}"
-    return 1, f"tablectl probe: no {args.kind} answered on {args.port} within {args.timeout}s"
+    why = f" (last error: {driver.last_error})" if driver.last_error else ""
+    return 1, f"tablectl probe: no {args.kind} answered on {args.port} within {args.timeout}s{why}"
 
 
 def run(args: argparse.Namespace) -> int:
-    # stdout carries only the identity; the driver's warnings go to stderr
+    # stdout carries only the identity; the outcome's message says what went wrong
     saved = structlog.get_config()
     structlog.configure(
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL),
     )
     try:
         status, text = asyncio.run(probe(args))
