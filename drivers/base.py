@@ -229,8 +229,8 @@ class DeviceDriver(abc.ABC):
         return self._loop
 
     def emit(self, event_type: str, **fields: Any) -> None:
-        """Deliver an EVENTS.md event; logged without any card."""
-        event: Event = {"type": event_type, **fields, "device": self.name}
+        """Deliver an EVENTS.md event, naming the device and its kind; logged without any card."""
+        event: Event = {"type": event_type, **fields, "device": self.name, "kind": self.kind}
         self.log.debug("device_event", **loggable(event))
         if self._on_event is not None:
             try:
@@ -318,6 +318,7 @@ class DeviceDriver(abc.ABC):
                     alarm: Event = {"reason": refused.reason}
                     if refused.identity is not None:
                         alarm.update(refused.identity.as_dict())
+                        alarm["claimed_kind"] = alarm.pop("kind")
                     self.emit("device_refused", **alarm)
                 await self._teardown(refused.reason)
             except (TransportError, DriverError, OSError) as exc:

@@ -52,6 +52,7 @@ def test_shuffler_shuffles_counts_and_never_sends_the_order(attachment):
                 "deck": "A",
                 "count": 52,
                 "device": "shuffler",
+                "kind": "shuffler",
             }
             assert b.of_type("shuffle_started")[0]["deck"] == "A"
             assert [e["percent"] for e in b.of_type("shuffle_progress")] == [25, 50, 75]
@@ -277,6 +278,7 @@ def test_reader_answers_yes_or_no_only(attachment, up, hole, blackjack):
                 "type": "reader_result",
                 "blackjack": blackjack,
                 "device": "hole_card_reader",
+                "kind": "hole_card_reader",
             }
             assert f"'{hole}'" not in repr(b.events) and f"'{hole}'" not in repr(logs)
 
@@ -381,7 +383,12 @@ def test_silent_device_is_lost_then_reconnects_with_a_new_handshake(attachment):
         sim = ReaderFactory()
         async with bench(sim, ReferenceHoleCardReader, attachment) as b:
             b.wire.go_silent()
-            await b.wait_for("device_lost")
+            lost = await b.wait_for("device_lost")
+            assert lost == {
+                "type": "device_lost",
+                "device": "hole_card_reader",
+                "kind": "hole_card_reader",
+            }
             assert not b.driver.up
             b.wire.come_back()
             await b.wait_for("device_connected", 2)
@@ -468,6 +475,7 @@ def test_wrong_kind_is_refused():
         async with bench(sim, ReferenceShoe, expect_up=False) as b:
             alarm = await b.wait_for("device_refused")
             assert "expected a shoe" in alarm["reason"]
+            assert alarm["kind"] == "shoe" and alarm["claimed_kind"] == "discard_rack"
 
     run(go())
 

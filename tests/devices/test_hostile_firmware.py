@@ -70,7 +70,7 @@ def test_arbitrary_frames_never_break_the_driver(kind, sent):
         assert failures == []
         for event in b.events:
             assert event["type"] in KIND_EVENTS[kind] | SESSION_EVENTS
-            assert event["device"] == kind
+            assert event["device"] == kind and event["kind"] == kind
             if "card" in event:
                 assert CARD.match(event["card"])
             if event["type"] == "stack_dispensed":
