@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+import subprocess
 
 import pytest
 from device_bench import bench
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, generate_latest
 from structlog.testing import capture_logs
 
 from drivers.base import AllowList, CommandRefused, DeviceTimeout, DeviceUnavailable
@@ -605,3 +606,37 @@ def test_a_driver_bug_does_not_end_supervision():
         )
 
     run(go())
+
+
+def test_driver_metrics_pass_promtool_and_carry_no_card(tmp_path):
+    """The exposition of the driver metrics is valid, and labels name devices and errors only."""
+
+    async def go():
+        sim = ShoeSim(seed=31)
+        async with bench(sim, ReferenceShoe) as b:
+            sim.load(composition(1))
+            b.wire.bad_crc()
+            b.wire.garbage(b"\x00\x01")
+            for _ in range(5):
+                sim.draw()
+            await b.wait_for("card_drawn", 5)
+
+    run(go())
+    exposition = generate_latest(REGISTRY).decode()
+    driver_lines = [line for line in exposition.splitlines() if "tablectl_driver_" in line]
+    assert any('error="crc"' in line for line in driver_lines)
+    for card in composition(1):
+        assert f'"{card}"' not in exposition
+    for line in driver_lines:
+        if not line.startswith("#") and "{" in line:
+            labels = {
+                pair.split("=")[0]
+                for pair in line[line.index("{") + 1 : line.index("}")].split(",")
+            }
+            assert labels <= {"device", "error"}
+    path = tmp_path / "metrics.txt"
+    path.write_text("\n".join(driver_lines) + "\n")
+    checked = subprocess.run(
+        ["promtool", "check", "metrics"], input=path.read_text(), capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
