@@ -640,3 +640,18 @@ def test_driver_metrics_pass_promtool_and_carry_no_card(tmp_path):
         ["promtool", "check", "metrics"], input=path.read_text(), capture_output=True, text=True
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_versions_are_negotiated_to_the_highest_common_one():
+    async def go():
+        sim = ShoeSim(seed=1, versions=(1, 3))
+        async with bench(sim, ReferenceShoe) as b:
+            assert b.driver.protocol_version == 1
+
+    run(go())
+
+
+def test_a_multi_deck_shoe_places_its_cut_card_at_three_quarters():
+    assert ShoeSim(decks=6).cut_card_after == 234
+    assert ShoeSim(decks=1).cut_card_after is None
+    assert ShoeSim(decks=6, cut_card_after=200).cut_card_after == 200
