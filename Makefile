@@ -45,6 +45,8 @@ demo: venv
 
 bench: venv
 	$(BIN)/python -m pytest tests/bench -q -s -p no:cacheprovider
+	$(BIN)/python tests/bench/bench_pty_latency.py
+	$(BIN)/python tests/bench/bench_inprocess_events.py
 
 # Golden replays: rewrite tests/replay/scenarios/*.expected.jsonl after a deliberate
 # change of the engine's rulings; review `git diff tests/replay` before committing.

@@ -34,6 +34,8 @@ class CommandModule(Protocol):
 COMMANDS: dict[str, Command] = {
     "replay": Command("controller.replay", "replay a scenario file; decisions as JSON lines"),
     "diagram": Command("controller.diagram", "print a game's round state chart (mermaid)"),
+    "sim": Command("simulators.cli", "start a simulated device on a pty or a simulated USB bus"),
+    "probe": Command("drivers.cli", "handshake with a device on a serial port, print its identity"),
 }
 
 

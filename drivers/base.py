@@ -1,0 +1,411 @@
+"""The driver base shared by every device kind, and one abstract class per kind.
+
+The base owns what every driver needs whatever its protocol: the connection
+supervisor (open, handshake, reconnect with exponential backoff), health
+(``up``, ``device_lost`` / ``device_connected``), the allow-list and identity
+pinning, structlog logging that never carries a card, and driver-level
+prometheus metrics. A concrete driver supplies the protocol: how to hold a
+session over the transport and how frames become EVENTS.md events.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import structlog
+from prometheus_client import Counter
+
+from drivers.protocol.link import LinkSettings
+from drivers.protocol.messages import Identity
+from drivers.transport.base import Transport, TransportError
+
+Event = dict[str, Any]
+EventCallback = Callable[[Event], None]
+
+log = structlog.get_logger("tablectl.drivers")
+
+# Driver-level metrics on the default registry. Labels: device and error kind only.
+FRAMES_RECEIVED = Counter(
+    "tablectl_driver_frames_received_total", "Valid frames received from a device", ["device"]
+)
+FRAMES_SENT = Counter(
+    "tablectl_driver_frames_sent_total", "Frames written to a device (ACKs included)", ["device"]
+)
+RETRANSMISSIONS = Counter(
+    "tablectl_driver_retransmissions_total", "Frames sent again for want of an ACK", ["device"]
+)
+ERRORS = Counter(
+    "tablectl_driver_errors_total",
+    "Link and protocol errors by kind (crc, garbage, header, payload, timeout, refused, ...)",
+    ["device", "error"],
+)
+RECONNECTS = Counter(
+    "tablectl_driver_reconnect_attempts_total", "Attempts to reopen and handshake", ["device"]
+)
+
+#: Event fields that may carry a face-down card (RULES.md H7): never logged.
+CARD_FIELDS: frozenset[str] = frozenset({"card", "cards", "hole_card"})
+
+
+def loggable(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The event without card identities: a stack keeps only its size (RULES.md H7)."""
+    out = {k: v for k, v in event.items() if k not in CARD_FIELDS}
+    if isinstance(event.get("cards"), list):
+        out["card_count"] = len(event["cards"])
+    return out
+
+
+class DriverError(Exception):
+    """Base of the errors a driver's API raises."""
+
+
+class DeviceUnavailable(DriverError):
+    """The device is not connected (no session), so the command cannot be sent."""
+
+
+class DeviceTimeout(DriverError):
+    """The device did not answer in time."""
+
+
+class CommandRefused(DriverError):
+    """The device answered a command with an error code."""
+
+    def __init__(self, command: str, code: int, code_name: str, text: str) -> None:
+        super().__init__(f"{command} refused by the device: {code_name} ({code}) {text}".strip())
+        self.command = command
+        self.code = code
+        self.code_name = code_name
+        self.text = text
+
+
+class DeviceRefused(DriverError):
+    """The device's identity is not acceptable (allow-list, kind, or changed identity)."""
+
+    def __init__(self, reason: str, identity: Identity | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.identity = identity
+
+
+@dataclass(frozen=True)
+class AllowList:
+    """Devices a table accepts: serial numbers and firmware SHA-256 hashes.
+
+    ``None`` for a set means "not restricted" (only for probing and development;
+    the daemon's configuration always gives both).
+    """
+
+    serials: frozenset[str] | None = None
+    firmware_sha256: frozenset[str] | None = None
+
+    def refusal(self, identity: Identity) -> str | None:
+        """Why ``identity`` is refused, or None when it is allowed."""
+        if self.serials is not None and identity.serial not in self.serials:
+            return f"serial {identity.serial!r} is not on the allow-list"
+        if (
+            self.firmware_sha256 is not None
+            and identity.firmware_sha256.lower() not in self.firmware_sha256
+        ):
+            return f"firmware hash {identity.firmware_sha256} is not on the allow-list"
+        return None
+
+    @classmethod
+    def of(cls, serials: Any = None, firmware_sha256: Any = None) -> AllowList:
+        return cls(
+            None if serials is None else frozenset(str(s) for s in serials),
+            None if firmware_sha256 is None else frozenset(str(h).lower() for h in firmware_sha256),
+        )
+
+
+@dataclass(frozen=True)
+class DriverSettings:
+    """Timeouts and backoff; all in seconds."""
+
+    handshake_timeout: float = 2.0
+    command_timeout: float = 2.0
+    #: a PING after this long without a frame from the device; None: never
+    heartbeat_interval: float | None = 5.0
+    backoff_initial: float = 0.1
+    backoff_factor: float = 2.0
+    backoff_max: float = 10.0
+    link: LinkSettings = field(default_factory=LinkSettings)
+
+    def backoff(self, attempt: int) -> float:
+        """Delay before reconnection attempt ``attempt`` (1-based), exponential and capped."""
+        return min(self.backoff_max, self.backoff_initial * self.backoff_factor ** (attempt - 1))
+
+
+class DeviceDriver(abc.ABC):
+    """A device kind's driver: session supervision shared, protocol left to subclasses."""
+
+    #: device kind, one of drivers.usb_ids.DEVICE_KINDS
+    kind: ClassVar[str]
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        name: str | None = None,
+        allow_list: AllowList | None = None,
+        settings: DriverSettings | None = None,
+    ) -> None:
+        self.transport = transport
+        self.name = name or self.kind
+        self.allow_list = allow_list or AllowList()
+        self.settings = settings or DriverSettings()
+        self.identity: Identity | None = None  # pinned at the first accepted handshake
+        self.up = False
+        self.log = log.bind(device=self.name, kind=self.kind)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._on_event: EventCallback | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._lost: asyncio.Event | None = None
+        self._connected: asyncio.Event | None = None
+        self._stopping = False
+        self._last_refusal: str | None = None
+        self.sessions = 0  # accepted handshakes so far
+        self.last_error: str | None = None
+        self.connected_at: float | None = None  # wall-clock time of the current session
+
+    # -- public API ----------------------------------------------------------
+
+    async def start(self, loop: asyncio.AbstractEventLoop, on_event: EventCallback) -> None:
+        """Start connecting in the background; events go to ``on_event`` on ``loop``."""
+        if self._supervisor is not None:
+            raise DriverError(f"{self.name}: driver already started")
+        self._loop = loop
+        self._on_event = on_event
+        self._stopping = False
+        self._lost = asyncio.Event()
+        self._connected = asyncio.Event()
+        self._supervisor = loop.create_task(self._supervise(), name=f"driver:{self.name}")
+
+    async def wait_connected(self, timeout: float) -> bool:
+        """True once the device has handshaken and been accepted, False after ``timeout``."""
+        if self._connected is None:
+            raise DriverError(f"{self.name}: driver not started")
+        try:
+            await asyncio.wait_for(self._connected.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def health(self) -> dict[str, Any]:
+        """The driver's state for status output and logs (never a card)."""
+        return {
+            "device": self.name,
+            "kind": self.kind,
+            "up": self.up,
+            "identity": self.identity.as_dict() if self.identity else None,
+            "sessions": self.sessions,
+            "connected_at": self.connected_at,
+            "last_error": self.last_error,
+        }
+
+    async def stop(self) -> None:
+        """Stop supervising and close the transport; idempotent."""
+        self._stopping = True
+        task, self._supervisor = self._supervisor, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._teardown("driver stopped")
+        self.up = False
+
+    # -- for subclasses ------------------------------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise DeviceUnavailable(f"{self.name}: driver not started")
+        return self._loop
+
+    def emit(self, event_type: str, **fields: Any) -> None:
+        """Deliver an EVENTS.md event, naming the device and its kind; logged without any card."""
+        event: Event = {"type": event_type, **fields, "device": self.name, "kind": self.kind}
+        self.log.debug("device_event", **loggable(event))
+        if self._on_event is not None:
+            try:
+                self._on_event(event)
+            except Exception:
+                self.log.exception("on_event_failed", event_type=event_type)
+
+    def session_lost(self, reason: str) -> None:
+        """The session is over (transport lost, link failure, device reset)."""
+        if self._lost is not None and not self._lost.is_set():
+            self.last_error = reason
+            self.log.warning("session_lost", reason=reason)
+            self._lost.set()
+
+    def count_error(self, error: str, n: int = 1) -> None:
+        ERRORS.labels(self.name, error).inc(n)
+
+    @abc.abstractmethod
+    async def open_session(self) -> Identity:
+        """Handshake over the open transport; the device's identity, or an exception."""
+
+    @abc.abstractmethod
+    def session_accepted(self) -> None:
+        """The identity passed the checks and device_connected went out: events may flow."""
+
+    @abc.abstractmethod
+    def on_data(self, data: bytes) -> None:
+        """Bytes from the transport (loop thread)."""
+
+    @abc.abstractmethod
+    def close_session(self, reason: str) -> None:
+        """Forget the session: fail pending commands with DeviceUnavailable, stop timers."""
+
+    # -- supervision ---------------------------------------------------------
+
+    def _on_transport_lost(self, exc: Exception | None) -> None:
+        self.count_error("transport_lost")
+        self.session_lost(f"transport lost: {exc}" if exc else "transport lost")
+
+    async def _teardown(self, reason: str) -> None:
+        self.close_session(reason)
+        with contextlib.suppress(Exception):
+            await self.transport.close()
+
+    def _check_identity(self, identity: Identity) -> None:
+        if identity.kind != self.kind:
+            raise DeviceRefused(f"device is a {identity.kind}, expected a {self.kind}", identity)
+        if self.identity is not None and identity != self.identity:
+            raise DeviceRefused(
+                f"identity changed mid-session: was serial {self.identity.serial} firmware "
+                f"{self.identity.firmware_sha256}, now serial {identity.serial} firmware "
+                f"{identity.firmware_sha256}",
+                identity,
+            )
+        reason = self.allow_list.refusal(identity)
+        if reason is not None:
+            raise DeviceRefused(reason, identity)
+
+    async def _connect_once(self) -> None:
+        assert self._lost is not None
+        self._lost.clear()
+        RECONNECTS.labels(self.name).inc()
+        await self.transport.open(self.loop, self.on_data, self._on_transport_lost)
+        identity = await self.open_session()
+        self._check_identity(identity)
+        self.identity = identity
+
+    async def _supervise(self) -> None:
+        assert self._lost is not None and self._connected is not None
+        attempt = 0
+        while not self._stopping:
+            try:
+                await self._connect_once()
+            except DeviceRefused as refused:
+                self.count_error("refused")
+                self.last_error = refused.reason
+                self.log.error(
+                    "device_refused",
+                    reason=refused.reason,
+                    **(refused.identity.as_dict() if refused.identity else {}),
+                )
+                if refused.reason != self._last_refusal:
+                    # one alarm per distinct refusal, not one per retry
+                    self._last_refusal = refused.reason
+                    alarm: Event = {"reason": refused.reason}
+                    if refused.identity is not None:
+                        alarm.update(refused.identity.as_dict())
+                        alarm["claimed_kind"] = alarm.pop("kind")
+                    self.emit("device_refused", **alarm)
+                await self._teardown(refused.reason)
+            except (TransportError, DriverError, OSError) as exc:
+                self.count_error("connect_failed")
+                self.last_error = str(exc)
+                self.log.warning("connect_failed", error=str(exc), attempt=attempt + 1)
+                await self._teardown(str(exc))
+            except Exception as exc:
+                # a bug in a (vendor) driver must not end supervision: log, back off, retry
+                self.count_error("driver_error")
+                self.last_error = repr(exc)
+                self.log.exception("driver_error", error=repr(exc))
+                await self._teardown(repr(exc))
+            else:
+                attempt = 0
+                self._last_refusal = None
+                self.sessions += 1
+                self.connected_at = time.time()
+                self.up = True
+                self._connected.set()
+                assert self.identity is not None
+                self.log.info("device_connected", **self.identity.as_dict())
+                self.emit("device_connected", **self.identity.as_dict())
+                self.session_accepted()
+                await self._lost.wait()
+                self.up = False
+                self.connected_at = None
+                self._connected.clear()
+                await self._teardown("session lost")
+                self.emit("device_lost")
+                # first retry comes quickly; the backoff grows only while attempts fail
+            attempt += 1
+            await asyncio.sleep(self.settings.backoff(attempt - 1) if attempt > 1 else 0)
+
+
+class Shuffler(DeviceDriver):
+    """An automated card shuffler (ASD). Never asked for, and never sends, the shuffled order."""
+
+    kind: ClassVar[str] = "shuffler"
+
+    @abc.abstractmethod
+    async def start_shuffle(self, deck: str | None = None) -> None:
+        """Start a shuffle cycle (``deck`` A/B with two decks alternating)."""
+
+    @abc.abstractmethod
+    async def lock_deck(self) -> None:
+        """Keep the shuffled deck in the device (it may not be dealt)."""
+
+    @abc.abstractmethod
+    async def release_deck(self) -> None:
+        """Let the dealer take the shuffled deck."""
+
+
+class Shoe(DeviceDriver):
+    """A card-reading manual shoe or an automated dealing shoe (ADS)."""
+
+    kind: ClassVar[str] = "shoe"
+
+    @abc.abstractmethod
+    async def lock_dispensing(self) -> None:
+        """Block the shoe: no card may leave it."""
+
+    @abc.abstractmethod
+    async def unlock_dispensing(self) -> None:
+        """Allow dealing again."""
+
+
+class HoleCardReader(DeviceDriver):
+    """A 3C21 dealer hole-card reader: answers blackjack yes/no, never the card."""
+
+    kind: ClassVar[str] = "hole_card_reader"
+
+    @abc.abstractmethod
+    async def self_test(self) -> bool:
+        """Run the reader's self-test; True when it passed."""
+
+
+class DiscardRack(DeviceDriver):
+    """A discard-rack sensor estimating the cards in the rack."""
+
+    kind: ClassVar[str] = "discard_rack"
+
+    @abc.abstractmethod
+    async def read_level(self) -> int:
+        """Ask for a fresh level reading; the number of cards (also emitted as rack_level)."""
+
+
+KIND_CLASSES: dict[str, type[DeviceDriver]] = {
+    cls.kind: cls for cls in (Shuffler, Shoe, HoleCardReader, DiscardRack)
+}
