@@ -31,7 +31,11 @@ class CommandModule(Protocol):
 
 
 # name -> the module implementing it. Add a line here for a new subcommand.
-COMMANDS: dict[str, Command] = {}
+COMMANDS: dict[str, Command] = {
+    "check-config": Command(
+        "controller.commands.check_config", "validate a table's configuration file"
+    ),
+}
 
 
 def usage() -> str:
