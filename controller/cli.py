@@ -35,6 +35,9 @@ COMMANDS: dict[str, Command] = {
     "check-config": Command(
         "controller.commands.check_config", "validate a table's configuration file"
     ),
+    "journal": Command(
+        "controller.commands.journal", "verify a journal's hash chain or show a round's cards"
+    ),
 }
 
 

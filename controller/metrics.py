@@ -1,0 +1,147 @@
+"""Prometheus metrics of the table service (issue 4), on prometheus-client's default registry.
+
+Labels carry only bounded, public words: games, outcomes, decisions, rule ids, device names,
+fault words, deck letters. Never a card, a hand or a player (RULES.md H7): every label value
+goes through `label_value`, which refuses anything shaped like a card.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import Counter, Gauge, Histogram, Info
+from prometheus_client.exposition import start_wsgi_server
+
+from controller import __version__
+
+# Latencies run from microseconds (one event in process) to the wire time of a frame (~1.4 ms at
+# 115200 baud) and, for fsync on slow disks, tens of milliseconds.
+LATENCY_BUCKETS = (
+    0.00001,
+    0.000025,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    1.0,
+)
+
+ROUNDS_TOTAL = Counter(
+    "tablectl_rounds",
+    "Rounds ended, by game and outcome (completed, voided ...)",
+    ["game", "outcome"],
+)
+DECISIONS_TOTAL = Counter(
+    "tablectl_decisions",
+    "Decisions the controller emitted, by decision and rule",
+    ["decision", "rule_id"],
+)
+DEVICE_UP = Gauge(
+    "tablectl_device_up", "1 when the device answers and passed its handshake", ["device"]
+)
+DEVICE_FAULTS_TOTAL = Counter(
+    "tablectl_device_faults", "Faults reported by or detected on a device", ["device", "fault"]
+)
+ROUNDS_SINCE_STUB_COUNT = Gauge(
+    "tablectl_rounds_since_stub_count",
+    "Rounds dealt from the deck since its last verified count",
+    ["deck"],
+)
+SUPERVISOR_NOTIFICATIONS_PENDING = Gauge(
+    "tablectl_supervisor_notifications_pending", "Supervisor notifications not yet acknowledged"
+)
+EVENT_PROCESSING_SECONDS = Histogram(
+    "tablectl_event_processing_seconds",
+    "From an event's arrival to its decisions journaled and acted on",
+    buckets=LATENCY_BUCKETS,
+)
+JOURNAL_WRITE_SECONDS = Histogram(
+    "tablectl_journal_write_seconds",
+    "Time of one journal commit (a durable row or a group-committed batch)",
+    buckets=LATENCY_BUCKETS,
+)
+BUILD_INFO = Info("tablectl_build", "The running tablectl's version")
+BUILD_INFO.info({"version": __version__, "python": platform.python_version()})
+
+_CARD_SHAPED = re.compile(r"^(?:10|[2-9tjqka])[cdhs]$|^jk$", re.IGNORECASE)
+_LABEL_WORD = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+OTHER = "other"
+
+
+def label_value(text: object) -> str:
+    """A safe label value: a short lower-case word, never card-shaped; anything else is 'other'.
+
+    Device fault words come from untrusted firmware ("or another word", EVENTS.md), so they are
+    bounded here both for cardinality and so a card can never be smuggled into a label.
+    """
+    word = str(text).strip().lower()
+    if not _LABEL_WORD.match(word) or _CARD_SHAPED.match(word):
+        return OTHER
+    return word
+
+
+def record_decision(decision: Mapping[str, Any]) -> None:
+    """Count one decision (a Decision.to_dict()): its name and rule id only."""
+    DECISIONS_TOTAL.labels(
+        decision=label_value(decision.get("decision", OTHER)),
+        rule_id=label_value(decision.get("rule_id") or "none"),
+    ).inc()
+
+
+def record_round(game: str, outcome: str) -> None:
+    ROUNDS_TOTAL.labels(game=label_value(game), outcome=label_value(outcome)).inc()
+
+
+def set_device_up(device: str, up: bool) -> None:
+    DEVICE_UP.labels(device=label_value(device)).set(1 if up else 0)
+
+
+def record_device_fault(device: str, fault: str) -> None:
+    DEVICE_FAULTS_TOTAL.labels(device=label_value(device), fault=label_value(fault)).inc()
+
+
+def set_rounds_since_stub_count(deck: str, rounds: int) -> None:
+    ROUNDS_SINCE_STUB_COUNT.labels(deck=label_value(deck)).set(rounds)
+
+
+def set_supervisor_notifications_pending(count: int) -> None:
+    SUPERVISOR_NOTIFICATIONS_PENDING.set(count)
+
+
+@dataclass
+class MetricsServer:
+    """The running HTTP endpoint; `port` is the bound one (useful when 0 asked for any)."""
+
+    host: str
+    port: int
+    _server: WSGIServer
+    _thread: threading.Thread
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def start_metrics_server(host: str, port: int) -> MetricsServer:
+    """Serve /metrics from the default registry on HOST:PORT (read-only; loopback by default).
+
+    Raises OSError when the address cannot be bound (say, the port is taken).
+    """
+    server, thread = start_wsgi_server(port, addr=host)
+    bound_port = int(server.server_address[1])
+    return MetricsServer(host=host, port=bound_port, _server=server, _thread=thread)
