@@ -38,6 +38,8 @@ COMMANDS: dict[str, Command] = {
     "journal": Command(
         "controller.commands.journal", "verify a journal's hash chain or show a round's cards"
     ),
+    "op": Command("controller.commands.op", "send one operator event to the running table"),
+    "status": Command("controller.commands.status", "show the running table's public status"),
 }
 
 
