@@ -395,6 +395,12 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         what="a group name (e.g. 'tablectl-op')",
     )
 
+    if "gaming_day_start" in options:
+        problems.add("table.options.gaming_day_start", "set it once, as table.gaming_day_start")
+    # The engine needs the gaming day's start (H1: the reader's daily inspection); the table
+    # section is where a technician looks for it, so it is carried into the options here.
+    options = {**options, "gaming_day_start": gaming_day_start.strftime("%H:%M")}
+
     devices = _devices(problems, data)
     spec: Any = None
     if game is not None and not problems.items:

@@ -394,7 +394,11 @@ def round_cards(
             continue
         engine.handle(row.body, row.seq)
         if engine.round_number == round_number:
-            snapshot = [dict(card) for card in engine.dealt_cards()]
+            cards = [dict(card) for card in engine.dealt_cards()]
+            # The engine clears its dealt cards when the round ends (hands_collected) while
+            # round_number stays until the next deal: keep the last non-empty view.
+            if snapshot is None or cards:
+                snapshot = cards
         elif engine.round_number > round_number:
             break
     if snapshot is None:
@@ -409,7 +413,12 @@ def hands_in_deal_order(cards: list[dict[str, Any]]) -> list[tuple[str, list[dic
     """Group the dealt cards by recipient, hands in the order each first received a card."""
     hands: dict[str, list[dict[str, Any]]] = {}
     for card in cards:
-        recipient = card.get("to")
-        name = f"position {recipient}" if isinstance(recipient, int) else str(recipient)
-        hands.setdefault(name, []).append(card)
+        hands.setdefault(recipient_name(card.get("to")), []).append(card)
     return list(hands.items())
+
+
+def recipient_name(recipient: object) -> str:
+    """`1` -> "position 1"; "dealer", "community", "burn", "discard" as they are."""
+    if isinstance(recipient, int) or (isinstance(recipient, str) and recipient.isdigit()):
+        return f"position {recipient}"
+    return str(recipient)

@@ -6,7 +6,13 @@ import argparse
 import json
 import sys
 
-from controller.journal import JournalError, hands_in_deal_order, round_cards, verify_journal
+from controller.journal import (
+    JournalError,
+    hands_in_deal_order,
+    recipient_name,
+    round_cards,
+    verify_journal,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +52,7 @@ def _show(path: str, round_number: int, *, as_json: bool) -> int:
     print(f"round {round_number}: {len(cards)} cards in the order dealt")
     for index, card in enumerate(cards, start=1):
         face = "face up" if card.get("face_up") else "face down"
-        print(f"  {index:3d}. {card['card']:<3} to {card.get('to')} ({face})")
+        print(f"  {index:3d}. {card['card']:<3} to {recipient_name(card.get('to'))} ({face})")
     print("hands:")
     for name, hand in hands_in_deal_order(cards):
         print(f"  {name}: {' '.join(str(card['card']) for card in hand)}")

@@ -76,7 +76,11 @@ def test_minimal_config_takes_systemd_defaults(tmp_path):
     assert config.log_level == "info"
     (shoe,) = config.devices
     assert shoe.transport == UsbTransportConfig(vendor_id=0x1209, product_id=0x7A02)
-    assert config.table_dict() == {"type": "table", "game": "five_card_hilo", "options": {}}
+    assert config.table_dict() == {
+        "type": "table",
+        "game": "five_card_hilo",
+        "options": {"gaming_day_start": "06:00"},
+    }
 
 
 def test_default_metrics_port_is_outside_exporter_range_and_ephemeral_ports():
