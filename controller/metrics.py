@@ -7,17 +7,20 @@ goes through `label_value`, which refuses anything shaped like a card.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import re
+import socket
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, Info
 from prometheus_client.core import Metric, UnknownMetricFamily
-from prometheus_client.exposition import start_wsgi_server
+from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector
 
 from controller import __version__
@@ -175,6 +178,20 @@ def set_supervisor_notifications_pending(count: int) -> None:
     SUPERVISOR_NOTIFICATIONS_PENDING.set(count)
 
 
+class _MetricsHTTPServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not worth a log line each."""
+
+
+# The server thread sleeps in select() this long between wake-ups when idle; close() wakes it
+# at once, so the daemon has no polling loop when idle (DESIGN.md: no polling when idle).
+IDLE_POLL_SECONDS = 3600.0
+
+
 @dataclass
 class MetricsServer:
     """The running HTTP endpoint; `port` is the bound one (useful when 0 asked for any)."""
@@ -185,7 +202,15 @@ class MetricsServer:
     _thread: threading.Thread
 
     def close(self) -> None:
-        self._server.shutdown()
+        """Stop serving and release the port."""
+        stopper = threading.Thread(target=self._server.shutdown, daemon=True)
+        stopper.start()
+        wake_host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        while stopper.is_alive():
+            # A connection wakes the serving thread's select() so it sees the shutdown now.
+            with contextlib.suppress(OSError):
+                socket.create_connection((wake_host, self.port), timeout=1).close()
+            stopper.join(0.05)
         self._server.server_close()
         self._thread.join(timeout=5)
 
@@ -193,8 +218,23 @@ class MetricsServer:
 def start_metrics_server(host: str, port: int) -> MetricsServer:
     """Serve /metrics from the default registry on HOST:PORT (read-only; loopback by default).
 
-    Raises OSError when the address cannot be bound (say, the port is taken).
+    Port 0 binds any free port (tests); raises OSError when the address cannot be bound.
     """
-    server, thread = start_wsgi_server(port, addr=host)
-    bound_port = int(server.server_address[1])
-    return MetricsServer(host=host, port=bound_port, _server=server, _thread=thread)
+    server_class = type(
+        "MetricsHTTPServer",
+        (_MetricsHTTPServer,),
+        {"address_family": socket.AF_INET6 if ":" in host else socket.AF_INET},
+    )
+    server: WSGIServer = make_server(
+        host, port, make_wsgi_app(), server_class, handler_class=_QuietHandler
+    )
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": IDLE_POLL_SECONDS},
+        name="metrics-http",
+        daemon=True,
+    )
+    thread.start()
+    return MetricsServer(
+        host=host, port=int(server.server_address[1]), _server=server, _thread=thread
+    )

@@ -109,3 +109,31 @@ def test_rounds_since_stub_count_per_deck(server):
     metrics.set_rounds_since_stub_count("B", 6)
     assert metrics.ROUNDS_SINCE_STUB_COUNT.value("B") == 6
     assert 'tablectl_rounds_since_stub_count{deck="B"} 6.0' in scrape(server)
+
+
+def test_idle_server_thread_sleeps_and_close_is_prompt():
+    import time
+
+    running = metrics.start_metrics_server("127.0.0.1", 0)
+    assert metrics.IDLE_POLL_SECONDS >= 60  # no wake-ups when nobody scrapes
+    started = time.monotonic()
+    running.close()
+    assert not running._thread.is_alive()
+    assert time.monotonic() - started < 30, "close must not wait for the idle poll interval"
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", running.port), timeout=1)
+
+
+def test_ipv6_loopback_listener():
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    try:
+        running = metrics.start_metrics_server("::1", 0)
+    except OSError as error:
+        pytest.skip(f"IPv6 loopback unavailable: {error}")
+    try:
+        url = f"http://[::1]:{running.port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            assert b"tablectl_build_info" in reply.read()
+    finally:
+        running.close()
