@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from controller import metrics
+from controller.logs import get_logger
 
 GENESIS_HASH = "0" * 64
 ROW_KINDS = ("table", "event", "decision", "note")
@@ -116,6 +117,11 @@ class Journal:
         self._last_hash: str = last[1] if last else GENESIS_HASH
         self._pending: list[tuple[int, str, int | None, str, str, str, str]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._side_files_checked = False
+        self._log = get_logger("journal", path=str(self.path))
+        # The head (last seq and hash) goes to the system log at open and close: an anchor
+        # outside the file, against which a truncated or wholly rewritten chain shows.
+        self._log.info("journal_opened", last_seq=self._last_seq, head=self._last_hash)
 
     @property
     def last_seq(self) -> int:
@@ -181,13 +187,17 @@ class Journal:
             raise JournalError(f"{self.path}: journal write failed: {error}") from error
         self._pending.clear()
         metrics.JOURNAL_WRITE_SECONDS.observe(time.perf_counter() - started)
-        for suffix in ("-wal", "-shm"):
-            _make_private(Path(f"{self.path}{suffix}"))
+        if not self._side_files_checked:
+            # The -wal appears with the first commit and lives as long as this connection.
+            for suffix in ("-wal", "-shm"):
+                _make_private(Path(f"{self.path}{suffix}"))
+            self._side_files_checked = True
 
     def close(self) -> None:
         """Flush pending rows and close the file."""
         self.flush()
         self._db.close()
+        self._log.info("journal_closed", last_seq=self._last_seq, head=self._last_hash)
 
     def __enter__(self) -> Journal:
         return self

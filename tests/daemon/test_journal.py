@@ -226,6 +226,8 @@ def test_a_loose_existing_file_is_tightened(tmp_path):
 WRITER = """
 import sys
 from controller.journal import Journal
+from controller.logs import configure_logging
+configure_logging("info", mode="json")  # to stderr; stdout carries the acknowledged seqs
 journal = Journal(sys.argv[1])
 journal.append("table", {"type": "table", "game": "five_card_hilo", "options": {}}, durable=True)
 n = 0
@@ -240,7 +242,10 @@ while True:
 def test_kill_9_loses_no_durable_row(tmp_path):
     path = tmp_path / "j.sqlite"
     process = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", WRITER, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     assert process.stdout is not None
     acknowledged = [int(process.stdout.readline()) for _ in range(200)]
@@ -307,3 +312,23 @@ def test_show_without_the_engine_says_what_is_missing(tmp_path, capsys):
     path = filled_journal(tmp_path / "j.sqlite", events=1)
     assert cli.main(["journal", "show", str(path), "--round", "1"]) == 2
     assert "needs the round engine" in capsys.readouterr().err
+
+
+def test_head_is_logged_at_open_and_close_as_an_outside_anchor(tmp_path):
+    import io
+    import json as json_module
+
+    import structlog
+
+    from controller import logs
+
+    stream = io.StringIO()
+    logs.configure_logging("info", mode="json", stream=stream)
+    try:
+        path = filled_journal(tmp_path / "j.sqlite", events=1)
+    finally:
+        structlog.reset_defaults()
+    records = [json_module.loads(line) for line in stream.getvalue().splitlines()]
+    closed = [r for r in records if r["event"] == "journal_closed"][-1]
+    last = list(read_rows(path))[-1]
+    assert (closed["last_seq"], closed["head"]) == (last.seq, last.hash)
