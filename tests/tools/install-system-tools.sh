@@ -6,6 +6,11 @@ missing=""
 need() { command -v "$1" >/dev/null 2>&1 || missing="$missing $2"; }
 # (entries are added by the features that need them)
 need promtool prometheus
+need systemd-analyze systemd
+need systemd-sysusers systemd
+need systemd-tmpfiles systemd
+need udevadm udev
+need umockdev-run umockdev
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "missing system tools:$missing (run as root, or install them with apt-get)" >&2
