@@ -7,6 +7,7 @@ so the daemon runs the same outside systemd.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Mapping
@@ -83,3 +84,40 @@ class SdNotifier:
 
 def _one_line(text: str) -> str:
     return " ".join(text.splitlines())
+
+
+class Watchdog:
+    """Pings WATCHDOG=1 from the event loop at half systemd's interval.
+
+    Driven by the loop itself (call_later), so a blocked or wedged loop stops the pings and
+    systemd restarts the service: that is the point of pinging from the loop, not a thread.
+    """
+
+    def __init__(
+        self,
+        notifier: SdNotifier,
+        loop: asyncio.AbstractEventLoop,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        interval = watchdog_interval(environ)
+        self.period = interval / 2 if interval is not None else None
+        self._notifier = notifier
+        self._loop = loop
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> bool:
+        """Begin pinging; False when systemd asked for no watchdog (or we are not under it)."""
+        if self.period is None or not self._notifier.enabled:
+            return False
+        self._ping()
+        return True
+
+    def _ping(self) -> None:
+        self._notifier.watchdog()
+        assert self.period is not None
+        self._handle = self._loop.call_later(self.period, self._ping)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None

@@ -74,3 +74,53 @@ def test_a_vanished_socket_is_an_error_not_silence(tmp_path):
 )
 def test_watchdog_interval(environ, expected):
     assert watchdog_interval(environ) == expected
+
+
+def test_watchdog_pings_from_the_loop_at_half_the_interval(tmp_path):
+    import asyncio
+
+    from controller.sdnotify import Watchdog
+
+    path = str(tmp_path / "notify")
+    sock = receiver(path)
+    sock.setblocking(False)
+    environ = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "40000"}
+
+    def drain() -> int:
+        count = 0
+        while True:
+            try:
+                assert sock.recv(64) == b"WATCHDOG=1"
+            except BlockingIOError:
+                return count
+            count += 1
+
+    async def run() -> tuple[int, float, int]:
+        loop = asyncio.get_running_loop()
+        watchdog = Watchdog(SdNotifier(environ), loop, environ)
+        assert watchdog.period == 0.02
+        started = loop.time()
+        assert watchdog.start()
+        await asyncio.sleep(0.11)
+        watchdog.stop()
+        elapsed = loop.time() - started
+        during = drain()
+        await asyncio.sleep(0.05)
+        return during, elapsed, drain()
+
+    during, elapsed, after_stop = asyncio.run(run())
+    assert 3 <= during <= elapsed / 0.02 + 1  # one at start, then one every 20 ms
+    assert after_stop == 0
+    sock.close()
+
+
+def test_no_watchdog_requested_means_no_pings(tmp_path):
+    import asyncio
+
+    from controller.sdnotify import Watchdog
+
+    async def run() -> bool:
+        environ = {"NOTIFY_SOCKET": str(tmp_path / "n")}
+        return Watchdog(SdNotifier(environ), asyncio.get_running_loop(), environ).start()
+
+    assert asyncio.run(run()) is False
