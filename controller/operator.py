@@ -60,6 +60,7 @@ OPERATOR_EVENTS = frozenset(
 )
 REQUESTS = frozenset({"status", "subscribe"})
 MAX_LINE = 64 * 1024
+CLOSE_GRACE = 2.0  # seconds connections get to finish when the server closes
 REFUSAL_LINGER = 0.5  # seconds a refused peer may take to send its line before we close
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
@@ -135,7 +136,7 @@ class OperatorServer:
         self._status = status
         self._server: asyncio.AbstractServer | None = None
         self._subscribers: set[asyncio.StreamWriter] = set()
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._log = get_logger("operator")
         try:
             self.allowed_gid = grp.getgrnam(allowed_group).gr_gid
@@ -182,11 +183,18 @@ class OperatorServer:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
-        for task in list(self._connections):
-            task.cancel()
-        for task in list(self._connections):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # Closing each connection ends its conversation at the next read; a handler that
+        # does not finish within the grace period is cancelled.
+        for writer in list(self._connections.values()):
+            writer.close()
+        tasks = list(self._connections)
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=CLOSE_GRACE)
+            for task in stuck:
+                task.cancel()
+            for task in stuck:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
 
@@ -203,7 +211,7 @@ class OperatorServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
-            self._connections.add(task)
+            self._connections[task] = writer
         try:
             sock = writer.get_extra_info("socket")
             peer = peer_credentials(sock)
@@ -240,7 +248,7 @@ class OperatorServer:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
             if task is not None:
-                self._connections.discard(task)
+                self._connections.pop(task, None)
 
     async def _conversation(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: PeerCredentials
