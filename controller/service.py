@@ -109,6 +109,7 @@ class TableService:
         self.table_row = config.table_dict()
         self.engine: EngineLike = engine_builder(self.table_row, self._draws)
         self.replayed_events = 0
+        self.replay_divergences: list[int] = []
         self._round_voided = False
         self._round_counted = 0
         self.devices_up: dict[str, bool] = {device.name: False for device in config.devices}
@@ -137,12 +138,30 @@ class TableService:
             for row in rows
             if row.kind == "note" and row.body.get("type") == RANDOM_DRAW
         ]
-        started = time.perf_counter()
+        journaled: dict[int, list[dict[str, Any]]] = {}
+        current_event = 0
         for row in rows:
             if row.kind == "event":
-                self.engine.handle(row.body, row.seq)
+                current_event = row.seq
+            elif row.kind == "decision":
+                journaled.setdefault(current_event, []).append(row.body)
+        started = time.perf_counter()
+        self.replay_divergences = []
+        for row in rows:
+            if row.kind == "event":
+                replayed = [self._as_dict(d) for d in self.engine.handle(row.body, row.seq)]
                 self.replayed_events += 1
+                if replayed != journaled.get(row.seq, []):
+                    self.replay_divergences.append(row.seq)
         self._draws.replaying = []
+        if self.replay_divergences:
+            # The engine decides differently now than when the journal was written (a new
+            # version or interpretation): the journal stays the record; the state is today's.
+            self._log.warning(
+                "replay_diverged",
+                events=len(self.replay_divergences),
+                first_seq=self.replay_divergences[0],
+            )
         self._round_counted = self.engine.round_number
         if not self.replayed_events:
             return []

@@ -305,3 +305,36 @@ def test_operator_socket_drives_the_service_and_status_hides_cards(tmp_path):
     assert [d["decision"] for d in reply["decisions"]] == ["rejected"]
     assert status["status"]["table"] == "t1"
     assert not any(card in json.dumps(status) for card in CARDS)
+
+
+def test_replay_reproduces_every_journaled_decision(tmp_path):
+    config = config_for(tmp_path)
+
+    async def scenario() -> TableService:
+        service = await open_service(config, clock=fixed_clock)
+        await play(service, SETUP + ROUND + [{"type": "card_drawn", "card": "2c"}])
+        service.close()
+        again = await open_service(config, clock=fixed_clock)
+        again.close()
+        return again
+
+    again = asyncio.run(scenario())
+    assert again.replayed_events == len(SETUP + ROUND) + 1
+    assert again.replay_divergences == []
+
+
+def test_replay_reports_decisions_the_engine_no_longer_makes(tmp_path):
+    config = config_for(tmp_path)
+
+    async def scenario() -> TableService:
+        service = await open_service(config, clock=fixed_clock)
+        await play(service, SETUP)
+        # a decision no engine would take for this event, as if an older version had decided
+        service.journal.append("decision", {"decision": "void_round", "rule_id": "C5"})
+        service.close()
+        again = await open_service(config, clock=fixed_clock)
+        again.close()
+        return again
+
+    again = asyncio.run(scenario())
+    assert len(again.replay_divergences) == 1
