@@ -223,9 +223,11 @@ SERIAL_NUMBER_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 def _transport(problems: _Problems, device: Mapping[str, Any], name: str) -> TransportConfig | None:
     tname = f"{name}.transport"
-    data = _table(problems, device, "transport", tname)
     if "transport" not in device:
         problems.add(tname, f"is required: a table with type = {_allowed(TRANSPORTS)}")
+        return None
+    data = _table(problems, device, "transport", tname)
+    if not data:
         return None
     kind = _string(problems, data, "type", f"{tname}.type", allowed=TRANSPORTS, what="transport")
     if kind == "serial":
@@ -328,7 +330,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
     game = _string(problems, table, "game", "table.game", allowed=GAMES, what="a game")
     options = _table(problems, table, "options", "table.options")
     for key, value in options.items():
-        if not isinstance(value, str | int | bool | float | list):
+        if not isinstance(value, str | int | bool | float | list | dict):
             problems.add(f"table.options.{key}", f"must be a value, got {type(value).__name__}")
     start_text = _string(
         problems,

@@ -178,3 +178,15 @@ def test_listen_address_parsing(text, expected):
 def test_bad_listen_address_refused(text):
     with pytest.raises(ValueError):
         parse_listen_address(text)
+
+
+def test_missing_or_malformed_transport_is_one_clear_problem(tmp_path):
+    start = MINIMAL.index("[devices.shoe.transport]")
+    without = MINIMAL[:start]
+    problems = problems_of(tmp_path, without)
+    assert [p for p in problems if "transport" in p] == [
+        f"{tmp_path / 'table.toml'}: devices.shoe.transport: is required: a table with "
+        "type = 'serial', 'usb'"
+    ]
+    problems = problems_of(tmp_path, without + 'x = "usb"\n')
+    assert any(": devices.shoe.x: unknown key" in p for p in problems)
