@@ -184,6 +184,10 @@ class TableService:
         stamped.setdefault("time", self.clock().isoformat(timespec="microseconds"))
         round_before = self.engine.round_number
         seq = self.journal.append("event", stamped, round_number=round_before)
+        # The event's type, source and device only: its fields may hold cards (H7).
+        self._log.debug(
+            "event", type=stamped.get("type"), source=source, seq=seq, device=stamped.get("device")
+        )
         decisions = [self._as_dict(d) for d in self.engine.handle(stamped, seq)]
         commands = [d for d in decisions if d.get("decision") in DEVICE_COMMAND_DECISIONS]
         durable = not self.group_commit or bool(commands) or source == "operator"
@@ -266,6 +270,7 @@ class TableService:
             outcome = "voided" if self._round_voided else "completed"
             metrics.record_round(self.config.game, outcome)
             self._round_counted = round_number
+            self._log.info("round_ended", round=round_number, outcome=outcome)
 
     def _update_gauges(self) -> None:
         status = self.engine_status()
