@@ -63,6 +63,10 @@ class SerialTransportConfig:
     baudrate: int = DEFAULT_BAUDRATE
     type: str = "serial"
 
+    def transport_options(self) -> dict[str, Any]:
+        """Keyword arguments for `drivers.transport.make_transport("serial", ...)`."""
+        return {"port": self.port, "baudrate": self.baudrate}
+
 
 @dataclass(frozen=True)
 class UsbTransportConfig:
@@ -70,6 +74,14 @@ class UsbTransportConfig:
     product_id: int
     serial: str | None = None
     type: str = "usb"
+
+    def transport_options(self) -> dict[str, Any]:
+        """Keyword arguments for `drivers.transport.make_transport("usb", ...)`."""
+        return {
+            "vendor_id": self.vendor_id,
+            "product_id": self.product_id,
+            "serial_number": self.serial,
+        }
 
 
 TransportConfig = SerialTransportConfig | UsbTransportConfig

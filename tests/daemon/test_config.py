@@ -190,3 +190,13 @@ def test_missing_or_malformed_transport_is_one_clear_problem(tmp_path):
     ]
     problems = problems_of(tmp_path, without + 'x = "usb"\n')
     assert any(": devices.shoe.x: unknown key" in p for p in problems)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_configured_transport_builds_with_the_transport_layer(path):
+    transport_module = pytest.importorskip("drivers.transport")
+    for device in load_config(path).devices:
+        transport = transport_module.make_transport(
+            device.transport.type, **device.transport.transport_options()
+        )
+        assert isinstance(transport, transport_module.Transport)
