@@ -60,6 +60,7 @@ OPERATOR_EVENTS = frozenset(
 )
 REQUESTS = frozenset({"status", "subscribe"})
 MAX_LINE = 64 * 1024
+SUBSCRIBER_BACKLOG = 1024 * 1024  # unread bytes after which a subscriber is dropped
 CLOSE_GRACE = 2.0  # seconds connections get to finish when the server closes
 REFUSAL_LINGER = 0.5  # seconds a refused peer may take to send its line before we close
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -199,14 +200,22 @@ class OperatorServer:
             self.socket_path.unlink()
 
     async def publish(self, message: Mapping[str, Any]) -> None:
-        """Push a decision, alarm or state change to every subscribed client."""
+        """Push a decision, alarm or state change to every subscribed client.
+
+        Never waits for a client: a terminal that stops reading must not stall the table. One
+        whose unread backlog passes SUBSCRIBER_BACKLOG bytes is disconnected (and logged).
+        """
         data = _encode(message)
         for writer in list(self._subscribers):
-            try:
-                writer.write(data)
-                await writer.drain()
-            except (ConnectionError, RuntimeError):
+            if writer.is_closing():
                 self._subscribers.discard(writer)
+                continue
+            if writer.transport.get_write_buffer_size() > SUBSCRIBER_BACKLOG:
+                self._log.warning("operator_subscriber_dropped", reason="not reading")
+                self._subscribers.discard(writer)
+                writer.close()
+                continue
+            writer.write(data)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -330,3 +330,20 @@ def test_a_member_of_the_operator_group_is_served(server):
     ((event, peer),) = server.events
     assert event == {"type": "supervisor_ack", "by": "sam"}
     assert peer.uid == NOBODY and gid in peer.groups
+
+
+def test_a_subscriber_that_stops_reading_never_stalls_publishing(server, log_stream, monkeypatch):
+    import controller.operator as operator_module
+
+    monkeypatch.setattr(operator_module, "SUBSCRIBER_BACKLOG", 64 * 1024)
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(str(server.server.socket_path))
+        sock.sendall(b'{"type": "subscribe"}\n')
+        sock.settimeout(5)
+        assert b"subscribed" in sock.recv(100)
+        big = {"message": "state", "padding": "x" * 4000}
+        for _ in range(400):  # ~1.6 MB the client never reads
+            server.call(server.server.publish(big))
+        assert server.server._subscribers == set()
+    assert "operator_subscriber_dropped" in log_stream.getvalue()
