@@ -332,3 +332,18 @@ def test_head_is_logged_at_open_and_close_as_an_outside_anchor(tmp_path):
     closed = [r for r in records if r["event"] == "journal_closed"][-1]
     last = list(read_rows(path))[-1]
     assert (closed["last_seq"], closed["head"]) == (last.seq, last.hash)
+
+
+def test_the_documented_independent_check_accepts_a_journal_and_catches_an_edit(tmp_path):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "journal.md").read_text()
+    snippet = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    path = filled_journal(tmp_path / "journal.sqlite", events=3)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(snippet, "docs/journal.md", "exec"), {})
+        tamper(path, "UPDATE journal SET round = 9 WHERE seq = 3")
+        with pytest.raises(AssertionError):
+            exec(compile(snippet, "docs/journal.md", "exec"), {})
+    finally:
+        os.chdir(cwd)
