@@ -36,6 +36,14 @@ COMMANDS: dict[str, Command] = {
     "diagram": Command("controller.diagram", "print a game's round state chart (mermaid)"),
     "sim": Command("simulators.cli", "start a simulated device on a pty or a simulated USB bus"),
     "probe": Command("drivers.cli", "handshake with a device on a serial port, print its identity"),
+    "check-config": Command(
+        "controller.commands.check_config", "validate a table's configuration file"
+    ),
+    "journal": Command(
+        "controller.commands.journal", "verify a journal's hash chain or show a round's cards"
+    ),
+    "op": Command("controller.commands.op", "send one operator event to the running table"),
+    "status": Command("controller.commands.status", "show the running table's public status"),
 }
 
 

@@ -1,0 +1,1 @@
+"""Command-line subcommands of the daemon's infrastructure (one module per subcommand)."""

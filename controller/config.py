@@ -1,0 +1,456 @@
+"""A table's configuration: one TOML file per table, validated before anything starts.
+
+Every problem found is reported at once, each naming the file, the key and what is allowed,
+so that a technician fixes a garbled file in one pass (`tablectl check-config FILE`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
+DEVICE_KINDS = ("shuffler", "shoe", "hole_card_reader", "discard_rack")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+TRANSPORTS = ("serial", "usb")
+
+# Names shared with the systemd unit, tmpfiles and sysusers entries (ops).
+SERVICE_USER = "tablectl"
+SERVICE_GROUP = "tablectl"
+OPERATOR_GROUP = "tablectl-op"
+CONFIG_PATH_TEMPLATE = "/etc/tablectl/{table}.toml"
+JOURNAL_PATH_TEMPLATE = "/var/lib/tablectl/{table}/journal.sqlite"
+OPERATOR_SOCKET_TEMPLATE = "/run/tablectl/{table}/operator.sock"
+# Fixed default metrics port: outside the 9100-9999 range allocated to exporters, below the
+# ephemeral range (32768+), so it never collides with an outgoing connection's port.
+DEFAULT_METRICS_HOST = "127.0.0.1"
+DEFAULT_METRICS_PORT = 8337
+DEFAULT_GAMING_DAY_START = datetime.time(6, 0)
+DEFAULT_LOG_LEVEL = "info"
+DEFAULT_BAUDRATE = 115200
+BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)
+
+TABLE_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+DEVICE_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+DRIVER_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+SHA256_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+HHMM_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
+
+TOP_LEVEL_KEYS = ("table", "journal", "metrics", "operator", "devices")
+TABLE_KEYS = ("id", "game", "options", "gaming_day_start", "log_level")
+DEVICE_KEYS = ("kind", "driver", "transport", "allowed_serials", "allowed_firmware_sha256")
+SERIAL_KEYS = ("type", "port", "baudrate")
+USB_KEYS = ("type", "vendor_id", "product_id", "serial")
+
+
+class ConfigError(ValueError):
+    """The configuration file is unusable; `problems` lists each one (file: key: what's allowed)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class SerialTransportConfig:
+    port: str
+    baudrate: int = DEFAULT_BAUDRATE
+    type: str = "serial"
+
+    def transport_options(self) -> dict[str, Any]:
+        """Keyword arguments for `drivers.transport.make_transport("serial", ...)`."""
+        return {"port": self.port, "baudrate": self.baudrate}
+
+
+@dataclass(frozen=True)
+class UsbTransportConfig:
+    vendor_id: int
+    product_id: int
+    serial: str | None = None
+    type: str = "usb"
+
+    def transport_options(self) -> dict[str, Any]:
+        """Keyword arguments for `drivers.transport.make_transport("usb", ...)`."""
+        return {
+            "vendor_id": self.vendor_id,
+            "product_id": self.product_id,
+            "serial_number": self.serial,
+        }
+
+
+TransportConfig = SerialTransportConfig | UsbTransportConfig
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """One device of the table; the allow-lists are checked against the handshake identity."""
+
+    name: str
+    kind: str
+    driver: str
+    transport: TransportConfig
+    allowed_serials: tuple[str, ...]
+    allowed_firmware_sha256: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    source: str
+    table_id: str
+    game: str
+    options: dict[str, Any]
+    devices: tuple[DeviceConfig, ...]
+    journal_path: Path
+    metrics_host: str
+    metrics_port: int
+    operator_socket: Path
+    operator_group: str
+    gaming_day_start: datetime.time
+    log_level: str
+    # The engine's validated TableSpec when the engine is installed (controller.table).
+    spec: Any = field(default=None, compare=False)
+
+    def table_dict(self) -> dict[str, Any]:
+        """The scenario/journal header line describing this table (EVENTS.md)."""
+        return {"type": "table", "game": self.game, "options": dict(self.options)}
+
+
+class _Problems:
+    """Collects problems, each prefixed with the file, so all are reported together."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.items: list[str] = []
+
+    def add(self, key: str, message: str) -> None:
+        self.items.append(f"{self.source}: {key}: {message}")
+
+
+def _allowed(values: tuple[str, ...]) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+def _check_unknown(
+    problems: _Problems, table: Mapping[str, Any], prefix: str, known: tuple[str, ...]
+) -> None:
+    for key in table:
+        if key not in known:
+            name = f"{prefix}.{key}" if prefix else key
+            problems.add(name, f"unknown key; allowed keys here: {_allowed(known)}")
+
+
+def _table(problems: _Problems, data: Mapping[str, Any], key: str, name: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        problems.add(name, f"must be a table ([{name}]), got {type(value).__name__}")
+        return {}
+    return value
+
+
+def _string(
+    problems: _Problems,
+    data: Mapping[str, Any],
+    key: str,
+    name: str,
+    *,
+    default: str | None = None,
+    pattern: re.Pattern[str] | None = None,
+    allowed: tuple[str, ...] | None = None,
+    what: str = "",
+) -> str | None:
+    if key not in data:
+        if default is None:
+            problems.add(name, f"is required ({what or 'a string'})")
+        return default
+    value = data[key]
+    if not isinstance(value, str):
+        problems.add(name, f"must be a string ({what or 'text'}), got {value!r}")
+        return None
+    if allowed is not None and value not in allowed:
+        problems.add(name, f"{value!r} is not allowed; allowed: {_allowed(allowed)}")
+        return None
+    if pattern is not None and not pattern.match(value):
+        problems.add(name, f"{value!r} is not allowed; expected {what}")
+        return None
+    return value
+
+
+def parse_listen_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 as `[::1]:PORT`) -> (host, port); ValueError says what is wrong."""
+    match = re.match(r"^\[([0-9A-Fa-f:.]+)\]:(\d{1,5})$", text) or re.match(
+        r"^([^:\[\]]+):(\d{1,5})$", text
+    )
+    if not match:
+        raise ValueError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:8337 or [::1]:8337)")
+    host, port_text = match.group(1), match.group(2)
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is outside 0-65535")
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"host {host!r} is not an IP address or 'localhost'") from None
+    return host, port
+
+
+def _usb_id(problems: _Problems, data: Mapping[str, Any], key: str, name: str) -> int | None:
+    if key not in data:
+        problems.add(name, "is required (an integer 0x0000-0xffff, e.g. 0x1209)")
+        return None
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFF:
+        problems.add(name, f"{value!r} is not allowed; expected an integer 0x0000-0xffff")
+        return None
+    return value
+
+
+def _string_list(
+    problems: _Problems, data: Mapping[str, Any], key: str, name: str, pattern: re.Pattern[str]
+) -> tuple[str, ...]:
+    value = data.get(key)
+    if value is None:
+        problems.add(name, "is required: the list of values allowed at the handshake")
+        return ()
+    if not isinstance(value, list) or not value:
+        problems.add(name, f"must be a non-empty list of strings, got {value!r}")
+        return ()
+    good: list[str] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not pattern.match(item):
+            problems.add(f"{name}[{index}]", f"{item!r} is not allowed; expected {pattern.pattern}")
+        else:
+            good.append(item)
+    return tuple(good)
+
+
+SERIAL_NUMBER_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+
+def _transport(problems: _Problems, device: Mapping[str, Any], name: str) -> TransportConfig | None:
+    tname = f"{name}.transport"
+    if "transport" not in device:
+        problems.add(tname, f"is required: a table with type = {_allowed(TRANSPORTS)}")
+        return None
+    data = _table(problems, device, "transport", tname)
+    if not data:
+        return None
+    kind = _string(problems, data, "type", f"{tname}.type", allowed=TRANSPORTS, what="transport")
+    if kind == "serial":
+        _check_unknown(problems, data, tname, SERIAL_KEYS)
+        port = _string(problems, data, "port", f"{tname}.port", what="a device path or URL")
+        baudrate = data.get("baudrate", DEFAULT_BAUDRATE)
+        if baudrate not in BAUDRATES or isinstance(baudrate, bool):
+            problems.add(
+                f"{tname}.baudrate", f"{baudrate!r} is not allowed; allowed: {list(BAUDRATES)}"
+            )
+            return None
+        return SerialTransportConfig(port=port, baudrate=baudrate) if port else None
+    if kind == "usb":
+        _check_unknown(problems, data, tname, USB_KEYS)
+        vendor_id = _usb_id(problems, data, "vendor_id", f"{tname}.vendor_id")
+        product_id = _usb_id(problems, data, "product_id", f"{tname}.product_id")
+        serial = data.get("serial")
+        if serial is not None and (
+            not isinstance(serial, str) or not SERIAL_NUMBER_PATTERN.match(serial)
+        ):
+            problems.add(
+                f"{tname}.serial", f"{serial!r} is not allowed; expected 1-64 of [A-Za-z0-9_.:-]"
+            )
+            return None
+        if vendor_id is None or product_id is None:
+            return None
+        return UsbTransportConfig(vendor_id=vendor_id, product_id=product_id, serial=serial)
+    return None
+
+
+def _devices(problems: _Problems, data: Mapping[str, Any]) -> tuple[DeviceConfig, ...]:
+    devices = _table(problems, data, "devices", "devices")
+    result: list[DeviceConfig] = []
+    for dev_name, dev in devices.items():
+        name = f"devices.{dev_name}"
+        if not DEVICE_NAME_PATTERN.match(dev_name):
+            problems.add(name, "device names are 1-32 of [a-z0-9_], starting with a letter")
+        if not isinstance(dev, dict):
+            problems.add(name, f"must be a table ([{name}]), got {type(dev).__name__}")
+            continue
+        _check_unknown(problems, dev, name, DEVICE_KEYS)
+        kind = _string(problems, dev, "kind", f"{name}.kind", allowed=DEVICE_KINDS, what="kind")
+        driver = _string(
+            problems,
+            dev,
+            "driver",
+            f"{name}.driver",
+            pattern=DRIVER_NAME_PATTERN,
+            what="a driver name registered for the kind (e.g. 'reference')",
+        )
+        transport = _transport(problems, dev, name)
+        serials = _string_list(
+            problems, dev, "allowed_serials", f"{name}.allowed_serials", SERIAL_NUMBER_PATTERN
+        )
+        hashes = _string_list(
+            problems,
+            dev,
+            "allowed_firmware_sha256",
+            f"{name}.allowed_firmware_sha256",
+            SHA256_PATTERN,
+        )
+        if kind and driver and transport:
+            result.append(DeviceConfig(dev_name, kind, driver, transport, serials, hashes))
+    return tuple(result)
+
+
+def validate_table_spec(game: str, options: Mapping[str, Any]) -> Any:
+    """The engine's `TableSpec` for the game and options; raises `ValueError` naming the option.
+
+    Returns None when the engine (`controller.table`) is not installed: the structure was
+    checked here and the options are passed through to be validated when the engine starts.
+    """
+    try:
+        from controller import table as table_module  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    spec_class: Any = table_module.TableSpec
+    try:
+        return spec_class.from_dict({"game": game, "options": dict(options)})
+    except table_module.TableSpecError as error:
+        raise ValueError(str(error)) from error
+
+
+def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
+    """Validate a parsed TOML document; `source` names the file in every error."""
+    problems = _Problems(source)
+    _check_unknown(problems, data, "", TOP_LEVEL_KEYS)
+    table = _table(problems, data, "table", "table")
+    if "table" not in data:
+        problems.add("table", "is required: a [table] with id and game")
+    _check_unknown(problems, table, "table", TABLE_KEYS)
+    table_id = _string(
+        problems,
+        table,
+        "id",
+        "table.id",
+        pattern=TABLE_ID_PATTERN,
+        what="1-32 of [a-z0-9_-], starting with a letter or digit (e.g. 't01')",
+    )
+    game = _string(problems, table, "game", "table.game", allowed=GAMES, what="a game")
+    options = _table(problems, table, "options", "table.options")
+    for key, value in options.items():
+        if not isinstance(value, str | int | bool | float | list | dict):
+            problems.add(f"table.options.{key}", f"must be a value, got {type(value).__name__}")
+    start_text = _string(
+        problems,
+        table,
+        "gaming_day_start",
+        "table.gaming_day_start",
+        default=DEFAULT_GAMING_DAY_START.strftime("%H:%M"),
+        pattern=HHMM_PATTERN,
+        what="local time HH:MM, 00:00-23:59 (e.g. '06:00')",
+    )
+    gaming_day_start = DEFAULT_GAMING_DAY_START
+    if start_text:
+        hours, minutes = start_text.split(":")
+        gaming_day_start = datetime.time(int(hours), int(minutes))
+    log_level = _string(
+        problems,
+        table,
+        "log_level",
+        "table.log_level",
+        default=DEFAULT_LOG_LEVEL,
+        allowed=LOG_LEVELS,
+        what="a log level",
+    )
+
+    journal = _table(problems, data, "journal", "journal")
+    _check_unknown(problems, journal, "journal", ("path",))
+    default_journal = JOURNAL_PATH_TEMPLATE.format(table=table_id or "TABLE")
+    journal_text = _string(
+        problems, journal, "path", "journal.path", default=default_journal, what="a file path"
+    )
+
+    metrics = _table(problems, data, "metrics", "metrics")
+    _check_unknown(problems, metrics, "metrics", ("listen",))
+    listen = _string(
+        problems,
+        metrics,
+        "listen",
+        "metrics.listen",
+        default=f"{DEFAULT_METRICS_HOST}:{DEFAULT_METRICS_PORT}",
+        what="HOST:PORT",
+    )
+    metrics_host, metrics_port = DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT
+    if listen:
+        try:
+            metrics_host, metrics_port = parse_listen_address(listen)
+        except ValueError as error:
+            problems.add("metrics.listen", f"{error}; allowed: HOST:PORT with an IP address")
+
+    operator = _table(problems, data, "operator", "operator")
+    _check_unknown(problems, operator, "operator", ("socket", "group"))
+    default_socket = OPERATOR_SOCKET_TEMPLATE.format(table=table_id or "TABLE")
+    socket_text = _string(
+        problems, operator, "socket", "operator.socket", default=default_socket, what="a path"
+    )
+    if socket_text and len(socket_text.encode()) > 107:
+        problems.add("operator.socket", "is longer than a Unix socket path may be (107 bytes)")
+    group = _string(
+        problems,
+        operator,
+        "group",
+        "operator.group",
+        default=OPERATOR_GROUP,
+        pattern=re.compile(r"^[a-z_][a-z0-9_-]{0,31}$"),
+        what="a group name (e.g. 'tablectl-op')",
+    )
+
+    if "gaming_day_start" in options:
+        problems.add("table.options.gaming_day_start", "set it once, as table.gaming_day_start")
+    # The engine needs the gaming day's start (H1: the reader's daily inspection); the table
+    # section is where a technician looks for it, so it is carried into the options here.
+    options = {**options, "gaming_day_start": gaming_day_start.strftime("%H:%M")}
+
+    devices = _devices(problems, data)
+    spec: Any = None
+    if game is not None and not problems.items:
+        try:
+            spec = validate_table_spec(game, options)
+        except ValueError as error:
+            problems.add("table.options", str(error))
+
+    if problems.items:
+        raise ConfigError(problems.items)
+    assert table_id and game and journal_text and socket_text and group and log_level
+    return TableConfig(
+        source=source,
+        table_id=table_id,
+        game=game,
+        options=dict(options),
+        devices=devices,
+        journal_path=Path(journal_text),
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+        operator_socket=Path(socket_text),
+        operator_group=group,
+        gaming_day_start=gaming_day_start,
+        log_level=log_level,
+        spec=spec,
+    )
+
+
+def load_config(path: str | Path) -> TableConfig:
+    """Read and validate one table's TOML file; raises ConfigError naming file and key."""
+    source = str(path)
+    try:
+        with open(path, "rb") as file:
+            data = tomllib.load(file)
+    except OSError as error:
+        raise ConfigError([f"{source}: cannot read: {error.strerror}"]) from error
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError([f"{source}: not valid TOML: {error}"]) from error
+    return parse_config(data, source)

@@ -1,0 +1,134 @@
+"""The client side of the operator socket, standard library only (for `tablectl op`/`status`).
+
+Kept free of the daemon's dependencies so a dealer's terminal needs nothing but Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+OPERATOR_SOCKET_TEMPLATE = "/run/tablectl/{table}/operator.sock"
+
+
+class OperatorClientError(RuntimeError):
+    """The daemon could not be reached or answered something unusable."""
+
+
+def default_socket(table: str | None) -> Path:
+    """The operator socket of a systemd-installed table, or the only one present."""
+    if table:
+        return Path(OPERATOR_SOCKET_TEMPLATE.format(table=table))
+    found = sorted(Path("/run/tablectl").glob("*/operator.sock"))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise OperatorClientError(
+            "no operator socket under /run/tablectl: give --socket or --table"
+        )
+    names = ", ".join(p.parent.name for p in found)
+    raise OperatorClientError(f"several tables run here ({names}): give --table")
+
+
+def request(
+    socket_path: str | Path, message: Mapping[str, Any], timeout: float = 5.0
+) -> dict[str, Any]:
+    """Send one JSON line and return the daemon's one-line reply."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(socket_path))
+        except OSError as error:
+            raise OperatorClientError(f"{socket_path}: cannot connect: {error.strerror}") from error
+        # A refused peer is closed at once; its refusal line is still there to be read.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall((json.dumps(dict(message)) + "\n").encode())
+        data = b""
+        while not data.endswith(b"\n"):
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                raise OperatorClientError(f"{socket_path}: no answer within {timeout} s") from None
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    if not data:
+        raise OperatorClientError(
+            f"{socket_path}: the daemon closed the connection without answering"
+        )
+    try:
+        reply = json.loads(data.splitlines()[0])
+    except ValueError as error:
+        raise OperatorClientError(f"{socket_path}: unreadable answer: {error}") from error
+    if not isinstance(reply, dict):
+        raise OperatorClientError(f"{socket_path}: unexpected answer {reply!r}")
+    return reply
+
+
+def parse_value(text: str) -> Any:
+    """`52` -> 52, `true` -> True, `[1,2]` -> [1, 2], `1,2,4` -> [1, 2, 4], `alice` -> "alice"."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    if "," in text:
+        return [parse_value(item.strip()) for item in text.split(",") if item.strip()]
+    return text
+
+
+def parse_fields(tokens: Sequence[str]) -> dict[str, Any]:
+    """`--field value` / `--field=value` pairs into event fields (dashes become underscores)."""
+    fields: dict[str, Any] = {}
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if not token.startswith("--") or len(token) < 3:
+            raise ValueError(f"expected --field value, got {token!r}")
+        name, equals, value = token[2:].partition("=")
+        if not equals:
+            if index + 1 >= len(tokens):
+                raise ValueError(f"--{name} needs a value")
+            index += 1
+            value = tokens[index]
+        fields[name.replace("-", "_")] = parse_value(value)
+        index += 1
+    return fields
+
+
+def render_status(status: Mapping[str, Any], indent: int = 0) -> list[str]:
+    """A readable, indented rendering of the daemon's public status."""
+    lines: list[str] = []
+    pad = "  " * indent
+    for key, value in status.items():
+        if isinstance(value, Mapping):
+            lines.append(f"{pad}{key}:")
+            lines.extend(render_status(value, indent + 1))
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            lines.append(f"{pad}{key}:")
+            for item in value:
+                lines.append(f"{pad}  - " + ", ".join(f"{k}={v}" for k, v in item.items()))
+        elif isinstance(value, list):
+            lines.append(f"{pad}{key}: {', '.join(str(v) for v in value) or '(none)'}")
+        else:
+            lines.append(f"{pad}{key}: {value}")
+    return lines
+
+
+def render_decision(decision: Mapping[str, Any]) -> str:
+    extras = {
+        k: v
+        for k, v in decision.items()
+        if k not in ("decision", "rule", "rule_id", "at", "reason")
+    }
+    text = f"{decision.get('decision')} [{decision.get('rule_id')}; {decision.get('rule')}]"
+    if extras:
+        text += " " + " ".join(f"{k}={v}" for k, v in extras.items())
+    if decision.get("reason"):
+        text += f": {decision['reason']}"
+    return text

@@ -1,0 +1,349 @@
+"""The operator socket: JSON lines, SO_PEERCRED group check, op/status clients, no card out."""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import io
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from controller import cli, logs
+from controller.operator import (
+    OperatorError,
+    OperatorServer,
+    PeerCredentials,
+    peer_credentials,
+    supplementary_groups,
+)
+from controller.operator_client import parse_fields, parse_value, request
+
+REPO = Path(__file__).resolve().parents[2]
+NOBODY = 65534
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def a_group_nobody_is_not_in() -> grp.struct_group:
+    for group in grp.getgrall():
+        if group.gr_gid not in (0, NOBODY) and "nobody" not in group.gr_mem:
+            return group
+    raise AssertionError("no spare group on this machine")
+
+
+class RunningServer:
+    """An OperatorServer on its own event loop thread, like the daemon's loop."""
+
+    def __init__(self, path: Path, group: str, socket_mode: int) -> None:
+        self.events: list[tuple[dict[str, Any], PeerCredentials]] = []
+        self.status: dict[str, Any] = {
+            "state": "dealing",
+            "round": 3,
+            "decks": {"A": {"rounds": 2}},
+        }
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = OperatorServer(
+            path,
+            allowed_group=group,
+            handle_event=self.handle,
+            status=lambda: self.status,
+            socket_mode=socket_mode,
+        )
+        self.call(self.server.start())
+
+    async def handle(self, event: dict[str, Any], peer: PeerCredentials) -> list[dict[str, Any]]:
+        self.events.append((event, peer))
+        if event["type"] == "reshuffle_requested":
+            raise RuntimeError("boom As")
+        if event["type"] == "bets_closed" and len(event.get("positions", [])) > 7:
+            return [
+                {
+                    "decision": "rejected",
+                    "rule_id": "C11",
+                    "rule": "40.7",
+                    "at": 1,
+                    "reason": "too many positions",
+                    "error": "positions: at most 7",
+                }
+            ]
+        return [
+            {
+                "decision": "continue_play",
+                "rule_id": "C3",
+                "rule": "40.12(c)",
+                "at": 1,
+                "reason": "play continues",
+            }
+        ]
+
+    def call(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=5)
+
+    def stop(self) -> None:
+        self.call(self.server.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        self.loop.close()
+
+
+@pytest.fixture
+def log_stream() -> Iterator[io.StringIO]:
+    stream = io.StringIO()
+    logs.configure_logging("debug", mode="json", stream=stream)
+    yield stream
+    structlog.reset_defaults()
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory another user can traverse (pytest's tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="tablectl-op-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.fixture
+def server(shared_dir, log_stream) -> Iterator[RunningServer]:
+    running = RunningServer(shared_dir / "operator.sock", a_group_nobody_is_not_in().gr_name, 0o666)
+    yield running
+    running.stop()
+
+
+def test_operator_event_reaches_the_handler_and_decisions_come_back(server):
+    reply = request(server.server.socket_path, {"type": "bets_closed", "positions": [1, 2]})
+    assert reply["reply"] == "decisions"
+    assert reply["decisions"][0]["decision"] == "continue_play"
+    ((event, peer),) = server.events
+    assert event == {"type": "bets_closed", "positions": [1, 2]}
+    assert (peer.pid, peer.uid) == (os.getpid(), os.getuid())
+
+
+def test_device_events_are_refused_on_the_operator_socket(server):
+    reply = request(server.server.socket_path, {"type": "card_drawn", "card": "As"})
+    assert reply["reply"] == "error"
+    assert "'card_drawn' is not an operator event" in reply["error"]
+    assert "bets_closed" in reply["error"]
+    assert server.events == []
+
+
+def test_garbage_lines_get_an_error_and_the_connection_lives_on(server):
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(str(server.server.socket_path))
+        stream = sock.makefile("rwb")
+        for line in (b"{not json\n", b"[1, 2]\n", b'{"type": "dealer_changed"}\n'):
+            stream.write(line)
+            stream.flush()
+            replies = json.loads(stream.readline())
+            if line.startswith(b'{"type"'):
+                assert replies["reply"] == "decisions"
+            else:
+                assert replies["reply"] == "error"
+
+
+def test_a_failing_handler_is_an_error_reply_without_its_message(server, log_stream):
+    reply = request(server.server.socket_path, {"type": "reshuffle_requested"})
+    assert reply == {
+        "reply": "error",
+        "error": "the table service failed on 'reshuffle_requested' (RuntimeError)",
+    }
+    assert "operator_event_failed" in log_stream.getvalue()
+    # the server still serves
+    assert request(server.server.socket_path, {"type": "status"})["reply"] == "status"
+
+
+def test_status_never_carries_a_card_even_if_the_provider_leaks_one(server):
+    server.status["hole_card"] = "Qs"
+    server.status["dealer"] = {"up": "Kd", "cards": ["Kd", "Qs"]}
+    reply = request(server.server.socket_path, {"type": "status"})
+    assert "Qs" not in json.dumps(reply) and "Kd" not in json.dumps(reply)
+    assert reply["status"]["round"] == 3
+
+
+def test_subscribers_receive_published_messages(server):
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(5)
+        sock.connect(str(server.server.socket_path))
+        stream = sock.makefile("rwb")
+        stream.write(b'{"type": "subscribe"}\n')
+        stream.flush()
+        assert json.loads(stream.readline()) == {"reply": "subscribed"}
+        server.call(server.server.publish({"message": "alarm", "decision": "notify_supervisor"}))
+        assert json.loads(stream.readline())["message"] == "alarm"
+
+
+def test_op_cli_sends_fields_and_prints_decisions(server, capsys):
+    path = str(server.server.socket_path)
+    assert (
+        cli.main(
+            ["op", "--socket", path, "stub_counted", "--count", "47", "--hand_counts", '{"1": 5}']
+        )
+        == 0
+    )
+    assert "continue_play [C3; 40.12(c)]" in capsys.readouterr().out
+    assert server.events[-1][0] == {"type": "stub_counted", "count": 47, "hand_counts": {"1": 5}}
+    assert cli.main(["op", "--socket", path, "bets_closed", "--positions", "1,2,3,4,5,6,7,8"]) == 1
+    assert "rejected" in capsys.readouterr().out
+
+
+def test_status_cli_renders_the_public_status(server, capsys):
+    assert cli.main(["status", "--socket", str(server.server.socket_path)]) == 0
+    out = capsys.readouterr().out
+    assert "state: dealing" in out and "round: 3" in out and "A:" in out
+
+
+def test_clients_report_an_absent_daemon(tmp_path, capsys):
+    assert cli.main(["status", "--socket", str(tmp_path / "none.sock")]) == 2
+    assert "cannot connect" in capsys.readouterr().err
+
+
+def test_socket_mode_and_group(shared_dir, log_stream):
+    group = a_group_nobody_is_not_in()
+    running = RunningServer(shared_dir / "op.sock", group.gr_name, 0o660)
+    try:
+        info = (shared_dir / "op.sock").stat()
+        assert stat.S_IMODE(info.st_mode) == 0o660
+        assert info.st_gid == group.gr_gid
+    finally:
+        running.stop()
+    assert not (shared_dir / "op.sock").exists()
+
+
+def test_unknown_group_is_a_clear_error(tmp_path):
+    async def handler(event: dict[str, Any], peer: PeerCredentials) -> list[dict[str, Any]]:
+        return []
+
+    with pytest.raises(OperatorError, match="'no-such-group-x' does not exist"):
+        OperatorServer(
+            tmp_path / "s", allowed_group="no-such-group-x", handle_event=handler, status=dict
+        )
+
+
+def test_a_regular_file_in_the_way_is_not_replaced(tmp_path):
+    async def handler(event: dict[str, Any], peer: PeerCredentials) -> list[dict[str, Any]]:
+        return []
+
+    (tmp_path / "s").write_text("precious")
+    server = OperatorServer(tmp_path / "s", allowed_group="root", handle_event=handler, status=dict)
+    with pytest.raises(OperatorError, match="is not a socket"):
+        asyncio.run(server.start())
+    assert (tmp_path / "s").read_text() == "precious"
+
+
+def test_peer_credentials_of_a_socketpair():
+    left, right = socket.socketpair(socket.AF_UNIX)
+    with left, right:
+        peer = peer_credentials(left)
+    assert (peer.pid, peer.uid, peer.gid) == (os.getpid(), os.getuid(), os.getgid())
+    assert set(os.getgroups()) <= peer.groups
+
+
+def test_supplementary_groups_fall_back_to_the_group_database():
+    groups = supplementary_groups(pid=2**22 + 12345, uid=0, gid=0)  # no such process
+    assert 0 in groups
+
+
+def test_membership_rule():
+    group = a_group_nobody_is_not_in()
+
+    async def handler(event: dict[str, Any], peer: PeerCredentials) -> list[dict[str, Any]]:
+        return []
+
+    server = OperatorServer(
+        "/nonexistent/s", allowed_group=group.gr_name, handle_event=handler, status=dict
+    )
+    assert server.is_allowed(PeerCredentials(1, NOBODY, NOBODY, frozenset({NOBODY, group.gr_gid})))
+    assert server.is_allowed(PeerCredentials(1, NOBODY, group.gr_gid, frozenset()))
+    assert server.is_allowed(PeerCredentials(1, 0, 0, frozenset()))
+    assert not server.is_allowed(PeerCredentials(1, NOBODY, NOBODY, frozenset({NOBODY})))
+
+
+def test_field_parsing():
+    assert parse_fields(["--positions", "1,2,4", "--by=alice", "--face-up", "true"]) == {
+        "positions": [1, 2, 4],
+        "by": "alice",
+        "face_up": True,
+    }
+    assert parse_value("[]") == []
+    with pytest.raises(ValueError, match="--count needs a value"):
+        parse_fields(["--count"])
+    with pytest.raises(ValueError, match="expected --field value"):
+        parse_fields(["count", "3"])
+
+
+needs_root_and_system_python = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
+    reason="running a client as another user needs root and a system python",
+)
+
+
+def run_as_nobody(args: list[str], extra_groups: list[int]) -> subprocess.CompletedProcess[str]:
+    """The real `tablectl` client as uid nobody (the client needs only the standard library)."""
+    return subprocess.run(
+        [SYSTEM_PYTHON, "-m", "controller", *args],
+        user=NOBODY,
+        group=NOBODY,
+        extra_groups=extra_groups,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+
+
+@needs_root_and_system_python
+def test_a_stranger_is_refused_with_a_clear_message_and_logged(server, log_stream):
+    result = run_as_nobody(["status", "--socket", str(server.server.socket_path)], [])
+    assert result.returncode == 1, result.stderr
+    assert f"permission denied: uid {NOBODY} (nobody)" in result.stderr
+    assert "is not in the operator group" in result.stderr
+    assert server.events == []
+    refused = [
+        json.loads(line)
+        for line in log_stream.getvalue().splitlines()
+        if "operator_refused" in line
+    ]
+    assert refused and refused[0]["uid"] == NOBODY and refused[0]["level"] == "warning"
+
+
+@needs_root_and_system_python
+def test_a_member_of_the_operator_group_is_served(server):
+    gid = grp.getgrnam(server.server.allowed_group).gr_gid
+    result = run_as_nobody(
+        ["op", "--socket", str(server.server.socket_path), "supervisor_ack", "--by", "sam"], [gid]
+    )
+    assert result.returncode == 0, result.stderr
+    ((event, peer),) = server.events
+    assert event == {"type": "supervisor_ack", "by": "sam"}
+    assert peer.uid == NOBODY and gid in peer.groups
+
+
+def test_a_subscriber_that_stops_reading_never_stalls_publishing(server, log_stream, monkeypatch):
+    import controller.operator as operator_module
+
+    monkeypatch.setattr(operator_module, "SUBSCRIBER_BACKLOG", 64 * 1024)
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(str(server.server.socket_path))
+        sock.sendall(b'{"type": "subscribe"}\n')
+        sock.settimeout(5)
+        assert b"subscribed" in sock.recv(100)
+        big = {"message": "state", "padding": "x" * 4000}
+        for _ in range(400):  # ~1.6 MB the client never reads
+            server.call(server.server.publish(big))
+        assert server.server._subscribers == set()
+    assert "operator_subscriber_dropped" in log_stream.getvalue()
