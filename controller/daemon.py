@@ -71,7 +71,8 @@ class Interlocks:
     The shoe's dispensing is locked while a deal is blocked, after a void round, dead hands or a
     deck removal, until the next round opens (an accepted `bets_closed`) or new cards arrive
     (`deck_received`). The shuffler keeps its deck locked in after `remove_deck` until new cards
-    are received, and after a failed shuffle until a shuffle completes cleanly.
+    are received. A failed shuffle (C4) needs no hold: it left no shuffled deck to take, and the
+    engine refuses any deal from the deck until it is reshuffled.
     """
 
     shoe: set[str] = field(default_factory=set)
@@ -87,7 +88,6 @@ SHOE_LOCKING = {
     "hands_dead": "hands_dead",
     "remove_deck": "deck_removed",
 }
-SHUFFLER_FAULT_SOURCES = frozenset({"shuffler_fault"})
 
 
 class Daemon:
@@ -343,8 +343,6 @@ class Daemon:
         if kind == "deck_received" and not blocking:
             self._release_shoe({"deck_removed"})
             self._release_shuffler({"deck_removed"})
-        if kind == "shuffle_completed" and not (names & {"remove_deck", "reshuffle"}):
-            self._release_shuffler({"shuffle_failed"})
 
     def _release_shoe(self, reasons: set[str]) -> None:
         if self.interlocks.shoe & reasons:
@@ -367,27 +365,15 @@ class Daemon:
             self.interlocks.shoe.add(shoe_reason)
             if first:
                 self._send_all("shoe", "lock_dispensing")
-        shuffler_reason = None
         if name == "remove_deck":
-            shuffler_reason = "deck_removed"
-        elif name in ("deal_blocked", "reshuffle") and self._shuffler_failed():
-            shuffler_reason = "shuffle_failed"
-        if shuffler_reason is not None:
             first = not self.interlocks.shuffler
-            self.interlocks.shuffler.add(shuffler_reason)
+            self.interlocks.shuffler.add("deck_removed")
             if first:
                 self._send_all("shuffler", "lock_deck")
         if name == "reader_disabled":
             # The reference protocol has no "disable" command: the engine refuses the reader's
             # results from now on (H3) and the alarm tells the dealer; logged for the record.
             self._log.warning("reader_disabled", reason=decision.get("reason"))
-
-    def _shuffler_failed(self) -> bool:
-        faults = self.service.engine_status().get("device_faults", {})
-        shufflers = {n for n, d in self.drivers.items() if d.kind == "shuffler"}
-        return bool(isinstance(faults, Mapping) and shufflers & set(faults)) or any(
-            not self.drivers[n].up for n in shufflers
-        )
 
     def _send_all(self, kind: str, command: str) -> None:
         for name, driver in self.drivers.items():
