@@ -36,11 +36,12 @@ from typing import Any
 from controller import metrics
 from controller.config import DeviceConfig, TableConfig
 from controller.events import SCHEMA
+from controller.journal import Journal, JournalError, read_rows
 from controller.logs import get_logger
 from controller.metrics import MetricsServer, start_metrics_server
 from controller.operator import OperatorError, OperatorServer, PeerCredentials
 from controller.sdnotify import SdNotifier, Watchdog
-from controller.service import ServiceError, TableService, open_service
+from controller.service import ServiceError, TableService
 from drivers.base import AllowList, DeviceDriver, DriverError
 from drivers.registry import DriverNotFound, create_driver
 from drivers.transport import TransportConfigError, make_transport
@@ -80,6 +81,27 @@ class Interlocks:
 
     def as_dict(self) -> dict[str, list[str]]:
         return {"shoe_locked": sorted(self.shoe), "shuffler_deck_locked": sorted(self.shuffler)}
+
+    def hold(self, decision: Mapping[str, Any]) -> None:
+        """A decision that holds a device (durable in the journal before this is called)."""
+        name = decision.get("decision")
+        reason = SHOE_LOCKING.get(str(name))
+        if reason is not None:
+            self.shoe.add(reason)
+        if name == "remove_deck":
+            self.shuffler.add("deck_removed")
+
+    def lift(self, event: Mapping[str, Any], decisions: list[dict[str, Any]]) -> None:
+        """After an event and its decisions: the holds whose reason has passed are lifted."""
+        names = {d.get("decision") for d in decisions}
+        if "rejected" in names or names & set(SHOE_LOCKING):
+            return
+        kind = event.get("type")
+        if kind == "bets_closed":
+            self.shoe -= {"deal_blocked", "round_void", "hands_dead"}
+        if kind == "deck_received":
+            self.shoe.discard("deck_removed")
+            self.shuffler.discard("deck_removed")
 
 
 SHOE_LOCKING = {
@@ -298,7 +320,10 @@ class Daemon:
                 self._follow(event, decisions)
                 if kind == "device_connected":
                     self.refusals.pop(str(event.get("device")), None)
-                    self._resend_interlocks(str(event.get("device")))
+                    self._sync(only=str(event.get("device")))
+                elif kind == "device_lost":
+                    # it may come back reset: tell it again when it reconnects
+                    self._applied.pop(str(event.get("device")), None)
             self._update_status()
 
     async def _operator_event(
@@ -332,80 +357,61 @@ class Daemon:
     # -- decisions to device commands -------------------------------------------------------
 
     def _follow(self, event: Mapping[str, Any], decisions: list[dict[str, Any]]) -> None:
-        """Lift holds whose reason has passed (holds are set in `_device_commands`)."""
-        kind = event.get("type")
-        names = {d.get("decision") for d in decisions}
-        if "rejected" in names:
-            return
-        blocking = bool(names & {"deal_blocked", "void_round", "hands_dead", "remove_deck"})
-        if kind == "bets_closed" and not blocking:
-            self._release_shoe({"deal_blocked", "round_void", "hands_dead"})
-        if kind == "deck_received" and not blocking:
-            self._release_shoe({"deck_removed"})
-            self._release_shuffler({"deck_removed"})
-
-    def _release_shoe(self, reasons: set[str]) -> None:
-        if self.interlocks.shoe & reasons:
-            self.interlocks.shoe -= reasons
-            if not self.interlocks.shoe:
-                self._send_all("shoe", "unlock_dispensing")
-
-    def _release_shuffler(self, reasons: set[str]) -> None:
-        if self.interlocks.shuffler & reasons:
-            self.interlocks.shuffler -= reasons
-            if not self.interlocks.shuffler:
-                self._send_all("shuffler", "release_deck")
+        """Lift holds whose reason has passed (holds are set by `hold`), then sync the devices."""
+        self.interlocks.lift(event, decisions)
+        self._sync()
 
     async def _device_commands(self, decision: Mapping[str, Any]) -> None:
         """The service's seam: called after the decision is durable in the journal."""
-        name = str(decision.get("decision"))
-        shoe_reason = SHOE_LOCKING.get(name)
-        if shoe_reason is not None:
-            first = not self.interlocks.shoe
-            self.interlocks.shoe.add(shoe_reason)
-            if first:
-                self._send_all("shoe", "lock_dispensing")
-        if name == "remove_deck":
-            first = not self.interlocks.shuffler
-            self.interlocks.shuffler.add("deck_removed")
-            if first:
-                self._send_all("shuffler", "lock_deck")
-        if name == "reader_disabled":
+        self.interlocks.hold(decision)
+        self._sync()
+        if decision.get("decision") == "reader_disabled":
             # The reference protocol has no "disable" command: the engine refuses the reader's
-            # results from now on (H3) and the alarm tells the dealer; logged for the record.
+            # results from now on (H5) and the alarm tells the dealer; logged for the record.
             self._log.warning("reader_disabled", reason=decision.get("reason"))
 
-    def _send_all(self, kind: str, command: str) -> None:
+    def rebuild_interlocks(self) -> None:
+        """The holds in force at the end of the journal (the service replayed it: no commands)."""
+        event: Mapping[str, Any] | None = None
+        decisions: list[dict[str, Any]] = []
+        for row in read_rows(self.service.journal.path):
+            if row.kind == "event":
+                if event is not None:
+                    self.interlocks.lift(event, decisions)
+                event, decisions = row.body, []
+            elif row.kind == "decision":
+                decisions.append(row.body)
+                self.interlocks.hold(row.body)
+        if event is not None:
+            self.interlocks.lift(event, decisions)
+
+    def _sync(self, only: str | None = None) -> None:
+        """Send each connected device the hold state it should be in, when it differs."""
         for name, driver in self.drivers.items():
-            if driver.kind == kind:
-                self._send(name, command)
+            if only is not None and name != only:
+                continue
+            if driver.kind == "shoe":
+                wanted = "lock_dispensing" if self.interlocks.shoe else "unlock_dispensing"
+            elif driver.kind == "shuffler":
+                wanted = "lock_deck" if self.interlocks.shuffler else "release_deck"
+            else:
+                continue
+            known = self._applied.get(name)
+            if known == wanted:
+                continue
+            if known is None and wanted == "release_deck":
+                continue  # never locked by us: nothing to release (a release needs a deck)
+            self._send(name, wanted)
 
     def _send(self, name: str, command: str) -> None:
         driver = self.drivers[name]
-        method = getattr(driver, command)
         queue = self._commands.get(name)
         if queue is None or not driver.up:
-            # Sent again when the device connects (`_resend_interlocks`).
+            # Sent when the device connects (`_sync` on device_connected).
             self._log.info("device_command_deferred", device=name, command=command)
             return
-        queue.put_nowait((command, method))
-
-    def _resend_interlocks(self, name: str) -> None:
-        """A (re)connected device is told the holds in force: it may have lost them."""
-        driver = self.drivers.get(name)
-        if driver is None:
-            return
-        applied = self._applied.get(name)
-        if driver.kind == "shoe":
-            if self.interlocks.shoe:
-                self._send(name, "lock_dispensing")
-            elif applied == "lock_dispensing":
-                self._send(name, "unlock_dispensing")
-        if driver.kind == "shuffler":
-            if self.interlocks.shuffler:
-                self._send(name, "lock_deck")
-            elif applied == "lock_deck":
-                self._send(name, "release_deck")
+        self._applied[name] = command  # what it will be told; a failure forgets it below
+        queue.put_nowait((command, getattr(driver, command)))
 
     async def _command_worker(
         self, driver: DeviceDriver, queue: asyncio.Queue[tuple[str, Callable[[], Any]]]
@@ -419,8 +425,8 @@ class Daemon:
                 self._log.warning(
                     "device_command_failed", device=driver.name, command=command, error=str(error)
                 )
-            else:
-                self._applied[driver.name] = command
+                if self._applied.get(driver.name) == command:
+                    del self._applied[driver.name]  # not in force: sent again on reconnection
 
 
 async def run_daemon(
@@ -461,16 +467,22 @@ async def run_daemon(
     daemon: Daemon | None = None
     try:
         try:
-            service = await open_service(config, **service_options)
-        except (ServiceError, OSError) as error:
+            journal = Journal(config.journal_path)
+        except (JournalError, OSError) as error:
             log.error("cannot_start", error=str(error))
             return EXIT_FAILED
+        service = TableService(config, journal, **service_options)
         daemon = Daemon(config, service, notifier=notifier, usb_backend=usb_backend)
         daemon.started_at = started
         try:
             daemon.build_drivers()
+            # The journal's holds first; then the replay's restart decisions (controller_restarted)
+            # go through the device-command seam like any other, so a void locks the shoe.
+            daemon.rebuild_interlocks()
+            service.device_commands = daemon._device_commands
+            await service.start()
             await daemon.start()
-        except (DaemonError, OperatorError) as error:
+        except (DaemonError, OperatorError, ServiceError) as error:
             log.error("cannot_start", error=str(error))
             return EXIT_FAILED
         waiting = loop.create_task(daemon.wait_for_devices(device_wait))

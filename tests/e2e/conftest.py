@@ -87,14 +87,19 @@ class Table:
 
     # -- the daemon ---------------------------------------------------------------------------
 
-    def start(self) -> float:
+    def start(self, *extra: str) -> float:
         """Start `tablectl run` and wait for READY=1 on the notify socket; seconds it took."""
         env = {**os.environ, "NOTIFY_SOCKET": str(self.notify_path), **self.daemon_env}
         env.pop("JOURNAL_STREAM", None)
         started = time.monotonic()
         with open(self.stderr_path, "ab") as stderr:
             self.daemon = subprocess.Popen(
-                [*tablectl("run", "--config", str(self.config_path)), "--log-format", "json"],
+                [
+                    *tablectl("run", "--config", str(self.config_path)),
+                    "--log-format",
+                    "json",
+                    *extra,
+                ],
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.DEVNULL,
