@@ -124,6 +124,13 @@ def test_every_game_plays_a_round_through_the_daemon(make_table: Any, game: str)
     # every card the shoe sent is in the journal, in order
     drawn = [e for e in table.events() if e["type"] in ("card_drawn", "stack_dispensed")]
     assert drawn and all(e["device"] == "shoe" for e in drawn)
+    # H7: no card the shoe sent face down reaches the daemon's log
+    log = table.log()
+    assert '"event": "ready"' in log
+    for event in drawn:
+        for card in event.get("cards", [event.get("card")]):
+            if not event.get("face_up"):
+                assert f'"{card}"' not in log, card
     assert table.stop() == 0
     assert any("STOPPING=1" in n for n in table.notices) or table.wait_notice(
         lambda n: "STOPPING=1" in n, 2
