@@ -482,7 +482,7 @@ async def run_daemon(
             service.device_commands = daemon._device_commands
             await service.start()
             await daemon.start()
-        except (DaemonError, OperatorError, ServiceError) as error:
+        except (DaemonError, OperatorError, ServiceError, OSError) as error:
             log.error("cannot_start", error=str(error))
             return EXIT_FAILED
         waiting = loop.create_task(daemon.wait_for_devices(device_wait))

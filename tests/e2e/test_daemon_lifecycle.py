@@ -206,3 +206,36 @@ def test_promtool_checks_the_live_metrics_endpoint(make_table: Any) -> None:
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert table.stop() == 0
+
+
+def test_kill_9_mid_round_of_three_card_21_resumes_the_round(make_table: Any) -> None:
+    """X1: Three Card 21's cards are face up, so the engine lets the round resume."""
+    table = make_table("three_card_21")
+    table.start()
+    table.op("reader_inspected", by="floor")
+    table.sim("shuffle")
+    table.sim("to_shoe")
+    table.sim("call", "shoe", method="draw")  # G2: the burn card
+    table.op("bets_closed", positions=[1])
+    for _ in range(3):
+        table.sim("call", "shoe", method="draw")
+    table.until(lambda s: s["decks"]["A"]["cards_in_shoe"] == 6 * 52 - 4)
+    state = table.status()["state"]
+    before = len(table.rows())
+    table.kill9()
+    table.start()
+    restart_rows = table.rows()[before:]
+    decided = [
+        (r.body["decision"], r.body["rule_id"]) for r in restart_rows if r.kind == "decision"
+    ]
+    assert decided[0] == ("continue_play", "X1"), decided
+    assert ("void_round", "X1") not in decided
+    status = table.status()
+    assert status["round"] == 1 and status["state"] == state
+    assert status["interlocks"]["shoe_locked"] == []
+    # the deal goes on where it stopped
+    for _ in range(2):
+        assert table.sim("call", "shoe", method="draw") is not None
+    table.until(lambda s: s["decks"]["A"]["cards_in_shoe"] == 6 * 52 - 6)
+    assert "rejected" not in {d["decision"] for d in table.op("deal_completed")}
+    assert table.stop() == 0
