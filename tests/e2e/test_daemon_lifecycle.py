@@ -239,3 +239,38 @@ def test_kill_9_mid_round_of_three_card_21_resumes_the_round(make_table: Any) ->
     table.until(lambda s: s["decks"]["A"]["cards_in_shoe"] == 6 * 52 - 6)
     assert "rejected" not in {d["decision"] for d in table.op("deal_completed")}
     assert table.stop() == 0
+
+
+def test_a_busy_metrics_port_or_a_foreign_journal_fail_the_start_clearly(tmp_path: Path) -> None:
+    import socket
+
+    from tests.e2e.tables import table_toml
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    config = tmp_path / "t.toml"
+    config.write_text(table_toml("heads_up_holdem", tmp_path, {}, metrics_port=port))
+    result = subprocess.run(
+        [*tablectl("run", "--config", str(config)), "--log-format", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    busy.close()
+    assert result.returncode == 1
+    assert f"{config}: metrics.listen: cannot bind 127.0.0.1:{port}" in result.stderr
+    # the journal now holds a heads_up_holdem table; the same path configured for another game
+    other = tmp_path / "other.toml"
+    other.write_text(table_toml("asia_poker", tmp_path, {}, metrics_port=0))
+    result = subprocess.run(
+        [*tablectl("run", "--config", str(other)), "--log-format", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert "archive the journal and configure a new path" in result.stderr
