@@ -104,6 +104,8 @@ class Interlocks:
             self.shuffler.discard("deck_removed")
 
 
+#: a release command -> the hold it lifts
+RELEASES = {"release_deck": "lock_deck", "unlock_dispensing": "lock_dispensing"}
 SHOE_LOCKING = {
     "deal_blocked": "deal_blocked",
     "void_round": "round_void",
@@ -321,6 +323,8 @@ class Daemon:
                 if kind == "device_connected":
                     self.refusals.pop(str(event.get("device")), None)
                     self._sync(only=str(event.get("device")))
+                elif kind in ("shuffle_completed", "shoe_loaded"):
+                    self._sync(only=str(event.get("device")))
                 elif kind == "device_lost":
                     # it may come back reset: tell it again when it reconnects
                     self._applied.pop(str(event.get("device")), None)
@@ -425,7 +429,11 @@ class Daemon:
                 self._log.warning(
                     "device_command_failed", device=driver.name, command=command, error=str(error)
                 )
-                if self._applied.get(driver.name) == command:
+                if command in RELEASES:
+                    # still held as far as we know (a shuffler with no shuffled deck, a jammed
+                    # shoe): tried again when the device has a deck or is loaded again
+                    self._applied[driver.name] = RELEASES[command]
+                elif self._applied.get(driver.name) == command:
                     del self._applied[driver.name]  # not in force: sent again on reconnection
 
 

@@ -213,3 +213,32 @@ def test_manual_shoe_face_up_foreign_card_and_jam(make_table: Any) -> None:
         assert time.monotonic() < deadline, "the shuffler and shoe were not locked"
         time.sleep(0.02)
     assert table.stop() == 0
+
+
+def test_a_removed_deck_stays_in_the_shuffler_until_new_cards_are_received(
+    make_table: Any,
+) -> None:
+    table = make_table("heads_up_holdem")
+    table.start()
+    table.sim("shuffle")
+    table.sim("to_shoe")
+    table.op("bets_closed", positions=[1])
+    table.sim("step", "shoe", step="foreign_card")
+    table.sim("call", "shoe", method="draw")
+    table.until(lambda s: s["interlocks"]["shuffler_deck_locked"] == ["deck_removed"])
+    table.op("hands_collected")
+    # the next batch may be shuffled, but its deck is kept in the shuffler
+    table.sim("call", "shuffler", method="load")
+    assert table.sim("shuffle") == "ready"
+    time.sleep(0.1)
+    assert table.sim("get", "shuffler", attr="locked")
+    # new cards received after inspection lift the holds: the shuffled deck is released
+    table.op("deck_received")
+    status = table.until(lambda s: s["interlocks"]["shuffler_deck_locked"] == [])
+    assert status["interlocks"]["shoe_locked"] == ["round_void"]  # until the next round opens
+    deadline = time.monotonic() + 3
+    while table.sim("get", "shuffler", attr="locked"):
+        assert time.monotonic() < deadline, "the deck was not released"
+        time.sleep(0.02)
+    assert table.sim("to_shoe") == 52
+    assert table.stop() == 0
