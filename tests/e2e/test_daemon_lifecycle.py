@@ -29,6 +29,25 @@ def test_notify_ready_status_watchdog_and_stopping(make_table: Any) -> None:
     table.sim("to_shoe")
     table.op("bets_closed", positions=[1])
     table.wait_notice(lambda n: n.startswith("STATUS=round 1"), 2.0)
+    # `tablectl op` and `tablectl status` against the running daemon; no face-down card shown
+    hole = [table.sim("call", "shoe", method="draw") for _ in range(2)]
+    table.until(lambda s: s["decks"]["A"]["cards_in_shoe"] == 50)
+    op = subprocess.run(
+        tablectl("op", "--socket", str(table.socket_path), "dealer_changed"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert op.returncode == 0 and "dealer_changed: accepted" in op.stdout, op.stderr
+    shown = subprocess.run(
+        tablectl("status", "--socket", str(table.socket_path), "--json"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert '"devices": {"shuffler": "up", "shoe": "up"}' in shown.stdout
+    assert not any(f'"{card}"' in shown.stdout for card in hole)
     assert table.stop() == 0
     table.wait_notice(lambda n: "STOPPING=1" in n, 2.0)
 
