@@ -184,7 +184,7 @@ class Daemon:
         operator = OperatorServer(
             self.config.operator_socket,
             allowed_group=self.config.operator_group,
-            handle_event=self._operator_event,
+            handle_event=self.operator_event,
             status=self.status,
         )
         await operator.start()
@@ -213,7 +213,7 @@ class Daemon:
 
     async def announce_ready(self, absent: list[str]) -> None:
         """READY=1 with the round's state; absent devices raise an alarm and show in STATUS."""
-        await self._drain()
+        await self.drain()
         self.ready_seconds = time.monotonic() - self.started_at
         for name in absent:
             self._log.error("device_absent_at_start", device=name)
@@ -249,7 +249,7 @@ class Daemon:
         for driver in self.drivers.values():
             with contextlib.suppress(Exception):
                 await driver.stop()
-        await self._drain()
+        await self.drain()
         for task in [*self._workers, *([self._consumer] if self._consumer else [])]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -299,8 +299,8 @@ class Daemon:
             finally:
                 self._events.task_done()
 
-    async def _drain(self) -> None:
-        """Wait until every event received so far is handled."""
+    async def drain(self) -> None:
+        """Wait until every device event received so far is handled (tests, the demo dealer)."""
         if self._consumer is not None and not self._consumer.done():
             await self._events.join()
 
@@ -330,9 +330,10 @@ class Daemon:
                     self._applied.pop(str(event.get("device")), None)
             self._update_status()
 
-    async def _operator_event(
-        self, event: dict[str, Any], peer: PeerCredentials
+    async def operator_event(
+        self, event: dict[str, Any], peer: PeerCredentials | None = None
     ) -> list[dict[str, Any]]:
+        """An operator event, as from the socket (in-process callers: the demo's dealer)."""
         async with self._lock:
             decisions = await self.service.handle_operator_event(event, peer)
             self._follow(event, decisions)
