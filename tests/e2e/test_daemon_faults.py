@@ -242,3 +242,22 @@ def test_a_removed_deck_stays_in_the_shuffler_until_new_cards_are_received(
         time.sleep(0.02)
     assert table.sim("to_shoe") == 52
     assert table.stop() == 0
+
+
+def test_a_device_off_the_allow_list_is_refused_at_start(make_table: Any) -> None:
+    table = make_table("heads_up_holdem")
+    serial = table.devices["shoe"]["serial"]
+    text = table.config_path.read_text()
+    table.config_path.write_text(text.replace(f'["{serial}"]', '["SHOE-0042"]'))
+    table.start("--device-wait", "1")
+    ready = next(n for n in table.notices if "READY=1" in n)
+    assert "down: shoe" in ready
+    refused = next(
+        r for r in table.rows() if r.kind == "note" and r.body["type"] == "device_refused"
+    )
+    assert refused.body["serial"] == serial and "not on the allow-list" in refused.body["reason"]
+    assert table.metric("tablectl_device_faults_total", device="shoe", fault="refused") == 1
+    assert table.metric("tablectl_device_up", device="shoe") == 0
+    assert table.status()["refused_devices"]["shoe"].startswith(f"serial {serial!r}")
+    assert '"device_absent_at_start"' in table.log()
+    assert table.stop() == 0
