@@ -152,7 +152,7 @@ def test_automated_shoe_jam_voids_the_round_and_locks_dispensing(make_table: Any
         assert time.monotonic() < deadline, "the shoe was not locked"
         time.sleep(0.02)
     locked_note = wait_row(
-        table, seq, lambda r: r.kind == "note" and r.body["type"] == "dispensing_locked"
+        table, seq, lambda r: r.kind == "note" and r.body.get("report") == "dispensing_locked"
     )
     void = next(r for r in rows_after(table, seq) if r.body.get("decision") == "void_round")
     assert void.seq < locked_note.seq
