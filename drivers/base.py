@@ -59,7 +59,6 @@ STATUS_EVENTS: frozenset[str] = frozenset(
         "deck_released",
         "dispensing_locked",
         "reader_self_test",
-        "rack_cleared",
     }
 )
 #: The driver's alarm: a device refused (allow-list, changed identity, kind, version).
