@@ -1089,6 +1089,52 @@ for game, short, method, out in (
     )
 
 
+# ---- more combinations ---------------------------------------------------------------------
+
+scenario(
+    "G7_seven_decks_364_fine_365_notifies",
+    table("three_card_21", decks=7),
+    [ev("rack_level", cards=364), ev("rack_level", cards=365), Exp("notify_supervisor", "G7")],
+)
+scenario(
+    "M1_hilo_ads_unsorted_positions_stacks_go_from_dealers_left",
+    table("five_card_hilo", dealing="automated_shoe"),
+    [
+        "# bets at 3 and 1: the ADS deals position 1 first (40.9(c)), so the 4-card stack is 3's",
+        *base,
+        ev("bets_closed", positions=[3, 1]),
+        ev("stack_dispensed", cards=DECK[:5]),
+        ev("stack_dispensed", cards=DECK[5:9]),
+        Exp("void_hand", "M1", {"position": 3}, at_offset=1),
+        ev("stack_dispensed", cards=DECK[9:14]),
+    ],
+    ["M1 found at the short stack or when the dealer's stack shows the player stacks are over."],
+)
+# G3: after the cut card the next round's cards are blocked -- and only the cards
+c21 = [*c21_open(), *c21_initial(["2c", "3c", "4c"], "Kh", "9d")]
+items = [
+    *c21,
+    ev("cut_card_reached"),
+    ev("dealer_turn"),
+    ev("hands_collected"),
+    Exp("reshuffle", "G3", at_offset=-2),
+    ev("bets_closed", positions=[1]),
+]
+for card in ("5c", "Qh", "6c", "8d", "7c"):
+    items += [draw(card), Exp("deal_blocked", "G3")]
+items += [ev("deal_completed"), ev("bonus_settled"), ev("dealer_turn"), ev("hands_collected")]
+scenario(
+    "G3_blocked_round_only_cards_are_deal_blocked_3c21",
+    table("three_card_21"),
+    items,
+    [
+        "EVENTS.md: deal_blocked is 'a deal (card drawn or stack dispensed) happened where none"
+        " is allowed'; deal_completed, bonus_settled and dealer_turn are not deals. A `rejected`"
+        " for them would also be defensible; deal_blocked is not.",
+    ],
+)
+
+
 def write_all(folder: Path = HERE) -> None:
     for name, (tbl, items, notes) in SCENARIOS.items():
         target = folder / "failing" if name in FAILING else folder
@@ -1117,6 +1163,8 @@ FAILING: set[str] = {
     "R1_tolerance_5_rack_rose_by_0_of_5",
     # D2 raised for a voided (C5) round's cards that went to the shuffler, not the rack.
     "C5_hilo_ads_dual_deck_jam_then_other_deck_clean",
+    # deal_blocked emitted for deal_completed, bonus_settled and dealer_turn (not deals).
+    "G3_blocked_round_only_cards_are_deal_blocked_3c21",
 }
 
 if __name__ == "__main__":
