@@ -1,0 +1,396 @@
+"""`tablectl demo`: the whole daemon on a simulated table, with an automatic dealer.
+
+Every device of the chosen game is a simulator: the shuffler, the hole-card reader and the
+discard rack on real pseudo-terminals opened with pyserial, the shoe on the simulated pyusb
+backend opened with pyusb. The production drivers, the table service (journal first, then the
+engine, metrics and logs), the metrics endpoint and the operator socket run as they do under
+`tablectl run`; the automatic dealer (simulators.autodealer) plays legal rounds and prints one
+line per round. SIGTERM or Ctrl-C ends it cleanly: the journal is closed and verifies.
+
+The daemon's assembly here (drivers -> one ordered event queue -> TableService) is the
+smallest the demo needs; `controller.daemon.run_daemon` is the production one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import grp
+import os
+import random
+import secrets
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from controller.config import GAMES, TableConfig, parse_config, parse_listen_address
+from controller.events import SCHEMA
+from controller.logs import configure_logging, get_logger
+from controller.metrics import MetricsServer, start_metrics_server
+from controller.service import ServiceError, TableService, open_service
+
+DEFAULT_GAME = "three_card_21"
+DEFAULT_LISTEN = "127.0.0.1:8337"
+
+#: The demo's table per game: the most each game shows (ADS stacks for HUH, a card-reading
+#: manual shoe and the S1 stub-count cadence for HILO, the hole-card reader for 3C21).
+GAME_OPTIONS: dict[str, dict[str, Any]] = {
+    "three_card_21": {"decks": 6, "dealing": "manual_shoe", "shuffler": "counting"},
+    "five_card_hilo": {"dealing": "manual_shoe", "shuffler": "counting"},
+    "heads_up_holdem": {"dealing": "automated_shoe", "shuffler": "counting"},
+    "asia_poker": {"dealing": "manual_shoe", "shuffler": "counting"},
+}
+#: device name -> (kind, attachment); the shoe rides the pyusb backend, the others ptys
+DEVICES: dict[str, tuple[str, str]] = {
+    "shuffler": ("shuffler", "pty"),
+    "shoe": ("shoe", "usb"),
+    "reader": ("hole_card_reader", "pty"),
+    "rack": ("discard_rack", "pty"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--game", choices=GAMES, default=DEFAULT_GAME, help=f"the game (default {DEFAULT_GAME})"
+    )
+    parser.add_argument(
+        "--rounds", type=_positive, default=None, help="rounds to play (default: until stopped)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed of the shuffles and the dealer (printed)"
+    )
+    parser.add_argument(
+        "--state-dir", type=Path, default=None, help="journal, ptys, socket (default: a new temp dir)"
+    )
+    parser.add_argument(
+        "--metrics-listen",
+        default=DEFAULT_LISTEN,
+        help=f"HOST:PORT of the metrics endpoint (default {DEFAULT_LISTEN}; port 0: any free)",
+    )
+    parser.add_argument(
+        "--faults",
+        type=_rate,
+        nargs="?",
+        const=0.25,
+        default=0.0,
+        help="inject a device fault in about this share of rounds (default when given: 0.25)",
+    )
+    parser.add_argument(
+        "--dealing",
+        choices=("manual_shoe", "automated_shoe"),
+        default=None,
+        help="HILO/HUH: override the demo's dealing method",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="warning",
+        help="daemon log level on stderr (default warning: the round lines stay readable)",
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number between 0 and 1") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a share of rounds is between 0 and 1, got {value}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        host, port = parse_listen_address(args.metrics_listen)
+    except ValueError as error:
+        print(f"tablectl demo: --metrics-listen: {error}", file=sys.stderr)
+        return 2
+    if args.dealing is not None and args.game not in ("five_card_hilo", "heads_up_holdem"):
+        print(
+            f"tablectl demo: --dealing: the demo deals {args.game} from a manual shoe only",
+            file=sys.stderr,
+        )
+        return 2
+    configure_logging(args.log_level, mode="json" if not sys.stderr.isatty() else "auto")
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    try:
+        return asyncio.run(_demo(args, seed, host, port))
+    except KeyboardInterrupt:  # a second Ctrl-C while shutting down
+        return 130
+
+
+def demo_table_options(game: str, dealing: str | None = None) -> dict[str, Any]:
+    options = dict(GAME_OPTIONS[game])
+    if dealing is not None:
+        options["dealing"] = dealing
+    return options
+
+
+def _operator_group() -> str:
+    return grp.getgrgid(os.getgid()).gr_name
+
+
+def demo_config(
+    game: str,
+    options: Mapping[str, Any],
+    state_dir: Path,
+    identities: Mapping[str, tuple[str, str]],
+    usb_ids: Mapping[str, tuple[int, int]],
+    metrics_listen: str,
+) -> TableConfig:
+    """The table's configuration, validated like a file's: devices at the demo's ptys/USB ids.
+
+    ``identities``: device name -> (serial, firmware SHA-256) for the allow-lists.
+    """
+    devices: dict[str, Any] = {}
+    for name, (serial, firmware) in identities.items():
+        kind, attachment = DEVICES[name]
+        transport: dict[str, Any]
+        if attachment == "usb":
+            vendor, product = usb_ids[name]
+            transport = {"type": "usb", "vendor_id": vendor, "product_id": product, "serial": serial}
+        else:
+            transport = {"type": "serial", "port": str(state_dir / "dev" / name)}
+        devices[name] = {
+            "kind": kind,
+            "driver": "reference",
+            "transport": transport,
+            "allowed_serials": [serial],
+            "allowed_firmware_sha256": [firmware],
+        }
+    data = {
+        "table": {"id": "demo", "game": game, "options": dict(options), "log_level": "info"},
+        "journal": {"path": str(state_dir / "journal.sqlite")},
+        "metrics": {"listen": metrics_listen},
+        "operator": {"socket": str(state_dir / "operator.sock"), "group": _operator_group()},
+        "devices": devices,
+    }
+    return parse_config(data, "tablectl demo (generated)")
+
+
+class EventPipeline:
+    """Every event, device or operator, through the service one at a time, in arrival order."""
+
+    def __init__(
+        self,
+        service: TableService,
+        on_handled: Callable[[dict[str, Any], list[dict[str, Any]], float, str], None],
+    ) -> None:
+        self.service = service
+        self.on_handled = on_handled
+        self._queue: asyncio.Queue[
+            tuple[dict[str, Any], str, asyncio.Future[list[dict[str, Any]]] | None]
+        ] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._log = get_logger("demo")
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._serve(), name="event-pipeline")
+
+    def device_event(self, event: dict[str, Any]) -> None:
+        """A driver's callback: engine events are queued; the rest (progress, status) logged."""
+        if event.get("type") == "device_refused":
+            print(
+                f"ALARM device refused: {event.get('device')}: {event.get('reason')}",
+                file=sys.stderr,
+                flush=True,
+            )
+        if event.get("type") in SCHEMA:
+            self._queue.put_nowait((event, "device", None))
+
+    async def operator_event(
+        self, event: dict[str, Any], peer: Any = None
+    ) -> list[dict[str, Any]]:
+        future: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((dict(event), "operator", future))
+        return await future
+
+    async def _serve(self) -> None:
+        while True:
+            event, source, future = await self._queue.get()
+            started = time.perf_counter()
+            try:
+                decisions = await self.service.handle_event(event, source=source)
+            except Exception as error:  # a broken event must not stop the table
+                self._log.exception("event_failed", type=event.get("type"))
+                if future is not None and not future.done():
+                    future.set_exception(error)
+                continue
+            seconds = time.perf_counter() - started
+            self.on_handled(event, decisions, seconds, source)
+            if future is not None and not future.done():
+                future.set_result(decisions)
+
+    async def drain(self) -> None:
+        """Let the queued events reach the journal before closing."""
+        deadline = time.monotonic() + 2.0
+        while not self._queue.empty() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def build_drivers(config: TableConfig, usb_backend: Any) -> list[Any]:
+    """The configured reference drivers over pyserial (ptys) and pyusb (the simulated bus)."""
+    from drivers.base import AllowList
+    from drivers.registry import create_driver
+    from drivers.transport import make_transport
+
+    drivers: list[Any] = []
+    for device in config.devices:
+        options = device.transport.transport_options()
+        if device.transport.type == "usb":
+            options["backend"] = usb_backend
+        transport = make_transport(device.transport.type, **options)
+        allow = AllowList.of(device.allowed_serials, device.allowed_firmware_sha256)
+        drivers.append(
+            create_driver(device.kind, device.driver, transport, name=device.name, allow_list=allow)
+        )
+    return drivers
+
+
+async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
+    # The simulators are imported here, not at module level: `tablectl run` never loads them.
+    from simulators.autodealer import AutoDealer, DealerStuck, EventFeed
+    from simulators.harness import SimulatedTableHarness
+
+    state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
+    state_dir.mkdir(parents=True, exist_ok=True)
+    options = demo_table_options(args.game, args.dealing)
+    print(
+        f"tablectl demo: {args.game} ({options['dealing']}), seed {seed}, state in {state_dir}",
+        flush=True,
+    )
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+
+    harness = SimulatedTableHarness(args.game, options, seed=seed, state_dir=state_dir)
+    harness.plug()
+    try:
+        config = demo_config(
+            args.game,
+            options,
+            state_dir,
+            harness.identities(),
+            harness.usb_ids(),
+            f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+        )
+    except Exception:
+        harness.unplug()
+        raise
+    try:
+        metrics_server: MetricsServer = start_metrics_server(host, port)
+    except OSError as error:
+        harness.unplug()
+        print(
+            f"tablectl demo: cannot serve metrics on {host}:{port}: {error.strerror}"
+            + (" (the port is busy: another tablectl?)" if error.errno == 98 else "")
+            + "; choose another with --metrics-listen HOST:PORT (port 0 picks a free one)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"metrics on http://{host}:{metrics_server.port}/metrics", flush=True)
+    try:
+        service = await open_service(config)
+    except ServiceError as error:
+        metrics_server.close()
+        harness.unplug()
+        print(f"tablectl demo: {error}", file=sys.stderr)
+        return 1
+    feed = EventFeed()
+    pipeline = EventPipeline(service, feed.record)
+    pipeline.start()
+    drivers = build_drivers(config, harness.usb_backend)
+    operator_server = None
+    status = 0
+    try:
+        for driver in drivers:
+            await driver.start(loop, pipeline.device_event)
+        for driver in drivers:
+            if not await driver.wait_connected(5.0):
+                raise DealerStuck(f"{driver.name}: no handshake within 5s ({driver.last_error})")
+        from controller.operator import OperatorServer
+
+        operator_server = OperatorServer(
+            config.operator_socket,
+            allowed_group=config.operator_group,
+            handle_event=pipeline.operator_event,
+            status=service.status,
+        )
+        await operator_server.start()
+        print(
+            f"ready: {len(drivers)} devices, journal {config.journal_path}, "
+            f"operator socket {config.operator_socket}",
+            flush=True,
+        )
+        dealer = AutoDealer(
+            harness.table,
+            game=args.game,
+            options={**options, **config.options},
+            operator=pipeline.operator_event,
+            feed=feed,
+            cables=harness.cables,
+            rng=random.Random(seed),
+            fault_rate=args.faults,
+            gaming_day_start=config.gaming_day_start,
+        )
+        played = 0
+        while args.rounds is None or played < args.rounds:
+            round_task = loop.create_task(dealer.play_round())
+            stopper = loop.create_task(stop.wait())
+            done, _ = await asyncio.wait({round_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if round_task not in done:
+                # stopping: the round in play gets a moment to finish, then is abandoned
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(round_task), 3.0)
+                if not round_task.done():
+                    round_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await round_task
+                    break
+            stopper.cancel()
+            report = round_task.result()
+            played += 1
+            print(report.summary_line(), flush=True)
+            if stop.is_set():
+                break
+    except (DealerStuck, RuntimeError) as stuck:
+        print(f"tablectl demo: the dealer is stuck: {stuck}", file=sys.stderr)
+        status = 1
+    finally:
+        for driver in drivers:
+            await driver.stop()
+        await pipeline.drain()
+        await pipeline.stop()
+        if operator_server is not None:
+            await operator_server.close()
+        service.close()
+        metrics_server.close()
+        harness.unplug()
+    print(
+        f"stopped after {feed.mark()} events; journal {config.journal_path} "
+        f"(tablectl journal verify {config.journal_path})",
+        flush=True,
+    )
+    return status
