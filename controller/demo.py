@@ -33,6 +33,8 @@ from controller.events import SCHEMA
 from controller.logs import configure_logging, get_logger
 from controller.metrics import MetricsServer, start_metrics_server
 from controller.service import ServiceError, TableService, open_service
+from simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed
+from simulators.harness import SimulatedTableHarness
 
 DEFAULT_GAME = "three_card_21"
 DEFAULT_LISTEN = "127.0.0.1:8337"
@@ -79,6 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         const=0.25,
         default=0.0,
         help="inject a device fault in about this share of rounds (default when given: 0.25)",
+    )
+    parser.add_argument(
+        "--fault-kind",
+        action="append",
+        choices=FAULTS,
+        default=None,
+        help="only these faults (repeat the option; default: every fault the table allows)",
     )
     parser.add_argument(
         "--dealing",
@@ -269,10 +278,6 @@ def build_drivers(config: TableConfig, usb_backend: Any) -> list[Any]:
 
 
 async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
-    # The simulators are imported here, not at module level: `tablectl run` never loads them.
-    from simulators.autodealer import AutoDealer, DealerStuck, EventFeed
-    from simulators.harness import SimulatedTableHarness
-
     state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     options = demo_table_options(args.game, args.dealing)
@@ -353,6 +358,7 @@ async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> in
             cables=harness.cables,
             rng=random.Random(seed),
             fault_rate=args.faults,
+            fault_kinds=tuple(args.fault_kind or FAULTS),
             gaming_day_start=config.gaming_day_start,
         )
         played = 0

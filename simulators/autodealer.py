@@ -37,15 +37,27 @@ ILLEGAL_IN_A_LEGAL_ROUND = frozenset(
     {"void_round", "void_hand", "procedure_violation", "remove_deck", "deal_blocked", "rejected"}
 )
 
-#: fault name -> (decision, rule_id) the daemon must answer it with; None: only the event
-#: (a discard rack unplugged has no rule, but device_lost/device_connected are journaled)
+#: The faults the dealer can inject, and the decision (decision, rule_id) the daemon must
+#: answer each with; None: no rule applies, but device_lost/device_connected are journaled and
+#: tablectl_device_up follows them. `expected_decision` adds the dealing method's difference.
 FAULT_DECISIONS: dict[str, tuple[str, str] | None] = {
     "shuffler_jam": ("reshuffle", "C4"),
     "face_up_card": ("discard_card", "C1"),
     "ads_jam": ("void_round", "C5"),
     "reader_fault": ("reader_disabled", "H5"),
+    "reader_misuse": ("notify_supervisor", "H2"),
     "unplug_rack": None,
+    "unplug_shoe": None,
 }
+FAULTS = tuple(FAULT_DECISIONS)
+
+
+def expected_decision(fault: str, dealing: str) -> tuple[str, str] | None:
+    """The decision a fault must draw: the USB shoe pulled mid-round is C5 for an ADS only
+    (a manual shoe's round is suspended and resumes when it is back)."""
+    if fault == "unplug_shoe" and dealing == "automated_shoe":
+        return ("void_round", "C5")
+    return FAULT_DECISIONS[fault]
 
 
 class DealerStuck(RuntimeError):
@@ -193,6 +205,7 @@ class AutoDealer:
         cables: Mapping[str, Cable],
         rng: random.Random,
         fault_rate: float = 0.0,
+        fault_kinds: tuple[str, ...] = FAULTS,
         gaming_day_start: datetime.time = datetime.time(6, 0),
         clock: Callable[[], datetime.datetime] = datetime.datetime.now,
         wait_timeout: float = 5.0,
@@ -205,6 +218,10 @@ class AutoDealer:
         self.cables = cables
         self.rng = rng
         self.fault_rate = fault_rate
+        unknown = sorted(set(fault_kinds) - set(FAULTS))
+        if unknown:
+            raise ValueError(f"unknown fault(s) {', '.join(unknown)}; known: {', '.join(FAULTS)}")
+        self.fault_kinds = tuple(fault_kinds)
         self.gaming_day_start = gaming_day_start
         self.clock = clock
         self.wait_timeout = wait_timeout
@@ -219,6 +236,8 @@ class AutoDealer:
         self._needs_shuffle = True
         self._report: RoundReport | None = None
         self._face_up_pending = False
+        self._planned: str | None = None
+        self._round_start = 0
 
     # -- the building blocks --------------------------------------------------------------
 
@@ -250,8 +269,7 @@ class AutoDealer:
             mark = self.feed.mark()
             self.table.cards_back_to_shuffler()
             await self._await("rack_level", mark)
-        jam = self._report is not None and "shuffler_jam" in self._report.faults
-        if jam:
+        if self._inject("shuffler_jam"):
             self.table.shuffler.fault(Fault.JAM)
             mark = self.feed.mark()
             self.table.shuffler.press_start()
@@ -292,7 +310,7 @@ class AutoDealer:
         """A stack from the ADS; None when it jammed (the stuck cards join the round's)."""
         shoe = self.table.shoe
         mark = self.feed.mark()
-        if self._report is not None and "ads_jam" in self._report.faults and not shoe.faulted:
+        if self._inject("ads_jam"):
             stuck = shoe.cards[: size // 2]
             shoe.jam()
             self.table.dispense(size)
@@ -314,8 +332,10 @@ class AutoDealer:
         await self.say("bets_closed", positions=positions)
         if self._report is not None:
             self._report.positions = positions
-            # the injected face-up card is one of the deal's, not the burn card
-            self._face_up_pending = "face_up_card" in self._report.faults
+        # the injected face-up card is one of the deal's, not the burn card
+        self._face_up_pending = self._inject("face_up_card")
+        if self._inject("unplug_shoe"):
+            await self._unplug_shoe()
         return positions
 
     async def _collect(self) -> None:
@@ -337,19 +357,48 @@ class AutoDealer:
 
     # -- faults ------------------------------------------------------------------------------
 
+    def _inject(self, fault: str) -> bool:
+        """True (and the fault recorded) when this round's planned fault is ``fault``."""
+        if self._planned != fault or self._report is None:
+            return False
+        self._planned = None
+        self._report.faults.append(fault)
+        return True
+
+    def _voided(self) -> bool:
+        """The daemon voided the round in play: the dealer stops dealing and collects."""
+        return any(
+            d.get("decision") in ("void_round", "hands_dead")
+            for h in self.feed.since(self._round_start)
+            for d in h.decisions
+        )
+
+    def _shuffle_due(self) -> bool:
+        if self.game != "three_card_21":
+            return True
+        return self._needs_shuffle or len(self.table.shoe.cards) < 60
+
     def _possible_faults(self) -> list[str]:
-        faults = ["unplug_rack"]
-        if self.options.get("shuffler", "counting") != "none" and (
-            self.game != "three_card_21" or self._needs_shuffle
-        ):
+        faults = ["unplug_rack", "unplug_shoe"]
+        if self.options.get("shuffler", "counting") != "none" and self._shuffle_due():
             faults.append("shuffler_jam")
         if self.method == "manual_shoe" and self.game != "asia_poker":
             faults.append("face_up_card")
         if self.method == "automated_shoe":
             faults.append("ads_jam")
         if self.has_reader and self.reader_usable:
-            faults.append("reader_fault")
-        return faults
+            faults += ["reader_fault", "reader_misuse"]
+        return [fault for fault in faults if fault in self.fault_kinds]
+
+    async def _unplug_shoe(self) -> None:
+        """The shoe's USB cable is pulled mid-round, then plugged back."""
+        cable = self.cables["shoe"]
+        mark = self.feed.mark()
+        cable.unplug()
+        await self._await("device_lost", mark)
+        mark = self.feed.mark()
+        cable.replug()
+        await self._await("device_connected", mark)
 
     async def _unplug_rack(self) -> None:
         """The rack sensor's cable is pulled and put back between rounds."""
@@ -392,11 +441,14 @@ class AutoDealer:
         self._report = report
         start = self.feed.mark()
         await self._inspect_reader_if_due()
-        if self.fault_rate > 0 and self.rng.random() < self.fault_rate:
-            report.faults.append(self.rng.choice(self._possible_faults()))
-        if "unplug_rack" in report.faults:
+        self._round_start = start
+        self._planned = None
+        possible = self._possible_faults()
+        if possible and self.fault_rate > 0 and self.rng.random() < self.fault_rate:
+            self._planned = self.rng.choice(possible)
+        if self._inject("unplug_rack"):
             await self._unplug_rack()
-        if "reader_fault" in report.faults:
+        if self._inject("reader_fault"):
             await self._reader_fault()
         if self.game == "three_card_21":
             await self._three_card_21()
@@ -412,8 +464,7 @@ class AutoDealer:
 
     async def _three_card_21(self) -> None:
         """2C.6: burn after loading, three passes (up card, hole card), bonus, reader, play."""
-        shoe = self.table.shoe
-        if self._needs_shuffle or len(shoe.cards) < 60:
+        if self._shuffle_due():
             await self._shuffle()
             if not self.options.get("bart_carter", False):
                 await self._draw()  # G2: the burn card
@@ -429,11 +480,17 @@ class AutoDealer:
         up, hole = dealer
         if up[0] == "A":
             await self.say("insurance_closed")
-        if self.has_reader and self.reader_usable and up[0] in "AKQJT":
+        misuse = up[0] not in "AKQJT" and self.reader_usable and self._inject("reader_misuse")
+        if self.has_reader and self.reader_usable and (up[0] in "AKQJT" or misuse):
+            # H2 (misuse): a hole card inserted under a low up card; a concealed reader
+            # tells the players nothing, so play continues once a supervisor is told
             mark = self.feed.mark()
             self.table.reader.insert(up, hole)
             await self._await("reader_result", mark)
         blackjack = _total(dealer)[0] == 21
+        if self._voided():
+            await self._collect()
+            return
         if not blackjack:
             for _position in positions:
                 for _hit in range(self.rng.randint(0, 2)):
@@ -455,7 +512,7 @@ class AutoDealer:
         if self.method == "automated_shoe":
             sizes = [5] * targets if hilo else [5] + [2] * targets
             for size in sizes:
-                if await self._dispense(size) is None:
+                if self._voided() or await self._dispense(size) is None:
                     voided = True
                     break
             if not voided:
