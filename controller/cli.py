@@ -44,7 +44,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "op": Command("controller.commands.op", "send one operator event to the running table"),
     "status": Command("controller.commands.status", "show the running table's public status"),
-    "demo": Command("controller.demo", "the whole daemon on a simulated table, dealt automatically"),
+    "demo": Command(
+        "controller.demo", "the whole daemon on a simulated table, dealt automatically"
+    ),
 }
 
 

@@ -67,7 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=None, help="seed of the shuffles and the dealer (printed)"
     )
     parser.add_argument(
-        "--state-dir", type=Path, default=None, help="journal, ptys, socket (default: a new temp dir)"
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="journal, ptys, socket (default: a new temp dir)",
     )
     parser.add_argument(
         "--metrics-listen",
@@ -172,7 +175,12 @@ def demo_config(
         transport: dict[str, Any]
         if attachment == "usb":
             vendor, product = usb_ids[name]
-            transport = {"type": "usb", "vendor_id": vendor, "product_id": product, "serial": serial}
+            transport = {
+                "type": "usb",
+                "vendor_id": vendor,
+                "product_id": product,
+                "serial": serial,
+            }
         else:
             transport = {"type": "serial", "port": str(state_dir / "dev" / name)}
         devices[name] = {
@@ -222,9 +230,7 @@ class EventPipeline:
         if event.get("type") in SCHEMA:
             self._queue.put_nowait((event, "device", None))
 
-    async def operator_event(
-        self, event: dict[str, Any], peer: Any = None
-    ) -> list[dict[str, Any]]:
+    async def operator_event(self, event: dict[str, Any], peer: Any = None) -> list[dict[str, Any]]:
         future: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait((dict(event), "operator", future))
         return await future

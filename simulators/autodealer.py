@@ -87,9 +87,7 @@ class EventFeed:
         self.handled: list[HandledEvent] = []
         self._changed = asyncio.Event()
 
-    def record(
-        self, event: Event, decisions: list[Decision], seconds: float, source: str
-    ) -> None:
+    def record(self, event: Event, decisions: list[Decision], seconds: float, source: str) -> None:
         self.handled.append(HandledEvent(dict(event), list(decisions), seconds, source))
         self._changed.set()
 
