@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import grp
+import json
 import os
 import random
 import secrets
@@ -24,7 +25,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -200,16 +201,45 @@ def demo_config(
     return parse_config(data, "tablectl demo (generated)")
 
 
+class OperatorTerminal:
+    """The dealer's terminal: one connection to the operator socket, a JSON line each way."""
+
+    def __init__(self, socket_path: Path) -> None:
+        self.socket_path = socket_path
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        self._reader, self._writer = await asyncio.open_unix_connection(str(self.socket_path))
+
+    async def send(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """One operator event; the decisions it drew. A refusal stops the dealer, named."""
+        if self._reader is None or self._writer is None:
+            raise DealerStuck(f"{self.socket_path}: the terminal is not connected")
+        self._writer.write((json.dumps(event) + "\n").encode())
+        await self._writer.drain()
+        line = await self._reader.readline()
+        if not line:
+            raise DealerStuck(f"{self.socket_path}: the daemon closed the operator connection")
+        reply = json.loads(line)
+        if reply.get("reply") != "decisions":
+            raise DealerStuck(f"operator event {event.get('type')!r} refused: {reply}")
+        decisions: list[dict[str, Any]] = reply["decisions"]
+        return decisions
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(OSError):
+                await self._writer.wait_closed()
+            self._writer = self._reader = None
+
+
 class EventPipeline:
     """Every event, device or operator, through the service one at a time, in arrival order."""
 
-    def __init__(
-        self,
-        service: TableService,
-        on_handled: Callable[[dict[str, Any], list[dict[str, Any]], float, str], None],
-    ) -> None:
+    def __init__(self, service: TableService) -> None:
         self.service = service
-        self.on_handled = on_handled
         self._queue: asyncio.Queue[
             tuple[dict[str, Any], str, asyncio.Future[list[dict[str, Any]]] | None]
         ] = asyncio.Queue()
@@ -238,7 +268,6 @@ class EventPipeline:
     async def _serve(self) -> None:
         while True:
             event, source, future = await self._queue.get()
-            started = time.perf_counter()
             try:
                 decisions = await self.service.handle_event(event, source=source)
             except Exception as error:  # a broken event must not stop the table
@@ -246,8 +275,6 @@ class EventPipeline:
                 if future is not None and not future.done():
                     future.set_exception(error)
                 continue
-            seconds = time.perf_counter() - started
-            self.on_handled(event, decisions, seconds, source)
             if future is not None and not future.done():
                 future.set_result(decisions)
 
@@ -330,10 +357,12 @@ async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> in
         print(f"tablectl demo: {error}", file=sys.stderr)
         return 1
     feed = EventFeed()
-    pipeline = EventPipeline(service, feed.record)
+    service.observers.append(feed.record)
+    pipeline = EventPipeline(service)
     pipeline.start()
     drivers = build_drivers(config, harness.usb_backend)
     operator_server = None
+    terminal = OperatorTerminal(config.operator_socket)
     status = 0
     try:
         for driver in drivers:
@@ -350,6 +379,7 @@ async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> in
             status=service.status,
         )
         await operator_server.start()
+        await terminal.open()
         print(
             f"ready: {len(drivers)} devices, journal {config.journal_path}, "
             f"operator socket {config.operator_socket}",
@@ -359,7 +389,7 @@ async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> in
             harness.table,
             game=args.game,
             options={**options, **config.options},
-            operator=pipeline.operator_event,
+            operator=terminal.send,
             feed=feed,
             cables=harness.cables,
             rng=random.Random(seed),
@@ -391,6 +421,7 @@ async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> in
         print(f"tablectl demo: the dealer is stuck: {stuck}", file=sys.stderr)
         status = 1
     finally:
+        await terminal.close()
         for driver in drivers:
             await driver.stop()
         await pipeline.drain()

@@ -87,7 +87,9 @@ class EventFeed:
         self.handled: list[HandledEvent] = []
         self._changed = asyncio.Event()
 
-    def record(self, event: Event, decisions: list[Decision], seconds: float, source: str) -> None:
+    def record(
+        self, event: Mapping[str, Any], decisions: list[Decision], seconds: float, source: str
+    ) -> None:
         self.handled.append(HandledEvent(dict(event), list(decisions), seconds, source))
         self._changed.set()
 
@@ -282,9 +284,16 @@ class AutoDealer:
             await self._await("shoe_loaded", mark)
         self._needs_shuffle = False
 
+    async def _shoe_unlocked(self) -> None:
+        """The daemon may hold the shoe (after a void, until bets close): wait for its release."""
+        async with asyncio.timeout(self.wait_timeout):
+            while self.table.shoe.locked:
+                await asyncio.sleep(0.01)
+
     async def _draw(self) -> str:
         """One card out of the manual shoe, once the daemon has seen it."""
         shoe = self.table.shoe
+        await self._shoe_unlocked()
         mark = self.feed.mark()
         face_up = self._face_up_pending
         if face_up:
@@ -307,6 +316,7 @@ class AutoDealer:
     async def _dispense(self, size: int) -> list[str] | None:
         """A stack from the ADS; None when it jammed (the stuck cards join the round's)."""
         shoe = self.table.shoe
+        await self._shoe_unlocked()
         mark = self.feed.mark()
         if self._inject("ads_jam"):
             stuck = shoe.cards[: size // 2]
