@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from controller.config import GAMES, TableConfig, parse_config, parse_listen_address
 from controller.events import SCHEMA
 from controller.logs import configure_logging, get_logger
@@ -199,6 +201,46 @@ def demo_config(
         "devices": devices,
     }
     return parse_config(data, "tablectl demo (generated)")
+
+
+def histogram_quantile(buckets: list[tuple[float, float]], quantile: float) -> float | None:
+    """Prometheus' histogram_quantile: linear within the bucket; ``buckets`` = (le, cumulative)."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = quantile * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for upper, cumulative in buckets:
+        if cumulative >= rank:
+            if upper == float("inf"):
+                return lower
+            inside = cumulative - below
+            return lower + (upper - lower) * ((rank - below) / inside if inside else 0.0)
+        lower, below = upper, cumulative
+    return lower
+
+
+def event_latency_buckets() -> list[tuple[float, float]]:
+    """tablectl_event_processing_seconds' cumulative buckets, as the metrics endpoint has them."""
+    buckets: list[tuple[float, float]] = []
+    for family in REGISTRY.collect():
+        if family.name != "tablectl_event_processing_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                buckets.append((float(sample.labels["le"]), sample.value))
+    return sorted(buckets)
+
+
+def latency_summary() -> str:
+    buckets = event_latency_buckets()
+    median = histogram_quantile(buckets, 0.5)
+    p99 = histogram_quantile(buckets, 0.99)
+    if median is None or p99 is None:
+        return "no events handled"
+    return (
+        f"event processing (tablectl_event_processing_seconds, {buckets[-1][1]:.0f} events): "
+        f"median {median * 1000:.3f} ms, p99 {p99 * 1000:.3f} ms"
+    )
 
 
 class OperatorTerminal:
@@ -431,6 +473,7 @@ async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> in
         service.close()
         metrics_server.close()
         harness.unplug()
+    print(latency_summary(), flush=True)
     print(
         f"stopped after {feed.mark()} events; journal {config.journal_path} "
         f"(tablectl journal verify {config.journal_path})",

@@ -157,3 +157,28 @@ def test_the_demo_configuration_validates_like_a_file(game: str, tmp_path: Path)
     assert transports == {"shuffler": "serial", "shoe": "usb"}
     shoe = next(d for d in config.devices if d.name == "shoe")
     assert shoe.allowed_serials == ("SIM-2",)
+
+
+def test_histogram_quantile_interpolates_like_prometheus() -> None:
+    from controller.demo import histogram_quantile
+
+    # cumulative buckets scraped from a 3C21 demo run (tablectl_event_processing_seconds)
+    buckets = [
+        (0.0001, 0.0),
+        (0.00025, 3884.0),
+        (0.0005, 7752.0),
+        (0.001, 8247.0),
+        (0.0025, 8410.0),
+        (0.005, 8538.0),
+        (0.01, 8551.0),
+        (float("inf"), 8551.0),
+    ]
+    median = histogram_quantile(buckets, 0.5)
+    p99 = histogram_quantile(buckets, 0.99)
+    assert median is not None and p99 is not None
+    assert 0.00025 < median < 0.0005 and median == pytest.approx(0.000275, rel=0.01)
+    assert 0.0025 < p99 < 0.005 and p99 == pytest.approx(0.003584, rel=0.01)
+    assert histogram_quantile([], 0.5) is None
+    assert histogram_quantile([(0.1, 0.0), (float("inf"), 0.0)], 0.5) is None
+    # everything above the last finite bucket: the answer is that bucket's bound
+    assert histogram_quantile([(0.1, 0.0), (float("inf"), 5.0)], 0.5) == 0.1
