@@ -102,6 +102,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="HILO/HUH: override the demo's dealing method",
     )
     parser.add_argument(
+        "--dual-deck",
+        action="store_true",
+        help="HILO/HUH: two decks alternating, one shuffled while the other is dealt",
+    )
+    parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="warning",
@@ -141,6 +146,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.dual_deck and args.game not in ("five_card_hilo", "heads_up_holdem"):
+        print(
+            f"tablectl demo: --dual-deck: {args.game} has no two-deck option (HILO, HUH only)",
+            file=sys.stderr,
+        )
+        return 2
     configure_logging(args.log_level, mode="json" if not sys.stderr.isatty() else "auto")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     try:
@@ -149,10 +160,14 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
-def demo_table_options(game: str, dealing: str | None = None) -> dict[str, Any]:
+def demo_table_options(
+    game: str, dealing: str | None = None, dual_deck: bool = False
+) -> dict[str, Any]:
     options = dict(GAME_OPTIONS[game])
     if dealing is not None:
         options["dealing"] = dealing
+    if dual_deck:
+        options["dual_deck"] = True
     return options
 
 
@@ -355,7 +370,7 @@ def build_drivers(config: TableConfig, usb_backend: Any) -> list[Any]:
 async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
     state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
-    options = demo_table_options(args.game, args.dealing)
+    options = demo_table_options(args.game, args.dealing, args.dual_deck)
     print(
         f"tablectl demo: {args.game} ({options['dealing']}), seed {seed}, state in {state_dir}",
         flush=True,

@@ -231,6 +231,13 @@ class AutoDealer:
             "none"
         )
         self.rounds_played = 0
+        # 40.2(b), 39.2(b): two decks of different backs, one shuffled while the other is dealt
+        self.dual_deck = bool(self.options.get("dual_deck", False)) and game in (
+            "five_card_hilo",
+            "heads_up_holdem",
+        )
+        self.deck_in_shoe: str | None = None
+        self._other_shuffle_mark: int | None = None
         self.reader_usable = False
         self._inspected_day: datetime.date | None = None
         self._needs_shuffle = True
@@ -283,6 +290,43 @@ class AutoDealer:
             self.table.shuffled_deck_to_shoe()
             await self._await("shoe_loaded", mark)
         self._needs_shuffle = False
+
+    async def _alternate_decks(self) -> None:
+        """Two decks alternating: the shuffled one into the shoe, the one just played into the
+        shuffler (the rack emptied with it), its shuffle started to run during this round."""
+        shuffler = self.table.shuffler
+        first = self.deck_in_shoe is None
+        if first:
+            # deck A shuffled and set aside, then deck B (the other back colour) shuffled
+            for label in ("A", "B"):
+                mark = self.feed.mark()
+                if label == "B":
+                    shuffler.load()
+                shuffler.press_start(label)
+                await self._await("shuffle_completed", mark)
+                if label == "A":
+                    next_cards = shuffler.take_deck()
+            label = "A"
+        else:
+            await self._other_deck_shuffled()
+            next_cards = shuffler.take_deck()
+            label = "B" if self.deck_in_shoe == "A" else "A"
+            mark = self.feed.mark()
+            self.table.cards_back_to_shuffler()
+            await self._await("rack_level", mark)
+        mark = self.feed.mark()
+        self.table.shoe.load(next_cards, label)
+        await self._await("shoe_loaded", mark)
+        self.deck_in_shoe = label
+        if not first:
+            self._other_shuffle_mark = self.feed.mark()
+            shuffler.press_start("B" if label == "A" else "A")
+
+    async def _other_deck_shuffled(self) -> None:
+        """The deck shuffling during this round has finished (40.2(b)3) before it is needed."""
+        if self._other_shuffle_mark is not None:
+            await self._await("shuffle_completed", self._other_shuffle_mark)
+            self._other_shuffle_mark = None
 
     async def _shoe_unlocked(self) -> None:
         """The daemon may hold the shoe (after a void, until bets close): wait for its release."""
@@ -388,7 +432,11 @@ class AutoDealer:
 
     def _possible_faults(self) -> list[str]:
         faults = ["unplug_rack", "unplug_shoe"]
-        if self.options.get("shuffler", "counting") != "none" and self._shuffle_due():
+        if (
+            self.options.get("shuffler", "counting") != "none"
+            and self._shuffle_due()
+            and not self.dual_deck
+        ):
             faults.append("shuffler_jam")
         if self.method == "manual_shoe" and self.game != "asia_poker":
             faults.append("face_up_card")
@@ -512,7 +560,10 @@ class AutoDealer:
     async def _stud(self) -> None:
         """HILO and HUH, one deck shuffled before every round (40.4(a), 39.4(a))."""
         hilo = self.game == "five_card_hilo"
-        await self._shuffle()
+        if self.dual_deck:
+            await self._alternate_decks()
+        else:
+            await self._shuffle()
         round_mark = self.feed.mark()
         positions = await self._bets()
         targets = len(positions) + 1
@@ -535,6 +586,7 @@ class AutoDealer:
             await self.say("deal_completed")
         if not voided:
             await self._stub_count_if_asked(round_mark)
+        await self._other_deck_shuffled()
         await self._collect()
 
     async def _asia_poker(self) -> None:

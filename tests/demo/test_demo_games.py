@@ -73,3 +73,27 @@ def test_stub_counted_when_the_engine_asks(tmp_path: Path) -> None:
     assert [d for d in decisions(rows) if d.get("decision") in ILLEGAL_IN_A_LEGAL_ROUND] == []
     lines = summary_lines(result.stdout)
     assert "S1:stub_count_required" in lines[4]
+
+
+@pytest.mark.slow
+def test_two_decks_alternate_one_shuffled_while_the_other_is_dealt(tmp_path: Path) -> None:
+    """40.2(b): decks A and B alternate every round; S1 counts each deck's own rounds."""
+    result = run_demo(
+        tmp_path, "--game", "five_card_hilo", "--dual-deck", "--rounds", "10", "--seed", "4"
+    )
+    assert result.returncode == 0, result.stderr
+    rows = journal_rows(tmp_path / "journal.sqlite")
+    assert [e.get("deck") for e in events(rows, "shoe_loaded")] == ["A", "B"] * 5
+    assert [d for d in decisions(rows) if d.get("decision") in ILLEGAL_IN_A_LEGAL_ROUND] == []
+    # each deck's fifth round (rounds 9 and 10) asks for its stub count, and it is counted
+    asked = [d.get("deck") for d in decisions(rows) if d.get("decision") == "stub_count_required"]
+    assert sorted(asked) == ["A", "B"]
+    assert len(events(rows, "stub_counted")) == 2
+    assert verify_journal(tmp_path / "journal.sqlite").returncode == 0
+
+
+def test_options_a_game_does_not_have_are_refused(tmp_path: Path) -> None:
+    result = run_demo(tmp_path, "--game", "asia_poker", "--dual-deck", timeout=30)
+    assert result.returncode == 2 and "--dual-deck" in result.stderr
+    result = run_demo(tmp_path, "--game", "three_card_21", "--dealing", "automated_shoe")
+    assert result.returncode == 2 and "--dealing" in result.stderr
