@@ -7,8 +7,9 @@ engine, metrics and logs), the metrics endpoint and the operator socket run as t
 `tablectl run`; the automatic dealer (simulators.autodealer) plays legal rounds and prints one
 line per round. SIGTERM or Ctrl-C ends it cleanly: the journal is closed and verifies.
 
-The daemon's assembly here (drivers -> one ordered event queue -> TableService) is the
-smallest the demo needs; `controller.daemon.run_daemon` is the production one.
+The daemon is `controller.daemon.run_daemon`, exactly as `tablectl run` runs it, handed the
+simulated USB bus; the dealer watches the service's handled events (`TableService.observers`)
+and types its operator events on the operator socket, as a dealer's terminal would.
 """
 
 from __future__ import annotations
@@ -16,15 +17,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import grp
 import json
 import os
 import random
 import secrets
 import signal
+import socket
 import sys
 import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,15 +34,17 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from controller.config import GAMES, TableConfig, parse_config, parse_listen_address
-from controller.events import SCHEMA
-from controller.logs import configure_logging, get_logger
-from controller.metrics import MetricsServer, start_metrics_server
-from controller.service import ServiceError, TableService, open_service
+from controller.daemon import Daemon, run_daemon
+from controller.logs import configure_logging
 from simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed
 from simulators.harness import SimulatedTableHarness
 
 DEFAULT_GAME = "three_card_21"
 DEFAULT_LISTEN = "127.0.0.1:8337"
+#: every simulated device is there at once: a missing handshake is a failure, said quickly
+DEVICE_WAIT = 5.0
+#: seconds the round in play may take to finish after SIGTERM or Ctrl-C
+ROUND_GRACE = 3.0
 
 #: The demo's table per game: the most each game shows (ADS stacks for HUH, a card-reading
 #: manual shoe and the S1 stub-count cadence for HILO, the hole-card reader for 3C21).
@@ -292,93 +296,43 @@ class OperatorTerminal:
             self._writer = self._reader = None
 
 
-class EventPipeline:
-    """Every event, device or operator, through the service one at a time, in arrival order."""
-
-    def __init__(self, service: TableService) -> None:
-        self.service = service
-        self._queue: asyncio.Queue[
-            tuple[dict[str, Any], str, asyncio.Future[list[dict[str, Any]]] | None]
-        ] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self._log = get_logger("demo")
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._serve(), name="event-pipeline")
-
-    def device_event(self, event: dict[str, Any]) -> None:
-        """A driver's callback: engine events are queued; the rest (progress, status) logged."""
-        if event.get("type") == "device_refused":
-            print(
-                f"ALARM device refused: {event.get('device')}: {event.get('reason')}",
-                file=sys.stderr,
-                flush=True,
+def metrics_port_taken(host: str, port: int) -> str | None:
+    """Why HOST:PORT cannot be bound (before the daemon tries), or None when it can."""
+    if port == 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            busy = (
+                " (the port is busy: another tablectl?)" if error.errno == errno.EADDRINUSE else ""
             )
-        if event.get("type") in SCHEMA:
-            self._queue.put_nowait((event, "device", None))
-
-    async def operator_event(self, event: dict[str, Any], peer: Any = None) -> list[dict[str, Any]]:
-        future: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((dict(event), "operator", future))
-        return await future
-
-    async def _serve(self) -> None:
-        while True:
-            event, source, future = await self._queue.get()
-            try:
-                decisions = await self.service.handle_event(event, source=source)
-            except Exception as error:  # a broken event must not stop the table
-                self._log.exception("event_failed", type=event.get("type"))
-                if future is not None and not future.done():
-                    future.set_exception(error)
-                continue
-            if future is not None and not future.done():
-                future.set_result(decisions)
-
-    async def drain(self) -> None:
-        """Let the queued events reach the journal before closing."""
-        deadline = time.monotonic() + 2.0
-        while not self._queue.empty() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-
-def build_drivers(config: TableConfig, usb_backend: Any) -> list[Any]:
-    """The configured reference drivers over pyserial (ptys) and pyusb (the simulated bus)."""
-    from drivers.base import AllowList
-    from drivers.registry import create_driver
-    from drivers.transport import make_transport
-
-    drivers: list[Any] = []
-    for device in config.devices:
-        options = device.transport.transport_options()
-        if device.transport.type == "usb":
-            options["backend"] = usb_backend
-        transport = make_transport(device.transport.type, **options)
-        allow = AllowList.of(device.allowed_serials, device.allowed_firmware_sha256)
-        drivers.append(
-            create_driver(device.kind, device.driver, transport, name=device.name, allow_list=allow)
-        )
-    return drivers
+            return f"cannot serve metrics on {host}:{port}: {error.strerror}{busy}"
+    return None
 
 
 async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
     state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     options = demo_table_options(args.game, args.dealing, args.dual_deck)
+    taken = metrics_port_taken(host, port)
+    if taken is not None:
+        print(
+            f"tablectl demo: {taken}; choose another with --metrics-listen HOST:PORT "
+            "(port 0 picks a free one)",
+            file=sys.stderr,
+        )
+        return 1
     print(
         f"tablectl demo: {args.game} ({options['dealing']}), seed {seed}, state in {state_dir}",
         flush=True,
     )
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    interrupted = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, interrupted.set)
 
     harness = SimulatedTableHarness(args.game, options, seed=seed, state_dir=state_dir)
     harness.plug()
@@ -391,57 +345,67 @@ async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> in
             harness.usb_ids(),
             f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         )
-    except Exception:
+        return await _play(args, config, harness, seed, options, interrupted)
+    finally:
         harness.unplug()
-        raise
-    try:
-        metrics_server: MetricsServer = start_metrics_server(host, port)
-    except OSError as error:
-        harness.unplug()
+
+
+async def _play(
+    args: argparse.Namespace,
+    config: TableConfig,
+    harness: SimulatedTableHarness,
+    seed: int,
+    options: Mapping[str, Any],
+    interrupted: asyncio.Event,
+) -> int:
+    """run_daemon over the simulated devices; the dealer plays once it is READY."""
+    loop = asyncio.get_running_loop()
+    feed = EventFeed()
+    stop_daemon = asyncio.Event()
+    ready: asyncio.Future[Daemon] = loop.create_future()
+
+    def on_ready(daemon: Daemon) -> None:
+        daemon.service.observers.append(feed.record)
+        ready.set_result(daemon)
+
+    daemon_task = loop.create_task(
+        run_daemon(
+            config,
+            stop=stop_daemon,
+            usb_backend=harness.usb_backend,
+            on_ready=on_ready,
+            device_wait=DEVICE_WAIT,
+            handle_signals=False,
+        ),
+        name="daemon",
+    )
+    interrupt = loop.create_task(interrupted.wait())
+    starting: set[asyncio.Future[Any]] = {ready, daemon_task, interrupt}
+    await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        interrupt.cancel()
+        stop_daemon.set()
+        status = await daemon_task
         print(
-            f"tablectl demo: cannot serve metrics on {host}:{port}: {error.strerror}"
-            + (" (the port is busy: another tablectl?)" if error.errno == 98 else "")
-            + "; choose another with --metrics-listen HOST:PORT (port 0 picks a free one)",
+            f"tablectl demo: the daemon did not start (exit {status}); see its log above",
             file=sys.stderr,
         )
-        return 1
-    print(f"metrics on http://{host}:{metrics_server.port}/metrics", flush=True)
-    try:
-        service = await open_service(config)
-    except ServiceError as error:
-        metrics_server.close()
-        harness.unplug()
-        print(f"tablectl demo: {error}", file=sys.stderr)
-        return 1
-    feed = EventFeed()
-    service.observers.append(feed.record)
-    pipeline = EventPipeline(service)
-    pipeline.start()
-    drivers = build_drivers(config, harness.usb_backend)
-    operator_server = None
+        return status or 1
+    daemon = ready.result()
+    absent = [name for name, driver in daemon.drivers.items() if not driver.up]
+    print(f"metrics on http://{config.metrics_host}:{daemon.port}/metrics", flush=True)
+    print(
+        f"ready in {1000 * (daemon.ready_seconds or 0):.0f} ms: {len(daemon.drivers)} devices"
+        + (f" (absent: {', '.join(absent)})" if absent else "")
+        + f", journal {config.journal_path}, operator socket {config.operator_socket}",
+        flush=True,
+    )
     terminal = OperatorTerminal(config.operator_socket)
     status = 0
     try:
-        for driver in drivers:
-            await driver.start(loop, pipeline.device_event)
-        for driver in drivers:
-            if not await driver.wait_connected(5.0):
-                raise DealerStuck(f"{driver.name}: no handshake within 5s ({driver.last_error})")
-        from controller.operator import OperatorServer
-
-        operator_server = OperatorServer(
-            config.operator_socket,
-            allowed_group=config.operator_group,
-            handle_event=pipeline.operator_event,
-            status=service.status,
-        )
-        await operator_server.start()
+        if absent:
+            raise DealerStuck(f"devices absent at start: {', '.join(absent)}")
         await terminal.open()
-        print(
-            f"ready: {len(drivers)} devices, journal {config.journal_path}, "
-            f"operator socket {config.operator_socket}",
-            flush=True,
-        )
         dealer = AutoDealer(
             harness.table,
             game=args.game,
@@ -457,37 +421,35 @@ async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> in
         played = 0
         while args.rounds is None or played < args.rounds:
             round_task = loop.create_task(dealer.play_round())
-            stopper = loop.create_task(stop.wait())
-            done, _ = await asyncio.wait({round_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {round_task, interrupt, daemon_task}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if daemon_task in done:
+                round_task.cancel()
+                raise DealerStuck("the daemon stopped under the dealer")
             if round_task not in done:
-                # stopping: the round in play gets a moment to finish, then is abandoned
+                # interrupted: the round in play gets a moment to finish, then is abandoned
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(round_task), 3.0)
+                    await asyncio.wait_for(asyncio.shield(round_task), ROUND_GRACE)
                 if not round_task.done():
                     round_task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await round_task
                     break
-            stopper.cancel()
             report = round_task.result()
             played += 1
             print(report.summary_line(), flush=True)
-            if stop.is_set():
+            if interrupted.is_set():
                 break
-    except (DealerStuck, RuntimeError) as stuck:
+    except (DealerStuck, RuntimeError, OSError) as stuck:
         print(f"tablectl demo: the dealer is stuck: {stuck}", file=sys.stderr)
         status = 1
     finally:
+        interrupt.cancel()
         await terminal.close()
-        for driver in drivers:
-            await driver.stop()
-        await pipeline.drain()
-        await pipeline.stop()
-        if operator_server is not None:
-            await operator_server.close()
-        service.close()
-        metrics_server.close()
-        harness.unplug()
+        stop_daemon.set()
+        daemon_status = await daemon_task
+        status = status or daemon_status
     print(latency_summary(), flush=True)
     print(
         f"stopped after {feed.mark()} events; journal {config.journal_path} "
