@@ -387,7 +387,13 @@ async def _play(
         stop_daemon.set()
         status = await daemon_task
         print(
-            f"tablectl demo: the daemon did not start (exit {status}); see its log above",
+            f"tablectl demo: the daemon did not start (exit {status}); its log above says why"
+            + (
+                f" ({config.journal_path} exists: a state dir of another game or options "
+                "needs a new --state-dir)"
+                if config.journal_path.exists()
+                else ""
+            ),
             file=sys.stderr,
         )
         return status or 1
@@ -417,6 +423,7 @@ async def _play(
             fault_rate=args.faults,
             fault_kinds=tuple(args.fault_kind or FAULTS),
             gaming_day_start=config.gaming_day_start,
+            round_number=lambda: daemon.service.engine.round_number,
         )
         played = 0
         while args.rounds is None or played < args.rounds:

@@ -209,6 +209,7 @@ class AutoDealer:
         gaming_day_start: datetime.time = datetime.time(6, 0),
         clock: Callable[[], datetime.datetime] = datetime.datetime.now,
         wait_timeout: float = 5.0,
+        round_number: Callable[[], int] | None = None,
     ) -> None:
         self.table = table
         self.game = game
@@ -225,6 +226,8 @@ class AutoDealer:
         self.gaming_day_start = gaming_day_start
         self.clock = clock
         self.wait_timeout = wait_timeout
+        # the engine's number of the round in play (the journal's), when the caller knows it
+        self.round_number = round_number
         self.method = str(self.options.get("dealing", "manual_shoe"))
         self.positions = int(self.options.get("positions", 7 if game == "five_card_hilo" else 6))
         self.has_reader = game == "three_card_21" and self.options.get("reader", "concealed") != (
@@ -384,6 +387,8 @@ class AutoDealer:
         await self.say("bets_closed", positions=positions)
         if self._report is not None:
             self._report.positions = positions
+            if self.round_number is not None:
+                self._report.number = self.round_number()
         # the injected face-up card is one of the deal's, not the burn card
         self._face_up_pending = self._inject("face_up_card")
         if self._inject("unplug_shoe"):

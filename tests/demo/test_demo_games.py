@@ -97,3 +97,20 @@ def test_options_a_game_does_not_have_are_refused(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--dual-deck" in result.stderr
     result = run_demo(tmp_path, "--game", "three_card_21", "--dealing", "automated_shoe")
     assert result.returncode == 2 and "--dealing" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_second_run_in_the_same_state_dir_continues_the_journal(tmp_path: Path) -> None:
+    """The daemon replays the journal on start: round numbers go on, the chain stays intact."""
+    first = run_demo(tmp_path, "--game", "asia_poker", "--rounds", "2", "--seed", "5")
+    second = run_demo(tmp_path, "--game", "asia_poker", "--rounds", "2", "--seed", "6")
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    numbers = [int(SUMMARY.match(line).group(1)) for line in summary_lines(second.stdout)]  # type: ignore[union-attr]
+    assert numbers == [3, 4]
+    rows = journal_rows(tmp_path / "journal.sqlite")
+    assert len(events(rows, "hands_collected")) == 4
+    assert [d for d in decisions(rows) if d.get("decision") in ILLEGAL_IN_A_LEGAL_ROUND] == []
+    assert verify_journal(tmp_path / "journal.sqlite").returncode == 0
+    other_game = run_demo(tmp_path, "--game", "five_card_hilo", "--rounds", "1", timeout=30)
+    assert other_game.returncode == 1  # the journal was written for another table: refused
+    assert "was written for" in other_game.stderr and "--state-dir" in other_game.stderr
