@@ -160,9 +160,15 @@ class RoundReport:
             latency = "events 0"
         seats = ",".join(str(p) for p in self.positions) or "-"
         fault = f" fault {'+'.join(self.faults)}" if self.faults else ""
+        links = [
+            f"{h.event.get('device')}:{'lost' if h.event['type'] == 'device_lost' else 'up'}"
+            for h in self.handled
+            if h.event.get("type") in ("device_lost", "device_connected")
+        ]
+        seen = f" devices {','.join(links)}" if links else ""
         return (
             f"round {self.number:>4} {self.game:<15} {self.outcome:<9} positions {seats:<13} "
-            f"cards {self.cards_dealt:>3} decisions {decided}{fault} | {latency}"
+            f"cards {self.cards_dealt:>3} decisions {decided}{fault}{seen} | {latency}"
         )
 
 

@@ -53,12 +53,12 @@ def line_decisions(line: str) -> set[str]:
     """The `rule_id:decision` entries of a summary line (x2 counts dropped)."""
     match = SUMMARY.match(line)
     assert match, f"not a summary line: {line!r}"
-    text = match.group(6).split(" fault ")[0].split(" | ")[0]
+    text = match.group(6).split(" fault ")[0].split(" devices ")[0].split(" | ")[0]
     return {re.sub(r"x\d+$", "", item) for item in text.split() if item != "-"}
 
 
 def line_faults(line: str) -> list[str]:
-    match = re.search(r" fault (\S+) \|", line)
+    match = re.search(r" fault (\S+)(?: devices \S+)? \|", line)
     return match.group(1).split("+") if match else []
 
 

@@ -65,6 +65,7 @@ def test_each_injected_fault_draws_its_decision(game: str, fault: str, tmp_path:
     assert verify_journal(tmp_path / "journal.sqlite").returncode == 0
     if fault.startswith("unplug_"):
         device = fault.removeprefix("unplug_")
+        assert all(f"devices {device}:lost,{device}:up" in line for line in injected), injected
         assert any(e["device"] == device for e in events(rows, "device_lost"))
         # plugged back: the device handshook again (once at start, once after the replug)
         assert sum(e["device"] == device for e in events(rows, "device_connected")) >= 2
