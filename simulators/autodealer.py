@@ -81,10 +81,15 @@ class HandledEvent:
 
 
 class EventFeed:
-    """The events the daemon has handled, in order, with their decisions and processing time."""
+    """The events the daemon has handled, in order, with their decisions and processing time.
+
+    Marks are absolute event counts; `forget_before` drops what no round needs any more, so a
+    demo left running for days keeps only the round in play.
+    """
 
     def __init__(self) -> None:
         self.handled: list[HandledEvent] = []
+        self._dropped = 0
         self._changed = asyncio.Event()
 
     def record(
@@ -94,10 +99,15 @@ class EventFeed:
         self._changed.set()
 
     def mark(self) -> int:
-        return len(self.handled)
+        return self._dropped + len(self.handled)
 
     def since(self, mark: int) -> list[HandledEvent]:
-        return self.handled[mark:]
+        return self.handled[max(0, mark - self._dropped) :]
+
+    def forget_before(self, mark: int) -> None:
+        drop = max(0, min(mark - self._dropped, len(self.handled)))
+        del self.handled[:drop]
+        self._dropped += drop
 
     async def wait_for(
         self, event_type: str, since: int, count: int = 1, timeout: float = 5.0
@@ -106,7 +116,7 @@ class EventFeed:
         try:
             async with asyncio.timeout(timeout):
                 while True:
-                    seen = [h for h in self.handled[since:] if h.event.get("type") == event_type]
+                    seen = [h for h in self.since(since) if h.event.get("type") == event_type]
                     if len(seen) >= count:
                         return seen[count - 1]
                     self._changed.clear()
@@ -507,6 +517,7 @@ class AutoDealer:
         report = RoundReport(self.rounds_played, self.game)
         self._report = report
         start = self.feed.mark()
+        self.feed.forget_before(start)
         await self._inspect_reader_if_due()
         self._round_start = start
         self._planned = None

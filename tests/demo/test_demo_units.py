@@ -182,3 +182,20 @@ def test_histogram_quantile_interpolates_like_prometheus() -> None:
     assert histogram_quantile([(0.1, 0.0), (float("inf"), 0.0)], 0.5) is None
     # everything above the last finite bucket: the answer is that bucket's bound
     assert histogram_quantile([(0.1, 0.0), (float("inf"), 5.0)], 0.5) == 0.1
+
+
+def test_the_feed_forgets_old_rounds_but_keeps_its_marks() -> None:
+    feed = EventFeed()
+    for number in range(5):
+        feed.record({"type": "card_drawn", "n": number}, [], 0.001, "device")
+    mark = feed.mark()
+    feed.forget_before(3)
+    assert len(feed.handled) == 2 and feed.mark() == mark == 5
+    assert [h.event["n"] for h in feed.since(4)] == [4]
+    assert [h.event["n"] for h in feed.since(0)] == [3, 4]
+    feed.record({"type": "shoe_loaded"}, [], 0.001, "device")
+
+    async def wait() -> HandledEvent:
+        return await feed.wait_for("shoe_loaded", since=mark, timeout=1)
+
+    assert asyncio.run(wait()).event["type"] == "shoe_loaded"
