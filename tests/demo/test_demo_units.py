@@ -199,3 +199,19 @@ def test_the_feed_forgets_old_rounds_but_keeps_its_marks() -> None:
         return await feed.wait_for("shoe_loaded", since=mark, timeout=1)
 
     assert asyncio.run(wait()).event["type"] == "shoe_loaded"
+
+
+def test_the_shuffler_button_starts_a_cycle_or_says_why_not() -> None:
+    from simulators.shuffler import ShufflerSim
+
+    async def scenario() -> str:
+        shuffler = ShufflerSim(shuffle_seconds=0.01)
+        shuffler.press_start("A")
+        await asyncio.sleep(0.05)
+        assert shuffler.state == "ready" and shuffler.shuffles == 1
+        shuffler.take_deck()
+        with pytest.raises(RuntimeError, match="no cards in the shuffler"):
+            shuffler.press_start()
+        return shuffler.state
+
+    assert asyncio.run(scenario()) == "idle"
