@@ -39,7 +39,7 @@ from controller.events import SCHEMA
 from controller.journal import Journal, JournalError, read_rows
 from controller.logs import get_logger
 from controller.metrics import MetricsServer, start_metrics_server
-from controller.operator import OperatorError, OperatorServer, PeerCredentials
+from controller.operator import OPERATOR_EVENTS, OperatorError, OperatorServer, PeerCredentials
 from controller.sdnotify import SdNotifier, Watchdog
 from controller.service import ServiceError, TableService
 from drivers.base import AllowList, DeviceDriver, DriverError
@@ -57,6 +57,8 @@ EXIT_FAILED = 1
 AUDITED_DEVICE_REPORTS = frozenset(
     {"deck_locked", "deck_released", "dispensing_locked", "shuffler_status", "self_test_result"}
 )
+# The EVENTS.md events a device may send (operator events come from the operator socket only).
+DEVICE_EVENTS = frozenset(SCHEMA) - OPERATOR_EVENTS - {"controller_restarted"}
 # Reports too frequent and too meaningless to journal.
 IGNORED_DEVICE_REPORTS = frozenset({"shuffle_progress"})
 
@@ -311,10 +313,15 @@ class Daemon:
         async with self._lock:
             if kind == "device_refused":
                 await self._device_refused(event)
-            elif kind in AUDITED_DEVICE_REPORTS or kind not in SCHEMA:
+            elif kind not in DEVICE_EVENTS:
+                # A status report (or a driver claiming an operator's event, which only the
+                # operator socket may send): kept for the audit trail, never decided on.
+                if kind not in AUDITED_DEVICE_REPORTS:
+                    self._log.warning("device_event_not_decided", type=kind)
+                body = {k: v for k, v in event.items() if k != "type"}
                 self.service.journal.append(
                     "note",
-                    {"type": "device_report", **event},
+                    {"type": "device_report", "report": kind, **body},
                     round_number=self.service.engine.round_number,
                 )
             else:

@@ -56,8 +56,8 @@ class ServiceError(RuntimeError):
 
 def build_engine(table: Mapping[str, Any], random_source: Callable[[int], int]) -> EngineLike:
     """The round engine for a table row (`{"type": "table", "game", "options"}`)."""
-    from controller.engine import Engine  # type: ignore[import-not-found,unused-ignore]
-    from controller.table import TableSpec  # type: ignore[import-not-found,unused-ignore]
+    from controller.engine import Engine
+    from controller.table import TableSpec
 
     spec = TableSpec.from_dict({"game": table["game"], "options": dict(table["options"])})
     engine: EngineLike = Engine(spec, random_source=random_source)

@@ -152,7 +152,7 @@ def test_automated_shoe_jam_voids_the_round_and_locks_dispensing(make_table: Any
         assert time.monotonic() < deadline, "the shoe was not locked"
         time.sleep(0.02)
     locked_note = wait_row(
-        table, seq, lambda r: r.kind == "note" and r.body["type"] == "dispensing_locked"
+        table, seq, lambda r: r.kind == "note" and r.body.get("report") == "dispensing_locked"
     )
     void = next(r for r in rows_after(table, seq) if r.body.get("decision") == "void_round")
     assert void.seq < locked_note.seq
@@ -170,6 +170,35 @@ def test_automated_shoe_jam_voids_the_round_and_locks_dispensing(make_table: Any
         assert time.monotonic() < deadline, "the shoe was not unlocked"
         time.sleep(0.02)
     assert table.sim("call", "shoe", method="dispense") is not None
+    # the ADS stops mid-deal: the same remedy (C5)
+    seq = last_seq(table)
+    table.sim("step", "shoe", step="stop")
+    row = fault_event(table, seq, "shoe_fault", "stopped")
+    assert ("void_round", "C5") in [(d["decision"], d["rule_id"]) for d in decisions_of(table, row)]
+    assert table.metric("tablectl_device_faults_total", device="shoe", fault="stopped") == 1
+    assert table.stop() == 0
+
+
+def test_a_wrong_count_keeps_the_deck_in_the_shuffler(make_table: Any) -> None:
+    """C7: the counting shuffler finds a card missing: the deck is removed and not released."""
+    table = make_table("five_card_hilo")
+    table.start()
+    seq = last_seq(table)
+    table.sim("step", "shuffler", step="missing_card")
+    assert table.sim("shuffle") == "ready"
+    row = wait_row(table, seq, lambda r: r.kind == "event" and r.body.get("count") == 51)
+    assert [(d["decision"], d["rule_id"]) for d in decisions_of(table, row)] == [
+        ("remove_deck", "C7")
+    ]
+    assert table.metric("tablectl_decisions_total", decision="remove_deck", rule_id="C7") == 1
+    wait_row(table, row.seq, lambda r: r.kind == "note" and r.body.get("report") == "deck_locked")
+    status = table.status()
+    assert status["interlocks"] == {
+        "shoe_locked": ["deck_removed"],
+        "shuffler_deck_locked": ["deck_removed"],
+    }
+    assert table.sim("get", "shuffler", attr="locked")
+    assert table.sim("get", "shuffler", attr="state") == "ready"
     assert table.stop() == 0
 
 
@@ -241,4 +270,23 @@ def test_a_removed_deck_stays_in_the_shuffler_until_new_cards_are_received(
         assert time.monotonic() < deadline, "the deck was not released"
         time.sleep(0.02)
     assert table.sim("to_shoe") == 52
+    assert table.stop() == 0
+
+
+def test_a_device_off_the_allow_list_is_refused_at_start(make_table: Any) -> None:
+    table = make_table("heads_up_holdem")
+    serial = table.devices["shoe"]["serial"]
+    text = table.config_path.read_text()
+    table.config_path.write_text(text.replace(f'["{serial}"]', '["SHOE-0042"]'))
+    table.start("--device-wait", "1")
+    ready = next(n for n in table.notices if "READY=1" in n)
+    assert "down: shoe" in ready
+    refused = next(
+        r for r in table.rows() if r.kind == "note" and r.body["type"] == "device_refused"
+    )
+    assert refused.body["serial"] == serial and "not on the allow-list" in refused.body["reason"]
+    assert table.metric("tablectl_device_faults_total", device="shoe", fault="refused") == 1
+    assert table.metric("tablectl_device_up", device="shoe") == 0
+    assert table.status()["refused_devices"]["shoe"].startswith(f"serial {serial!r}")
+    assert '"device_absent_at_start"' in table.log()
     assert table.stop() == 0

@@ -117,3 +117,34 @@ def _quiet_logs() -> None:
     from controller.logs import configure_logging
 
     configure_logging("warning", mode="json")
+
+
+def test_a_driver_cannot_send_an_operator_event_or_a_random_draw(tmp_path: Path) -> None:
+    """Only the operator socket speaks for the dealer; a driver's claim is a note, not an event."""
+    path = tmp_path / "t.toml"
+    path.write_text(table_toml("heads_up_holdem", tmp_path, {}, metrics_port=0))
+    config = load_config(path)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        ready: list[Daemon] = []
+        task = asyncio.get_running_loop().create_task(
+            run_daemon(config, stop=stop, on_ready=ready.append, handle_signals=False)
+        )
+        await _until(lambda: bool(ready))
+        daemon = ready[0]
+        before = daemon.status()["state"]
+        on_event = daemon._events.put_nowait  # what every driver is given
+        on_event({"type": "bets_closed", "positions": [1], "device": "shoe", "kind": "shoe"})
+        on_event({"type": "random_draw", "bound": 52, "value": 0, "device": "shoe"})
+        await daemon.drain()
+        assert daemon.status()["state"] == before
+        stop.set()
+        assert await task == 0
+
+    asyncio.run(main())
+    rows = list(read_rows(tmp_path / "journal.sqlite"))
+    assert not any(r.kind == "event" and r.body["type"] == "bets_closed" for r in rows)
+    notes = [r.body for r in rows if r.kind == "note"]
+    assert [n["report"] for n in notes] == ["bets_closed", "random_draw"]
+    assert all(n["type"] == "device_report" for n in notes)
