@@ -93,6 +93,7 @@ class Round:
     expected: dict[str, int] = field(default_factory=dict)  # initial deal per target
     tally: dict[str, int] = field(default_factory=dict)
     started: bool = False  # the first card or stack of the round was allowed
+    deal_blocked: bool = False  # a deal of this round was already refused (deal_blocked)
     cards_tracked: int = 0
     face_up_found: int = 0  # C1, C2
     flagged: set[str] = field(default_factory=set)
@@ -148,6 +149,8 @@ class Engine:
         self.reader_disabled = False
         self.rack_level: int | None = None
         self.rack_baseline: int | None = None
+        self.rack_burned_at_reading = 0  # R1: burn cards already in the rack when it was read
+        self.rack_burned_at_baseline = 0
         self.rack_expected_min: int | None = None
         self.rack_deck: str | None = None
         self.rack_seen = False
@@ -278,7 +281,10 @@ class Engine:
             moved = self._collect_layout(deck)
             decisions += self._rack_deck_check(deck.name)
             if self.rack_baseline is not None and self.interp.reconcile_discard_rack:
-                self.rack_expected_min = self.rack_baseline + moved - self.options.rack_tolerance
+                # R1: the rise expected since the baseline reading; a burn card the reading
+                # already counted (2C.6(c): burned straight into the rack) is not counted again.
+                rise = moved - self.rack_burned_at_baseline
+                self.rack_expected_min = self.rack_baseline + rise - self.options.rack_tolerance
             self.last_round_deck = deck.name
         self.round = None
         self.dealt = []
@@ -352,6 +358,7 @@ class Engine:
         deck = self._deck()
         rule_id = self._deal_block()
         if rule_id is not None:
+            rnd.deal_blocked = True
             return [self._d("deal_blocked", rule_id, self._block_reason(rule_id))]
         rnd.started = True
         if self._shuffles_every_round():
@@ -722,7 +729,19 @@ class Engine:
         rnd.flagged.add(target)
         return self._misdeal(target, count)
 
+    def _blocked_round(self) -> bool:
+        """The round's deal was refused (deal_blocked) and nothing of it was dealt.
+
+        EVENTS.md: deal_blocked is "a deal (card drawn or stack dispensed) happened where
+        none is allowed"; the steps after such a deal (deal_completed, bonus_settled,
+        insurance_closed, dealer_turn) are no deal and decide nothing more.
+        """
+        rnd = self.round
+        return rnd is not None and rnd.deal_blocked and not rnd.started
+
     def _on_deal_completed(self, ev: dict[str, Any]) -> list[Decision]:
+        if self._blocked_round():
+            return []
         if self.state != "dealing" or self.round is None:
             return [self._rejected(f"deal_completed: no deal in progress (state {self.state})")]
         return self._complete_deal()
@@ -777,6 +796,7 @@ class Engine:
         self.round = rnd
         if self.rack_level is not None:
             self.rack_baseline = self.rack_level
+            self.rack_burned_at_baseline = self.rack_burned_at_reading
         self._fire("close_bets")
         if self.game == "asia_poker":
             if self.options.ap_start == "computer":
@@ -832,9 +852,18 @@ class Engine:
                     f"starting_position: expected after bets_closed, state is {self.state}", "A1"
                 )
             ]
+        # A1 (31.11(b)): three dice total 3 to 18; a number is 1 to 7.
         if "dice" in ev:
-            return self._set_start(int(ev["dice"]), f"dice total {ev['dice']}")
-        return self._set_start(int(ev["number"]), f"number {ev['number']}")
+            dice: int = ev["dice"]
+            if not 3 <= dice <= 18:
+                return [
+                    self._rejected(f"dice: the total of three dice is 3 to 18, not {dice}", "A1")
+                ]
+            return self._set_start(dice, f"dice total {dice}")
+        number: int = ev["number"]
+        if not 1 <= number <= 7:
+            return [self._rejected(f"number: must be 1 to 7, not {number}", "A1")]
+        return self._set_start(number, f"number {number}")
 
     def _set_start(self, count: int, source: str) -> list[Decision]:
         """A1: count counterclockwise from the dealer as one; deal clockwise from there."""
@@ -943,6 +972,7 @@ class Engine:
         if ev.get("deck") is not None and ev["deck"] not in self.decks:
             return [self._rejected(f"deck: {ev['deck']!r}: this table has one deck, A")]
         deck = self._deck_for_shuffle(ev.get("deck"))
+        self._void_round_to_shuffler(deck)
         deck.shuffling = True
         deck.shuffled = False
         if self.rack_deck == deck.name:
@@ -951,6 +981,22 @@ class Engine:
         if self.state == "idle" and not self.options.dual_deck:
             self._fire("start_shuffle")
         return []
+
+    def _void_round_to_shuffler(self, deck: Deck) -> None:
+        """A void round whose deck goes back to the shuffler is over; nothing reached the rack.
+
+        C5 (40.12(f), 39.12(f)): "the cards in the device are reshuffled with the cards
+        already dealt", so D2 (cards of one deck in the rack) and R1 never see them.
+        """
+        rnd = self.round
+        if rnd is None or self.state != "void" or rnd.deck != deck.name:
+            return
+        self.last_round_deck = deck.name
+        self.round = None
+        self.dealt = []
+        self.explicit_deck = False
+        self.rack_expected_min = None
+        self._fire("collect")
 
     def _on_shuffle_completed(self, ev: dict[str, Any]) -> list[Decision]:
         if ev.get("deck") is not None and ev["deck"] not in self.decks:
@@ -1162,6 +1208,8 @@ class Engine:
     def _on_bonus_settled(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "three_card_21":
             return [self._rejected(f"bonus_settled: {self.game} has no bonus step")]
+        if self._blocked_round():
+            return []
         decisions: list[Decision] = []
         if self.state == "dealing":
             decisions += self._complete_deal()
@@ -1175,6 +1223,8 @@ class Engine:
     def _on_insurance_closed(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "three_card_21":
             return [self._rejected(f"insurance_closed: {self.game} has no insurance")]
+        if self._blocked_round():
+            return []
         if self.state == "insurance":
             self._fire("close_insurance")
             return []
@@ -1185,6 +1235,8 @@ class Engine:
     def _on_dealer_turn(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "three_card_21":
             return [self._rejected(f"dealer_turn: {self.game} has no dealer's turn")]
+        if self._blocked_round():
+            return []
         decisions: list[Decision] = []
         if self.state == "dealing":
             decisions += self._complete_deal()
@@ -1347,6 +1399,7 @@ class Engine:
         decisions: list[Decision] = []
         self.rack_seen = True
         self.rack_level = level
+        self.rack_burned_at_reading = self._deck().ledger.count(BURNED)
         size = self.composition.size
         if level <= self.options.rack_tolerance:
             self.rack_deck = None
@@ -1387,6 +1440,7 @@ class Engine:
                 )
         if not self._in_round():
             self.rack_baseline = level
+            self.rack_burned_at_baseline = self.rack_burned_at_reading
         return decisions
 
     def _rack_deck_check(self, deck_name: str) -> list[Decision]:
