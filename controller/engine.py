@@ -158,6 +158,10 @@ class Engine:
         self.pending_notifications: list[str] = []
         self.suspended_from: str | None = None
         self.device_faults: dict[str, str] = {}
+        # 3C21 (2C.4(i)2): the shuffler's next batch while the shoe deals: None, "fresh"
+        # (received), "shuffling", "ready", "faulted" (C4) or "removed" (C7); it becomes
+        # the shoe's at the next shoe_loaded.
+        self.next_batch: str | None = None
         self._at = 0
         self._handlers: dict[str, Callable[[dict[str, Any]], list[Decision]]] = {
             name[4:]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
@@ -971,6 +975,9 @@ class Engine:
     def _on_shuffle_started(self, ev: dict[str, Any]) -> list[Decision]:
         if ev.get("deck") is not None and ev["deck"] not in self.decks:
             return [self._rejected(f"deck: {ev['deck']!r}: this table has one deck, A")]
+        if self._shuffler_holds_next_batch():
+            self.next_batch = "shuffling"
+            return []
         deck = self._deck_for_shuffle(ev.get("deck"))
         self._void_round_to_shuffler(deck)
         deck.shuffling = True
@@ -1001,6 +1008,8 @@ class Engine:
     def _on_shuffle_completed(self, ev: dict[str, Any]) -> list[Decision]:
         if ev.get("deck") is not None and ev["deck"] not in self.decks:
             return [self._rejected(f"deck: {ev['deck']!r}: this table has one deck, A")]
+        if self._shuffler_holds_next_batch():
+            return self._next_batch_completed(ev.get("count"))
         deck = self._deck_for_shuffle(ev.get("deck"))
         if deck.removed:
             return [
@@ -1076,6 +1085,65 @@ class Engine:
             )
         return False
 
+    def _shuffler_holds_next_batch(self) -> bool:
+        """3C21, 2C.4(i)2: a shuffle while a round is dealt from the shoe is the next batch's.
+
+        "The cards shall be stacked and placed into the automated shuffling device to be
+        shuffled. The batch of cards already in the shuffler shall then be removed": the
+        shuffler holds a batch of its own while the shoe deals. Its C4 fault or C7 count
+        concerns that batch, not the round in play; only the shoe running out (G5) makes
+        a mid-round shuffle the shoe's. The one place that tells the two apart.
+        """
+        return (
+            self.game == "three_card_21"
+            and self.options.shuffler != "none"
+            and self._in_round()
+            and self.round is not None
+            and self.round.started
+            and self.burn_pending != "G5"
+        )
+
+    def _next_batch_completed(self, count: int | None) -> list[Decision]:
+        """3C21: the shuffler finished the next batch while the shoe deals (2C.4(i)2)."""
+        size = self.composition.size
+        if (
+            count is not None
+            and count != size
+            and self.interp.count_mismatch_removes_deck_everywhere
+        ):
+            # C7 for the batch: remove it; the round in play goes on (C10 blocks the batch).
+            self.next_batch = "removed"
+            return [
+                self._d(
+                    "remove_deck",
+                    "C7",
+                    f"the batch in the shuffler counted {count} cards, not {size}: removed; "
+                    "the round in play goes on",
+                    deck=self.current,
+                )
+            ]
+        self.next_batch = "ready"
+        self.device_faults.pop("shuffler", None)
+        return []
+
+    def _load_next_batch(self) -> None:
+        """3C21: the shuffler's batch goes into the shoe; a faulted or removed one blocks."""
+        batch, self.next_batch = self.next_batch, None
+        deck = self._deck()
+        if batch == "ready":
+            # a whole shuffled batch: the reshuffle the shoe was due (G3, G4) is done
+            deck.ledger.gather(SHOE)
+            deck.shuffled, deck.faulted, deck.reshuffle_rule = True, False, None
+            self.bart_carter_flagged = False
+        elif batch == "fresh":
+            self.decks[deck.name] = Deck(deck.name, Ledger(self.composition), False, fresh=True)
+        elif batch == "faulted":
+            deck.faulted = True  # C4: the batch never completed its shuffle
+            deck.shuffled = False
+        elif batch == "removed":
+            deck.removed = True  # C10: the removed batch is not dealt; new cards first
+            deck.shuffled = False
+
     def _void_and_remove_if_current(self, deck: Deck, rule_id: str, why: str) -> list[Decision]:
         if deck.name == self.current:
             return self._void_and_remove(rule_id, why)
@@ -1086,6 +1154,11 @@ class Engine:
 
     def _shuffler_failed(self, why: str) -> list[Decision]:
         """C4: a jam, a stop or an incomplete cycle: reshuffle; the batch may not be dealt."""
+        if self._shuffler_holds_next_batch():
+            # C4 for 3C21's next batch: the shoe in play shuffled fine and deals on.
+            self.next_batch = "faulted"
+            self.device_faults["shuffler"] = why
+            return [self._d("reshuffle", "C4", f"{why}: the batch in the shuffler is reshuffled")]
         deck = self._deck_for_shuffle(None)
         deck.shuffling = False
         deck.faulted = True
@@ -1105,6 +1178,8 @@ class Engine:
                 return [self._rejected("shoe_loaded: another deck mid-round")]
             self.current = named
             self.explicit_deck = True
+        if self.game == "three_card_21" and not self._in_round():
+            self._load_next_batch()
         if self.asd_removed and self.options.shuffler != "none":
             # C6: cards loaded after the ASD left were shuffled by another method.
             self._deck().manual_shuffle_refused = not self._asd_may_be_replaced()
@@ -1124,6 +1199,9 @@ class Engine:
             named = removed[0] if removed else self.current
         if named not in self.decks:
             return [self._rejected(f"deck: {named!r}: this table has one deck, A")]
+        if self._shuffler_holds_next_batch():
+            self.next_batch = "fresh"  # 3C21: new cards for the shuffler's next batch
+            return []
         if self._in_round() and named == self.current:
             return [self._rejected("deck_received: a round is in play with that deck")]
         # C10: new cards, inspected at receipt (a verified count), to be shuffled first.
