@@ -105,6 +105,7 @@ class Round:
     reader_ignored: bool = False
     start_position: str | None = None  # A1
     planned_cards: int = 0  # the whole deal, community included (S3 for unread hands)
+    blocked: bool = False  # a deal of this round was blocked: its later steps decide nothing
 
 
 class Engine:
@@ -276,7 +277,8 @@ class Engine:
         deck = self._deck()
         if rnd is not None and not deck.removed:
             moved = self._collect_layout(deck)
-            decisions += self._rack_deck_check(deck.name)
+            if moved:
+                decisions += self._rack_deck_check(deck.name)
             if self.rack_baseline is not None and self.interp.reconcile_discard_rack:
                 self.rack_expected_min = self.rack_baseline + moved - self.options.rack_tolerance
             self.last_round_deck = deck.name
@@ -352,6 +354,7 @@ class Engine:
         deck = self._deck()
         rule_id = self._deal_block()
         if rule_id is not None:
+            rnd.blocked = True
             return [self._d("deal_blocked", rule_id, self._block_reason(rule_id))]
         rnd.started = True
         if self._shuffles_every_round():
@@ -517,7 +520,9 @@ class Engine:
         """G2 (new shoe or new dealer) and G5 (shoe reshuffled mid-round): burn one card."""
         rule_id = self.burn_pending or "G2"
         self.burn_pending = None
-        self._deck().ledger.move(card, SHOE, BURNED)
+        # 2C.6(c): the burn card goes face down to the discard rack at once (so a rack
+        # reading after it already holds it: R1 must not count it again).
+        self._deck().ledger.move(card, SHOE, DISCARD)
         self._record(card, BURNED, False)
         why = {
             "G2": "the first card after the shoe is loaded or a new dealer comes is burned",
@@ -733,6 +738,8 @@ class Engine:
         assert rnd is not None
         decisions: list[Decision] = []
         if not rnd.started:
+            if rnd.blocked:
+                return []  # the cards were blocked already; this is not a deal (F5)
             # dealt from the hand with no card reader: the deal itself is this event.
             decisions = self._start_deal()
             if not rnd.started:
@@ -1163,6 +1170,8 @@ class Engine:
         if self.game != "three_card_21":
             return [self._rejected(f"bonus_settled: {self.game} has no bonus step")]
         decisions: list[Decision] = []
+        if self._blocked_round():
+            return []
         if self.state == "dealing":
             decisions += self._complete_deal()
         if self.state != "bonus":
@@ -1172,9 +1181,16 @@ class Engine:
         self._fire("settle_bonus_ace_up" if ace_up else "settle_bonus")
         return decisions
 
+    def _blocked_round(self) -> bool:
+        """A round whose deal was blocked and never started: its steps decide nothing."""
+        rnd = self.round
+        return rnd is not None and rnd.blocked and not rnd.started
+
     def _on_insurance_closed(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "three_card_21":
             return [self._rejected(f"insurance_closed: {self.game} has no insurance")]
+        if self._blocked_round():
+            return []
         if self.state == "insurance":
             self._fire("close_insurance")
             return []
@@ -1186,6 +1202,8 @@ class Engine:
         if self.game != "three_card_21":
             return [self._rejected(f"dealer_turn: {self.game} has no dealer's turn")]
         decisions: list[Decision] = []
+        if self._blocked_round():
+            return []
         if self.state == "dealing":
             decisions += self._complete_deal()
         if self.state in ("bonus", "insurance", "players"):

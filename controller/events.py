@@ -14,7 +14,16 @@ from controller.cards import CardError, parse_card
 
 
 class EventError(ValueError):
-    """An event that does not follow EVENTS.md; the message names the field."""
+    """An event that does not follow EVENTS.md; the message names the field.
+
+    ``malformed`` is true for an error of the file (a bad card, an unknown type, a missing
+    or mistyped field: `tablectl replay` stops with exit 2) and false for a value the rules
+    refuse (a dice total outside 3-18: a `rejected` decision).
+    """
+
+    def __init__(self, message: str, malformed: bool = True) -> None:
+        super().__init__(message)
+        self.malformed = malformed
 
 
 def _card(name: str, value: Any) -> str:
@@ -163,9 +172,15 @@ def validate(event: Mapping[str, Any]) -> dict[str, Any]:
         if has_dice:
             dice = event["dice"]
             if isinstance(dice, bool) or not isinstance(dice, int) or not 3 <= dice <= 18:
-                raise EventError(f"dice: the total of three dice is 3 to 18, got {dice!r}")
+                raise EventError(
+                    f"dice: the total of three dice is 3 to 18, got {dice!r}",
+                    malformed=not isinstance(dice, int) or isinstance(dice, bool),
+                )
         else:
             number = event["number"]
             if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= 7:
-                raise EventError(f"number: must be 1 to 7, got {number!r}")
+                raise EventError(
+                    f"number: must be 1 to 7, got {number!r}",
+                    malformed=not isinstance(number, int) or isinstance(number, bool),
+                )
     return clean

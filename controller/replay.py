@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from controller.engine import Engine
+from controller.events import EventError, validate
 from controller.table import TableSpec, TableSpecError
 
 
@@ -64,10 +65,15 @@ def replay(lines: Iterable[str], random_source: Any = None) -> Iterator[dict[str
             continue
         if obj["type"] == "table":
             raise ScenarioError(number, "a second table line; one scenario describes one table")
+        try:
+            validate(obj)
+        except EventError as error:
+            if error.malformed:  # EVENTS.md: a bad line stops the replay (exit 2)
+                raise ScenarioError(number, str(error)) from None
         for decision in engine.handle(obj, number):
             yield decision.to_dict()
     if engine is None:
-        raise ScenarioError(0, "the file has no table line")
+        raise ScenarioError(1, "the file is empty: no table line")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -41,19 +41,34 @@ CATALOGUE: dict[str, Rule] = {
             "C1",
             "the first card found face up while dealing is discarded; the next takes its place",
             "13:69F-2C.14(a), 40.12(a), 39.12(a)",
-            {_T: "13:69F-2C.14(a)", _H: "13:69F-40.12(a)", _U: "13:69F-39.12(a)"},
+            {
+                _T: "13:69F-2C.14(a)",
+                _H: "13:69F-40.12(a)",
+                _U: "13:69F-39.12(a)",
+                _A: "13:69F-31.14 (interpretation of 2C.14(a), 40.12(a), 39.12(a))",
+            },
         ),
         Rule(
             "C2",
             "a second card found face up in the same round voids the round; reshuffle",
             "13:69F-2C.14(a), 40.12(a), 39.12(a)",
-            {_T: "13:69F-2C.14(a)", _H: "13:69F-40.12(a)", _U: "13:69F-39.12(a)"},
+            {
+                _T: "13:69F-2C.14(a)",
+                _H: "13:69F-40.12(a)",
+                _U: "13:69F-39.12(a)",
+                _A: "13:69F-31.14 (interpretation of 2C.14(a), 40.12(a), 39.12(a))",
+            },
         ),
         Rule(
             "C3",
             "a card drawn in error without its face exposed is used as the next card",
             "13:69F-2C.14(b), 40.12(c), 39.12(b)",
-            {_T: "13:69F-2C.14(b)", _H: "13:69F-40.12(c)", _U: "13:69F-39.12(b)"},
+            {
+                _T: "13:69F-2C.14(b)",
+                _H: "13:69F-40.12(c)",
+                _U: "13:69F-39.12(b)",
+                _A: "13:69F-31.14 (interpretation of 2C.14(b), 40.12(c), 39.12(b))",
+            },
         ),
         Rule(
             "C4",
