@@ -93,7 +93,6 @@ class Round:
     expected: dict[str, int] = field(default_factory=dict)  # initial deal per target
     tally: dict[str, int] = field(default_factory=dict)
     started: bool = False  # the first card or stack of the round was allowed
-    deal_blocked: bool = False  # a deal of this round was already refused (deal_blocked)
     cards_tracked: int = 0
     face_up_found: int = 0  # C1, C2
     flagged: set[str] = field(default_factory=set)
@@ -106,6 +105,7 @@ class Round:
     reader_ignored: bool = False
     start_position: str | None = None  # A1
     planned_cards: int = 0  # the whole deal, community included (S3 for unread hands)
+    blocked: bool = False  # a deal of this round was blocked: its later steps decide nothing
 
 
 class Engine:
@@ -149,8 +149,7 @@ class Engine:
         self.reader_disabled = False
         self.rack_level: int | None = None
         self.rack_baseline: int | None = None
-        self.rack_burned_at_reading = 0  # R1: burn cards already in the rack when it was read
-        self.rack_burned_at_baseline = 0
+        self.rack_direct = 0  # R1: burn cards put straight into the rack since the baseline
         self.rack_expected_min: int | None = None
         self.rack_deck: str | None = None
         self.rack_seen = False
@@ -283,11 +282,13 @@ class Engine:
         deck = self._deck()
         if rnd is not None and not deck.removed:
             moved = self._collect_layout(deck)
-            decisions += self._rack_deck_check(deck.name)
+            if moved:
+                decisions += self._rack_deck_check(deck.name)
             if self.rack_baseline is not None and self.interp.reconcile_discard_rack:
-                # R1: the rise expected since the baseline reading; a burn card the reading
-                # already counted (2C.6(c): burned straight into the rack) is not counted again.
-                rise = moved - self.rack_burned_at_baseline
+                # R1: the rise since the baseline reading: the layout collected now plus the
+                # burn cards that went straight into the rack after that reading (2C.6(c));
+                # one the reading already held is not counted again.
+                rise = moved + self.rack_direct
                 self.rack_expected_min = self.rack_baseline + rise - self.options.rack_tolerance
             self.last_round_deck = deck.name
         self.round = None
@@ -362,7 +363,7 @@ class Engine:
         deck = self._deck()
         rule_id = self._deal_block()
         if rule_id is not None:
-            rnd.deal_blocked = True
+            rnd.blocked = True
             return [self._d("deal_blocked", rule_id, self._block_reason(rule_id))]
         rnd.started = True
         if self._shuffles_every_round():
@@ -528,7 +529,10 @@ class Engine:
         """G2 (new shoe or new dealer) and G5 (shoe reshuffled mid-round): burn one card."""
         rule_id = self.burn_pending or "G2"
         self.burn_pending = None
-        self._deck().ledger.move(card, SHOE, BURNED)
+        # 2C.6(c): the burn card goes face down to the discard rack at once (so a rack
+        # reading after it already holds it: R1 must not count it again).
+        self._deck().ledger.move(card, SHOE, DISCARD)
+        self.rack_direct += 1
         self._record(card, BURNED, False)
         why = {
             "G2": "the first card after the shoe is loaded or a new dealer comes is burned",
@@ -599,6 +603,7 @@ class Engine:
         """G5: no void; the discard rack is reshuffled, its first card burned."""
         deck = self._deck()
         deck.ledger.move_all(DISCARD, SHOE)
+        self.rack_baseline = None  # R1: the rack was emptied into the shoe; no baseline left
         self.burn_pending = "G5"
         return [
             self._d(
@@ -733,19 +738,7 @@ class Engine:
         rnd.flagged.add(target)
         return self._misdeal(target, count)
 
-    def _blocked_round(self) -> bool:
-        """The round's deal was refused (deal_blocked) and nothing of it was dealt.
-
-        EVENTS.md: deal_blocked is "a deal (card drawn or stack dispensed) happened where
-        none is allowed"; the steps after such a deal (deal_completed, bonus_settled,
-        insurance_closed, dealer_turn) are no deal and decide nothing more.
-        """
-        rnd = self.round
-        return rnd is not None and rnd.deal_blocked and not rnd.started
-
     def _on_deal_completed(self, ev: dict[str, Any]) -> list[Decision]:
-        if self._blocked_round():
-            return []
         if self.state != "dealing" or self.round is None:
             return [self._rejected(f"deal_completed: no deal in progress (state {self.state})")]
         return self._complete_deal()
@@ -756,6 +749,8 @@ class Engine:
         assert rnd is not None
         decisions: list[Decision] = []
         if not rnd.started:
+            if rnd.blocked:
+                return []  # the cards were blocked already; this is not a deal (F5)
             # dealt from the hand with no card reader: the deal itself is this event.
             decisions = self._start_deal()
             if not rnd.started:
@@ -800,7 +795,6 @@ class Engine:
         self.round = rnd
         if self.rack_level is not None:
             self.rack_baseline = self.rack_level
-            self.rack_burned_at_baseline = self.rack_burned_at_reading
         self._fire("close_bets")
         if self.game == "asia_poker":
             if self.options.ap_start == "computer":
@@ -844,6 +838,12 @@ class Engine:
     def _on_starting_position(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "asia_poker":
             return [self._rejected(f"starting_position: only Asia Poker has one, not {self.game}")]
+        # A1 (31.11(b)): three dice total 3 to 18; a number is 1 to 7.
+        key = "dice" if "dice" in ev else "number"
+        value: int = ev[key]
+        low, high = (3, 18) if key == "dice" else (1, 7)
+        if not low <= value <= high:
+            return [self._rejected(f"{key}: must be {low} to {high}, not {value}", "A1")]
         if self.options.ap_start == "computer":
             return [
                 self._rejected(
@@ -856,18 +856,7 @@ class Engine:
                     f"starting_position: expected after bets_closed, state is {self.state}", "A1"
                 )
             ]
-        # A1 (31.11(b)): three dice total 3 to 18; a number is 1 to 7.
-        if "dice" in ev:
-            dice: int = ev["dice"]
-            if not 3 <= dice <= 18:
-                return [
-                    self._rejected(f"dice: the total of three dice is 3 to 18, not {dice}", "A1")
-                ]
-            return self._set_start(dice, f"dice total {dice}")
-        number: int = ev["number"]
-        if not 1 <= number <= 7:
-            return [self._rejected(f"number: must be 1 to 7, not {number}", "A1")]
-        return self._set_start(number, f"number {number}")
+        return self._set_start(value, f"dice total {value}" if key == "dice" else f"number {value}")
 
     def _set_start(self, count: int, source: str) -> list[Decision]:
         """A1: count counterclockwise from the dealer as one; deal clockwise from there."""
@@ -1286,9 +1275,9 @@ class Engine:
     def _on_bonus_settled(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "three_card_21":
             return [self._rejected(f"bonus_settled: {self.game} has no bonus step")]
+        decisions: list[Decision] = []
         if self._blocked_round():
             return []
-        decisions: list[Decision] = []
         if self.state == "dealing":
             decisions += self._complete_deal()
         if self.state != "bonus":
@@ -1297,6 +1286,11 @@ class Engine:
         ace_up = rnd is not None and rnd.up_card is not None and rnd.up_card[0] == "A"
         self._fire("settle_bonus_ace_up" if ace_up else "settle_bonus")
         return decisions
+
+    def _blocked_round(self) -> bool:
+        """A round whose deal was blocked and never started: its steps decide nothing."""
+        rnd = self.round
+        return rnd is not None and rnd.blocked and not rnd.started
 
     def _on_insurance_closed(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "three_card_21":
@@ -1313,9 +1307,9 @@ class Engine:
     def _on_dealer_turn(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "three_card_21":
             return [self._rejected(f"dealer_turn: {self.game} has no dealer's turn")]
+        decisions: list[Decision] = []
         if self._blocked_round():
             return []
-        decisions: list[Decision] = []
         if self.state == "dealing":
             decisions += self._complete_deal()
         if self.state in ("bonus", "insurance", "players"):
@@ -1477,7 +1471,6 @@ class Engine:
         decisions: list[Decision] = []
         self.rack_seen = True
         self.rack_level = level
-        self.rack_burned_at_reading = self._deck().ledger.count(BURNED)
         size = self.composition.size
         if level <= self.options.rack_tolerance:
             self.rack_deck = None
@@ -1518,7 +1511,7 @@ class Engine:
                 )
         if not self._in_round():
             self.rack_baseline = level
-            self.rack_burned_at_baseline = self.rack_burned_at_reading
+            self.rack_direct = 0
         return decisions
 
     def _rack_deck_check(self, deck_name: str) -> list[Decision]:

@@ -85,7 +85,7 @@ def replay(lines: Iterable[str], random_source: Any = None) -> Iterator[dict[str
             # guards Engine.handle, which answers `rejected` to the daemon's callers.
             validate(obj)
         except EventError as error:
-            raise ScenarioError(number, f"not a valid {obj['type']} event: {error}") from None
+            raise ScenarioError(number, str(error)) from None
         for decision in engine.handle(obj, number):
             yield decision.to_dict()
     if engine is None:

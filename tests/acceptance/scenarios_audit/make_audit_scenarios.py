@@ -1145,8 +1145,12 @@ def write_all(folder: Path = HERE) -> None:
         write(target / f"{name}.jsonl", tbl, items, notes)
 
 
-# Fixed on branch enginefix (AUDIT.md F1, F2, F4, F5): every audit scenario runs.
 FAILING: set[str] = set()
+# Fixed (branches engine and enginefix, after this audit): F4 malformed lines now stop the
+# replay with exit 2; F1 the G2 burn card goes to the rack at once and is not counted again;
+# F2 a void round's cards that went to the shuffler never set the rack's deck; F5 steps of a
+# blocked round decide nothing.
+# F3 (3C21's next batch, 2C.4(i)2), F6 and F7: tests/unit/engine/test_engine_audit_fixes.py.
 
 if __name__ == "__main__":
     write_all(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)

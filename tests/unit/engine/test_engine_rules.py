@@ -608,7 +608,7 @@ def test_G2_burn_after_shoe_loaded_and_after_dealer_changed():
     assert feed(e, ev("bets_closed", positions=[1]), *draws("Kd")) == []
     out = feed(e, ev("dealer_changed"), *draws("Qd"))
     assert_decision(out, "burn_card", "G2", e)
-    assert e.ledger().holds("burned", "Qd") == 1
+    assert e.ledger().holds("discard", "Qd") == 1  # 2C.6(c): straight to the rack
 
 
 def test_G2_not_with_bart_carter():
