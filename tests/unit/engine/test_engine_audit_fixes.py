@@ -257,3 +257,11 @@ def test_E0_an_empty_scenario_file_names_line_1():
         list(replay([]))
     with pytest.raises(ScenarioError, match=r"^line 2: the file has no table line"):
         list(replay(["# only a comment", ""]))
+
+
+def test_R1_no_expectation_after_the_rack_went_back_into_the_shoe_g5():
+    e = table(T21, rack_tolerance=0)
+    feed(e, ev("rack_level", cards=40), ev("bets_closed", positions=[1]), *draws(*cards(3)))
+    feed(e, ev("shoe_fault", fault="empty"), *draws("Ad"), *draws(*cards(2, 3)))
+    feed(e, ev("hands_collected"))
+    assert feed(e, ev("rack_level", cards=5)) == []  # G5 emptied the rack: no baseline left
