@@ -79,6 +79,7 @@ class Deck:
     manual_shuffle_refused: bool = False  # C6
     rounds_since_count: int = 0  # S1
     shuffling: bool = False
+    remove_after_round: bool = False  # C7 on the 3C21 shuffler's next batch, mid-round
 
 
 @dataclass
@@ -153,6 +154,7 @@ class Engine:
         self.rack_deck: str | None = None
         self.rack_seen = False
         self.bart_carter_flagged = False
+        self.batch_faulted = False  # C4: a 3C21 batch jammed while the shoe dealt
         self.pending_notifications: list[str] = []
         self.suspended_from: str | None = None
         self.device_faults: dict[str, str] = {}
@@ -290,6 +292,13 @@ class Engine:
         if self.state == "suspended":
             self.suspended_from = None
         self._fire("collect")
+        if deck.remove_after_round:
+            # C7 decided mid-round on the 3C21 shuffler's batch: removed now the round is over.
+            deck.remove_after_round = False
+            deck.ledger.gather(REMOVED, keep=())
+            deck.removed = True
+            deck.shuffled = False
+            self._fire("remove_deck")
         return decisions
 
     # ------------------------------------------------------------------ deal checks
@@ -985,6 +994,19 @@ class Engine:
             )
         ):
             # C7: the counting shuffler found other than the full deck.
+            if self.game == "three_card_21" and self._in_round():
+                # 2C.4(i)2: the ASD shuffles the next batch while the shoe deals; the round
+                # in play completes and the cards are removed after it (C10 then blocks).
+                deck.remove_after_round = True
+                return [
+                    self._d(
+                        "remove_deck",
+                        "C7",
+                        f"the shuffler counted {count} cards, not {size}: the cards are "
+                        "removed once the round in play is complete",
+                        deck=deck.name,
+                    )
+                ]
             return self._void_and_remove_if_current(
                 deck, "C7", f"the shuffler counted {count} cards, not {size}"
             )
@@ -1001,6 +1023,7 @@ class Engine:
         deck.shuffled = True
         deck.fresh = False
         deck.faulted = False
+        self.batch_faulted = False
         deck.reshuffle_rule = None
         deck.manual_shuffle_refused = False
         self.bart_carter_flagged = False
@@ -1049,8 +1072,13 @@ class Engine:
         """C4: a jam, a stop or an incomplete cycle: reshuffle; the batch may not be dealt."""
         deck = self._deck_for_shuffle(None)
         deck.shuffling = False
-        deck.faulted = True
-        deck.shuffled = False
+        if self.game == "three_card_21" and self._in_round():
+            # 2C.4(i)2: the jammed batch is the next one, not the shoe in play; it is
+            # marked when it is loaded.
+            self.batch_faulted = True
+        else:
+            deck.faulted = True
+            deck.shuffled = False
         self.asd_faulted = True
         self.device_faults["shuffler"] = why
         if self.state == "shuffling":
@@ -1069,6 +1097,10 @@ class Engine:
         if self.asd_removed and self.options.shuffler != "none":
             # C6: cards loaded after the ASD left were shuffled by another method.
             self._deck().manual_shuffle_refused = not self._asd_may_be_replaced()
+        if self.batch_faulted:
+            self.batch_faulted = False
+            self._deck().faulted = True  # C4: the loaded batch never completed its shuffle
+            self._deck().shuffled = False
         if self.game == "three_card_21" and not self.options.bart_carter:
             self.burn_pending = "G2"  # G2: the first card of a new shoe is burned
         return []
