@@ -61,6 +61,8 @@ def test_audit_scenario(path: Path) -> None:
     if sc.exit_status is not None:
         assert status == sc.exit_status, f"{path.name}: exit {status}\n{stderr}"
         assert stderr.strip(), f"{path.name}: refused without a message"
+        if sc.exit_line is not None:
+            assert f"line {sc.exit_line}:" in stderr, f"{path.name}: {stderr}"
     else:
         assert status == 0, f"{path.name}: exit {status}:\n{stderr}"
     for decision in decisions:
