@@ -41,8 +41,9 @@ from simulators.harness import SimulatedTableHarness
 
 DEFAULT_GAME = "three_card_21"
 DEFAULT_LISTEN = "127.0.0.1:8337"
-#: every simulated device is there at once: a missing handshake is a failure, said quickly
-DEVICE_WAIT = 5.0
+#: every simulated device is there at once: a missing handshake is a failure (generous, so a
+#: heavily loaded machine is not mistaken for a broken one)
+DEVICE_WAIT = 20.0
 #: seconds the round in play may take to finish after SIGTERM or Ctrl-C
 ROUND_GRACE = 3.0
 

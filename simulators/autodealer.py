@@ -224,7 +224,7 @@ class AutoDealer:
         fault_kinds: tuple[str, ...] = FAULTS,
         gaming_day_start: datetime.time = datetime.time(6, 0),
         clock: Callable[[], datetime.datetime] = datetime.datetime.now,
-        wait_timeout: float = 5.0,
+        wait_timeout: float = 20.0,
         round_number: Callable[[], int] | None = None,
     ) -> None:
         self.table = table
