@@ -4,12 +4,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams
+.PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams \
+	soak fuzz
 
 help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
 	@echo "make test   - install everything needed, then ruff, mypy and the whole test suite"
 	@echo "make bench  - benchmarks (tests/bench), figures in .bench/"
+	@echo "make soak   - 1,000,000 rounds with faults and invariants, the whole fault matrix"
+	@echo "make fuzz   - long coverage-guided fuzzing (atheris) of codec, parsers, config"
 	@echo "make replay-regen - rewrite the golden replay expectations (review git diff after)"
 	@echo "make diagrams     - state charts of each game into docs/state-charts/"
 
@@ -47,6 +50,12 @@ bench: venv
 	$(BIN)/python -m pytest tests/bench -q -s -p no:cacheprovider
 	$(BIN)/python tests/bench/bench_pty_latency.py
 	$(BIN)/python tests/bench/bench_inprocess_events.py
+
+# Proof at scale (docs/performance.md): SOAK_ARGS="--rounds 20000" for a shorter run.
+SOAK_ARGS ?=
+soak: venv
+	$(BIN)/python -m tests.soak.soak $(SOAK_ARGS)
+	TABLECTL_FAULT_MATRIX=all $(BIN)/python -m pytest tests/faults -q -p no:cacheprovider
 
 # Golden replays: rewrite tests/replay/scenarios/*.expected.jsonl after a deliberate
 # change of the engine's rulings; review `git diff tests/replay` before committing.
