@@ -57,6 +57,20 @@ soak: venv
 	$(BIN)/python -m tests.soak.soak $(SOAK_ARGS)
 	TABLECTL_FAULT_MATRIX=all $(BIN)/python -m pytest tests/faults -q -p no:cacheprovider
 
+# Long coverage-guided fuzzing (atheris, the `fuzz` extra); FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 300
+FUZZ_STAMP := $(VENV)/.fuzz-installed
+$(FUZZ_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,fuzz]'
+	@touch $(FUZZ_STAMP)
+
+fuzz: $(FUZZ_STAMP)
+	@for t in protocol scenario events config; do \
+		echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
+		$(BIN)/python -m tests.fuzz.atheris_fuzz $$t -max_total_time=$(FUZZ_SECONDS) \
+			-timeout=10 -print_final_stats=1 || exit 1; \
+	done
+
 # Golden replays: rewrite tests/replay/scenarios/*.expected.jsonl after a deliberate
 # change of the engine's rulings; review `git diff tests/replay` before committing.
 replay-regen: venv
