@@ -46,10 +46,15 @@ test: venv system-tools lint typecheck unit
 demo: venv
 	$(BIN)/python -m controller.scenarios
 
-bench: venv
-	$(BIN)/python -m pytest tests/bench -q -s -p no:cacheprovider
-	$(BIN)/python tests/bench/bench_pty_latency.py
-	$(BIN)/python tests/bench/bench_inprocess_events.py
+# One harness (tests/bench/harness.py): .bench/results.json, details.json, latency.png.
+BENCH_ARGS ?=
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m tests.bench.harness $(BENCH_ARGS)
 
 # Proof at scale (docs/performance.md): SOAK_ARGS="--rounds 20000" for a shorter run.
 SOAK_ARGS ?=
