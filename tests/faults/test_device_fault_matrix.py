@@ -262,6 +262,10 @@ async def play_round(table: DeviceTable, fault: DeviceFault, phase: str) -> int:
             mark = len(table.handled)
             await inject(table, fault)
 
+    def refused() -> bool:
+        """A refused shoe deals nothing the table may use: the floor stops the round there."""
+        return fault.name == "shoe_impostor" and not table.drivers["shoe"].up
+
     sims = table.sims
     during_shuffle = fault.device == "shoe" or fault.name == "shuffler_disconnect"
     if phase == "shuffling" and not during_shuffle:
@@ -273,17 +277,23 @@ async def play_round(table: DeviceTable, fault: DeviceFault, phase: str) -> int:
         mark = len(table.handled)
         await inject(table, fault)
     shuffled = sims.shuffler.state == "ready" or await _shuffle_done(table)
+    if refused():
+        return mark
     if shuffled:
         await table.drivers["shuffler"].release_deck()
         await table.settle()
         sims.shuffled_deck_to_shoe()
         await table.wait_seen("shoe_loaded")
     await at("betting")
+    if refused():
+        return mark
     await table.operator("bets_closed", positions=POSITIONS)
     dealt = 0
     while dealt < CARDS:
         if dealt == 5:
             await at("dealing")
+            if refused():
+                break
         if table.config.options["dealing"] == "automated_shoe":
             stack = sims.dispense()
             dealt += 5
@@ -340,4 +350,7 @@ def test_device_fault_yields_its_rule_decision(tmp_path, fault_name, phase, atta
     assert len(voids) <= 1, f"voided twice: {voids}"
     if fault_name == "shoe_impostor":
         assert table.seen["device_refused"] == 1 and not table.drivers["shoe"].up
+        refused_at = next(i for i, (e, _) in enumerate(table.handled) if e["type"] == "device_lost")
+        after = [e for e, _ in table.handled[refused_at + 1 :] if e.get("device") == "shoe"]
+        assert after == [], f"events from the refused shoe reached the table: {after}"
     assert verify_journal(table.config.journal_path).ok
