@@ -106,14 +106,20 @@ def plot(latencies_us: list[float], wire_us: float, path: Path) -> str | None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return "matplotlib missing (pip install -e '.[bench]'): no plot"
     ordered = sorted(latencies_us)
     median = statistics.median(ordered)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     figure, (hist, cdf) = plt.subplots(1, 2, figsize=(11, 4))
-    top = max(ordered[-1], wire_us) * 1.05
+    top = max(2 * p99, 1.2 * wire_us)
+    beyond = sum(1 for x in ordered if x > top)
     hist.hist(ordered, bins=80, range=(0, top), color="#4477aa")
+    if beyond:
+        hist.set_title(
+            f"{beyond} slower samples (max {ordered[-1]:.0f} µs) off the right", fontsize=8
+        )
     cdf.plot(ordered, [i / len(ordered) for i in range(1, len(ordered) + 1)], color="#4477aa")
     for axis in (hist, cdf):
         axis.axvline(median, color="#228833", linestyle="-", label=f"median {median:.0f} µs")
@@ -129,6 +135,7 @@ def plot(latencies_us: list[float], wire_us: float, path: Path) -> str | None:
     hist.set_ylabel("events")
     cdf.set_ylabel("fraction of events")
     cdf.set_xscale("log")
+    cdf.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     hist.legend(fontsize=8)
     figure.suptitle(
         f"One card_drawn frame end to end over a pty ({len(ordered)} samples; "
