@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.table import TableSpec, TableSpecError
+
 GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
 DEVICE_KINDS = ("shuffler", "shoe", "hole_card_reader", "discard_rack")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -114,7 +116,7 @@ class TableConfig:
     gaming_day_start: datetime.time
     log_level: str
     # The engine's validated TableSpec when the engine is installed (controller.table).
-    spec: Any = field(default=None, compare=False)
+    spec: TableSpec | None = field(default=None, compare=False)
 
     def table_dict(self) -> dict[str, Any]:
         """The scenario/journal header line describing this table (EVENTS.md)."""
@@ -306,20 +308,11 @@ def _devices(problems: _Problems, data: Mapping[str, Any]) -> tuple[DeviceConfig
     return tuple(result)
 
 
-def validate_table_spec(game: str, options: Mapping[str, Any]) -> Any:
-    """The engine's `TableSpec` for the game and options; raises `ValueError` naming the option.
-
-    Returns None when the engine (`controller.table`) is not installed: the structure was
-    checked here and the options are passed through to be validated when the engine starts.
-    """
+def validate_table_spec(game: str, options: Mapping[str, Any]) -> TableSpec:
+    """The engine's `TableSpec` for the game and options; raises `ValueError` naming the option."""
     try:
-        from controller import table as table_module  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    spec_class: Any = table_module.TableSpec
-    try:
-        return spec_class.from_dict({"game": game, "options": dict(options)})
-    except table_module.TableSpecError as error:
+        return TableSpec.from_dict({"game": game, "options": dict(options)})
+    except TableSpecError as error:
         raise ValueError(str(error)) from error
 
 
@@ -416,7 +409,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
     options = {**options, "gaming_day_start": gaming_day_start.strftime("%H:%M")}
 
     devices = _devices(problems, data)
-    spec: Any = None
+    spec: TableSpec | None = None
     if game is not None and not problems.items:
         try:
             spec = validate_table_spec(game, options)

@@ -353,17 +353,11 @@ def engine_from_table_row(
     table: Mapping[str, Any], random_source: Callable[[int], int]
 ) -> EngineLike:
     """A fresh engine for the journal's table row (`{"type": "table", "game", "options"}`)."""
-    try:
-        from controller import engine as engine_module  # type: ignore[attr-defined,unused-ignore]
-        from controller import table as table_module  # type: ignore[attr-defined,unused-ignore]
-    except ImportError as error:
-        raise JournalError(
-            f"rebuilding a round needs the round engine (controller.engine): {error}"
-        ) from error
-    spec = table_module.TableSpec.from_dict(
-        {"game": table["game"], "options": table.get("options", {})}
-    )
-    engine: EngineLike = engine_module.Engine(spec, random_source=random_source)
+    from controller.engine import Engine
+    from controller.table import TableSpec
+
+    spec = TableSpec.from_dict({"game": table["game"], "options": table.get("options", {})})
+    engine: EngineLike = Engine(spec, random_source=random_source)
     return engine
 
 

@@ -54,8 +54,8 @@ class ServiceError(RuntimeError):
 
 def build_engine(table: Mapping[str, Any], random_source: Callable[[int], int]) -> EngineLike:
     """The round engine for a table row (`{"type": "table", "game", "options"}`)."""
-    from controller.engine import Engine  # type: ignore[import-not-found,unused-ignore]
-    from controller.table import TableSpec  # type: ignore[import-not-found,unused-ignore]
+    from controller.engine import Engine
+    from controller.table import TableSpec
 
     spec = TableSpec.from_dict({"game": table["game"], "options": dict(table["options"])})
     engine: EngineLike = Engine(spec, random_source=random_source)
@@ -147,12 +147,21 @@ class TableService:
                 journaled.setdefault(current_event, []).append(row.body)
         started = time.perf_counter()
         self.replay_divergences = []
+        ended = 0  # the last round that ended before the restart (counted by that process)
         for row in rows:
             if row.kind == "event":
+                before = self.engine.round_number
                 replayed = [self._as_dict(d) for d in self.engine.handle(row.body, row.seq)]
                 self.replayed_events += 1
                 if replayed != journaled.get(row.seq, []):
                     self.replay_divergences.append(row.seq)
+                if self.engine.round_number > before:
+                    ended, self._round_voided = max(ended, before), False
+                if any(d.get("decision") == "void_round" for d in replayed):
+                    self._round_voided = True
+                rejected = any(d.get("decision") == "rejected" for d in replayed)
+                if row.body.get("type") == "hands_collected" and not rejected:
+                    ended = max(ended, self.engine.round_number)
         self._draws.replaying = []
         if self.replay_divergences:
             # The engine decides differently now than when the journal was written (a new
@@ -162,7 +171,8 @@ class TableService:
                 events=len(self.replay_divergences),
                 first_seq=self.replay_divergences[0],
             )
-        self._round_counted = self.engine.round_number
+        # A round still open when the process died is counted when it ends, voided or not.
+        self._round_counted = ended
         if not self.replayed_events:
             return []
         self._log.info(

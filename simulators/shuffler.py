@@ -64,7 +64,9 @@ class ShufflerSim(SimulatedDevice):
             return ResultCode.WRONG_STATE, "door open"
         if not self.cards:
             return ResultCode.WRONG_STATE, "no cards in the shuffler"
-        if self.locked:
+        if self.locked and self.state == "ready":
+            # docs/protocol.md: refused "while the previous shuffled deck is locked in"; a lock
+            # set with no shuffled deck inside holds the next one (RELEASE_DECK needs a deck)
             return ResultCode.WRONG_STATE, "the shuffled deck is locked in"
         self.deck_label = deck
         self.later(0, self._begin)

@@ -521,7 +521,10 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
         payload = data.tobytes()
         dev.bytes_out += len(payload)
         if payload:
-            self.loop.call_soon_threadsafe(self._deliver, dev, dev_handle.generation, payload)
+            try:
+                self.loop.call_soon_threadsafe(self._deliver, dev, dev_handle.generation, payload)
+            except RuntimeError as closed:  # the simulator's loop is gone: the device is too
+                raise _no_device() from closed
         return len(payload)
 
     def _deliver(self, dev: SimulatedUsbDevice, generation: int, payload: bytes) -> None:

@@ -149,7 +149,18 @@ def plot(latencies_us: list[float], wire_us: float, path: Path) -> str | None:
 
 
 def run(quick: bool, png: Path, out: Path) -> dict[str, Any]:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "bench.log").open("w") as log_file:
+        # logs rendered as the daemon's are (JSON lines, info and up), into a file
+        structlog.configure(
+            processors=[structlog.processors.add_log_level, structlog.processors.JSONRenderer()],
+            wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+            logger_factory=structlog.PrintLoggerFactory(log_file),
+        )
+        return _run(quick, png, out)
+
+
+def _run(quick: bool, png: Path, out: Path) -> dict[str, Any]:
     details: dict[str, Any] = {"machine": machine(), "quick": quick}
     scale = 0.1 if quick else 1.0
 

@@ -1,14 +1,14 @@
-"""Start to READY and idle RSS of a daemon process with one table (never asserted).
+"""Start to READY and idle RSS of the daemon with one table (never asserted).
 
-The harness listens on its own NOTIFY_SOCKET (as systemd does for `Type=notify`), starts the
-process, and times process start -> the `READY=1` datagram; one second later it reads the
-idle process's VmRSS from /proc and stops it with SIGTERM.
+With `tablectl run` (controller/daemon.py): the e2e five_card_hilo table (shuffler, ADS and
+discard rack simulated on ptys by the e2e rig process, tests/e2e/conftest.py's Table) and a
+real NOTIFY_SOCKET; READY=1 comes once every device has handshaken and the metrics port is
+bound. Median of several starts; the idle daemon's VmRSS after it sat idle for 3 s. (This
+was tests/bench/bench_daemon_ready.py, by the daemon's engineer; unified here.)
 
-The process is `tablectl run --config FILE` when that command exists. Until it lands, it is
-this module run as a child (``python -m tests.bench.ready --child FILE``), which does what
-`tablectl run` must do before READY with the parts that exist: import the daemon, load and
-validate the configuration, open the journal and replay it (TableService), bind the metrics
-port, then notify READY through controller.sdnotify. Which one was measured is reported.
+Without `tablectl run` (a tree where it has not landed), the harness times what exists of the
+start in a child process instead (``python -m tests.bench.ready --child FILE``): configuration,
+journal replay, metrics port, READY through controller.sdnotify. details.json says which.
 """
 
 from __future__ import annotations
@@ -39,17 +39,44 @@ socket = "{socket}"
 """
 
 
-def _command(config: Path) -> tuple[list[str], str]:
+def measure(repeats: int = 7) -> dict[str, Any]:
+    """Median start->READY over ``repeats`` starts, and the idle RSS."""
     from controller.cli import COMMANDS
 
     if "run" in COMMANDS:
-        return [sys.executable, "-m", "controller", "run", "--config", str(config)], "tablectl run"
-    child = [sys.executable, "-m", "tests.bench.ready", "--child", str(config)]
-    return child, "tests/bench/ready.py child (no `tablectl run` yet): config+journal+metrics"
+        return _measure_daemon(repeats)
+    return _measure_child(repeats)
 
 
-def measure(repeats: int = 5) -> dict[str, Any]:
-    """Median start->READY over ``repeats`` starts, and the idle RSS of the last one."""
+IDLE_SECONDS = 3.0
+
+
+def _measure_daemon(repeats: int) -> dict[str, Any]:
+    from tests.e2e.conftest import Table
+
+    table = Table("five_card_hilo")
+    try:
+        ready = []
+        for _ in range(repeats):
+            ready.append(table.start() * 1000)
+            table.stop()
+        table.start()
+        assert table.daemon is not None
+        time.sleep(IDLE_SECONDS)
+        rss = _rss_mib(table.daemon.pid)
+        table.stop()
+    finally:
+        table.close()
+    ready.sort()
+    return {
+        "ready_ms": round(ready[len(ready) // 2], 1),
+        "ready_ms_all": [round(x, 1) for x in ready],
+        "idle_rss_mib": round(rss, 1),
+        "measured": "tablectl run, five_card_hilo: shuffler, ADS, discard rack on ptys",
+    }
+
+
+def _measure_child(repeats: int) -> dict[str, Any]:
     ready: list[float] = []
     rss_mib = 0.0
     what = ""
@@ -63,7 +90,8 @@ def measure(repeats: int = 5) -> dict[str, Any]:
                     socket=directory / f"op{attempt}.sock",
                 )
             )
-            command, what = _command(config)
+            command = [sys.executable, "-m", "tests.bench.ready", "--child", str(config)]
+            what = "tests/bench/ready.py child (no `tablectl run`): config+journal+metrics"
             notify_path = directory / f"notify{attempt}"
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             listener.bind(str(notify_path))

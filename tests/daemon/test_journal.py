@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import itertools
 import os
 import signal
@@ -303,15 +302,6 @@ def test_round_cards_replays_events_and_journaled_draws(tmp_path):
     assert hands_in_deal_order(cards)[0] == ("position 2", [cards[0], cards[2]])
     with pytest.raises(JournalError, match="round 9 is not in the journal"):
         round_cards(path, 9, engine_factory=CardRecordingEngine)
-
-
-@pytest.mark.skipif(
-    importlib.util.find_spec("controller.engine") is not None, reason="the engine is installed"
-)
-def test_show_without_the_engine_says_what_is_missing(tmp_path, capsys):
-    path = filled_journal(tmp_path / "j.sqlite", events=1)
-    assert cli.main(["journal", "show", str(path), "--round", "1"]) == 2
-    assert "needs the round engine" in capsys.readouterr().err
 
 
 def test_head_is_logged_at_open_and_close_as_an_outside_anchor(tmp_path):

@@ -338,3 +338,27 @@ def test_replay_reports_decisions_the_engine_no_longer_makes(tmp_path):
 
     again = asyncio.run(scenario())
     assert len(again.replay_divergences) == 1
+
+
+def test_a_round_open_at_a_restart_is_counted_once_when_it_ends(tmp_path):
+    """The round the process died in was never counted: after the restart it is, as voided."""
+    config = config_for(tmp_path)
+    labels = {"game": "five_card_hilo", "outcome": "voided"}
+    completed = {"game": "five_card_hilo", "outcome": "completed"}
+
+    async def scenario() -> None:
+        service = await open_service(config, clock=fixed_clock)
+        await play(service, SETUP + ROUND + SETUP + ROUND[:4])  # round 2 open, cards out
+        service.close()  # as if killed: nothing in memory survives
+        voided, done = (
+            sample("tablectl_rounds_total", labels),
+            sample("tablectl_rounds_total", completed),
+        )
+        restarted = await open_service(config, clock=fixed_clock)
+        assert restarted.engine.round_number == 2
+        await restarted.handle_event({"type": "hands_collected"}, source="operator")
+        assert sample("tablectl_rounds_total", labels) == voided + 1
+        assert sample("tablectl_rounds_total", completed) == done
+        restarted.close()
+
+    asyncio.run(scenario())

@@ -128,7 +128,10 @@ def test_sim_runs_a_scenario_that_pulls_the_cable(tmp_path, capsys):
     try:
         time.sleep(0.3)
         assert cli.main(["probe", "discard_rack", "--port", hello["port"], "--timeout", "0.5"]) == 1
-        assert "no discard_rack answered" in capsys.readouterr().err
+        # Like a real unplug, the freed pty number may be taken at once by another process's
+        # pty (another simulator): what matters is that the rack no longer answers there.
+        err = capsys.readouterr().err
+        assert "no discard_rack answered" in err or "expected a discard_rack" in err, err
     finally:
         assert stop(proc) == 0
 

@@ -14,8 +14,10 @@ need udevadm udev
 need umockdev-run umockdev
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
-        echo "missing system tools:$missing (run as root, or install them with apt-get)" >&2
-        exit 1
+        # Not root: say what is missing and go on; the tests that need a tool skip
+        # outside CI and fail under CI=true, so nothing is silently passed there.
+        echo "warning: missing system tools:$missing (install them with apt-get as root)" >&2
+        exit 0
     fi
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
