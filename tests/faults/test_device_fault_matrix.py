@@ -1,24 +1,22 @@
-"""The fault matrix, device level: simulators -> production drivers -> TableService + journal.
+"""The fault matrix, device level: simulators -> wire -> the daemon (`run_daemon`) -> journal.
 
-Each cell plays one 5 Card Hi-Lo round (counting shuffler; automated dealing shoe, or a manual
-card-reading shoe for face-up cards) with a simulated shuffler and shoe attached in-process, over
-a real pty (pyserial) or through the simulated pyusb backend, each behind a FaultyWire, and the
-reference drivers feeding their EVENTS.md events to a TableService with an on-disk journal.
-The fault is injected into the simulator or the wire at one phase of the round, and the cell
-asserts the decision RULES.md requires (from the fault catalogue, tests/soak/faults.py), that
-the journal verifies, and that nothing was decided twice.
-
-Deviation from issue 5 (said in the report): `tablectl run` (the daemon process) had not landed
-when this was written, so the matrix runs through TableService + drivers + simulators in one
-process, over the real transports. `make test` runs a sample (each fault at its main phase,
-in-process and pty); `make soak` (TABLECTL_FAULT_MATRIX=all) runs every cell on every attachment.
+Each cell runs the daemon of one table in-process (controller/daemon.py: the drivers built from
+the configuration with their allow-lists, the TableService, the journal, the interlocks that
+lock the hardware after a decision, the operator entry point) with the simulated shuffler and
+shoe behind a FaultyWire, attached over a real pty (pyserial) or the simulated pyusb bus (which
+must live in the daemon's process, hence in-process). One round of 5 Card Hi-Lo (counting
+shuffler, automated dealing shoe) or, for face-up cards, Heads Up Hold'em (card-reading manual
+shoe) is played; the fault is injected into a simulator or its wire at one phase, and the cell
+asserts the decision RULES.md requires (the fault catalogue, tests/soak/faults.py), read back
+from the journal, that the journal verifies, and that nothing was voided twice.
+`make test` runs each fault at its main phase over a pty; `make soak`
+(TABLECTL_FAULT_MATRIX=all) runs every phase over both pty and USB.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,19 +24,17 @@ from typing import Any
 
 import pytest
 
-from controller.config import parse_config
-from controller.events import SCHEMA
-from controller.journal import Journal, verify_journal
-from controller.service import TableService
-from drivers.base import AllowList
+from controller.config import load_config
+from controller.daemon import Daemon, run_daemon
+from controller.journal import read_rows, verify_journal
 from drivers.protocol.messages import Fault
-from drivers.reference import ReferenceShoe, ReferenceShuffler
 from simulators.faults import FaultyWire
+from simulators.pty import PtyAttachment
 from simulators.table import SimulatedTable
+from simulators.usb_backend import SimulatedUsbBackend
+from tests.e2e.tables import table_toml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "devices"))
-from device_bench import ATTACHMENTS, FAST
-
+ATTACHMENTS = ("pty", "usb")
 PHASES = ("shuffling", "betting", "dealing", "play", "collection")
 POSITIONS = [1, 2]
 CARDS = 5 * (len(POSITIONS) + 1)
@@ -56,7 +52,7 @@ class DeviceFault:
     name: str
     device: str  # "shuffler" or "shoe"
     phases: tuple[str, ...]
-    dealing: str = "automated_shoe"
+    game: str = "five_card_hilo"  # the e2e tables: HILO with an ADS, HUH with a manual shoe
     main_phase: str = "dealing"
 
     def expected(self, phase: str) -> tuple[tuple[str, str], ...]:
@@ -102,7 +98,7 @@ DEVICE_FAULTS = (
     DeviceFault("shoe_impostor", "shoe", PHASES),
     DeviceFault("foreign_card", "shoe", ("dealing",)),
     DeviceFault("extra_card", "shoe", ("dealing",)),
-    DeviceFault("face_up_card", "shoe", ("dealing",), dealing="manual_shoe"),
+    DeviceFault("face_up_card", "shoe", ("dealing",), game="heads_up_holdem"),
     DeviceFault("garbage", "shoe", PHASES),
     DeviceFault("bad_crc", "shoe", PHASES),
     DeviceFault("shuffler_garbage", "shuffler", PHASES, main_phase="shuffling"),
@@ -110,7 +106,7 @@ DEVICE_FAULTS = (
 
 
 def matrix(everything: bool) -> list[tuple[str, str, str]]:
-    attachments = sorted(ATTACHMENTS) if everything else ["inprocess", "pty"]
+    attachments = list(ATTACHMENTS) if everything else ["pty"]
     cells = []
     for fault in DEVICE_FAULTS:
         phases = fault.phases if everything else (fault.main_phase,)
@@ -121,100 +117,124 @@ def matrix(everything: bool) -> list[tuple[str, str, str]]:
 CELLS = matrix(os.environ.get("TABLECTL_FAULT_MATRIX") == "all")
 
 
-class DeviceTable:
-    """Two simulators and their drivers feeding one TableService, events in order."""
+class DaemonTable:
+    """The daemon of one table in this process, with its two simulators behind fault wires."""
 
-    def __init__(self, tmp: Path, attachment: str, dealing: str) -> None:
+    def __init__(self, tmp: Path, attachment: str, game: str) -> None:
         self.tmp = tmp
         self.attachment = attachment
+        self.game = game
         self.sims = SimulatedTable(
-            seed=3, automated_shoe=dealing == "automated_shoe", shuffle_seconds=0.08
+            seed=3, automated_shoe=game == "five_card_hilo", shuffle_seconds=0.08
         )
-        self.config = parse_config(
-            {
-                "table": {
-                    "id": "matrix",
-                    "game": "five_card_hilo",
-                    "options": {"dealing": dealing, "positions": 7},
-                },
-                "journal": {"path": str(tmp / "journal.sqlite")},
-            },
-            "matrix.toml",
-        )
-        self.service = TableService(self.config, Journal(self.config.journal_path))
-        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.handled: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
-        self.seen: Counter[str] = Counter()
         self.wires: dict[str, FaultyWire] = {}
         self.cables: dict[str, Any] = {}
-        self.drivers: dict[str, Any] = {}
-        self._consumer: asyncio.Task[None] | None = None
+        self.seen: Counter[str] = Counter()
+        self.daemon: Daemon | None = None
+        self.stop = asyncio.Event()
+        self._task: asyncio.Task[int] | None = None
+        self.journal = tmp / "journal.sqlite"
 
     async def start(self) -> None:
-        await self.service.start()
-        self._consumer = asyncio.get_running_loop().create_task(self._consume())
-        for name, sim, driver_cls in (
-            ("shuffler", self.sims.shuffler, ReferenceShuffler),
-            ("shoe", self.sims.shoe, ReferenceShoe),
-        ):
-            wire = FaultyWire(sim)
-            transport, cable = ATTACHMENTS[self.attachment](wire, sim)
-            allow = AllowList.of([sim.identity.serial], [sim.identity.firmware_sha256])
-            driver = driver_cls(transport, name=name, allow_list=allow, settings=FAST)
-            await driver.start(asyncio.get_running_loop(), self._on_event)
-            self.wires[name], self.cables[name], self.drivers[name] = wire, cable, driver
-        for driver in self.drivers.values():
-            assert await driver.wait_connected(3), f"{driver.name} did not connect"
-        await self.settle()
+        loop = asyncio.get_running_loop()
+        backend = SimulatedUsbBackend(loop)
+        devices: dict[str, dict[str, Any]] = {}
+        for name, sim in (("shuffler", self.sims.shuffler), ("shoe", self.sims.shoe)):
+            wire = self.wires[name] = FaultyWire(sim)
+            ident = {"serial": sim.identity.serial, "firmware_sha256": sim.identity.firmware_sha256}
+            if self.attachment == "usb":
+                device = backend.add_reference_device(name, sim.identity.serial, wire)
+                self.cables[name] = _UsbCable(backend, device)
+                devices[name] = {"kind": name, "usb": True, **ident}
+            else:
+                pty = PtyAttachment(wire, loop, link_path=self.tmp / name)
+                self.cables[name] = pty
+                devices[name] = {"kind": name, "port": pty.plug(), **ident}
+        path = self.tmp / "table.toml"
+        path.write_text(
+            table_toml(self.game, self.tmp, devices, metrics_port=0, log_level="warning")
+        )
+        ready: list[Daemon] = []
+        self._task = loop.create_task(
+            run_daemon(
+                load_config(path),
+                stop=self.stop,
+                usb_backend=backend,
+                on_ready=ready.append,
+                device_wait=5,
+                handle_signals=False,
+            )
+        )
+        await _until(lambda: bool(ready) or self._task.done(), 10)
+        assert ready, f"the daemon did not become ready: {self._task}"
+        self.daemon = ready[0]
+        for name, driver in self.daemon.drivers.items():
+            assert driver.up, f"{name} is not up"
+        self._watch()
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        self.seen[event["type"]] += 1
-        if event["type"] in SCHEMA:  # EVENTS.md events; progress, status, refusals stay out
-            self.queue.put_nowait(event)
+    def _watch(self) -> None:
+        """Count the drivers' events as they pass (what the daemon receives)."""
+        assert self.daemon is not None
+        for driver in self.daemon.drivers.values():
+            forward = driver.emit
 
-    async def _consume(self) -> None:
-        while True:
-            event = await self.queue.get()
-            try:
-                self.handled.append((event, await self.service.handle_event(event)))
-            finally:
-                self.queue.task_done()
+            def emit(kind: str, _forward: Any = forward, **fields: Any) -> None:
+                self.seen[kind] += 1
+                _forward(kind, **fields)
+
+            driver.emit = emit  # type: ignore[method-assign]
+
+    @property
+    def last_seq(self) -> int:
+        assert self.daemon is not None
+        return self.daemon.service.journal.last_seq
 
     async def settle(self, seconds: float = 0.03) -> None:
         await asyncio.sleep(seconds)
-        await self.queue.join()
+        assert self.daemon is not None
+        await self.daemon.drain()
 
     async def wait_seen(self, kind: str, count: int = 1, timeout: float = 5.0) -> None:
-        async with asyncio.timeout(timeout):  # liveness only: a hang fails, a figure is not one
-            while self.seen[kind] < count:
-                await asyncio.sleep(0.005)
+        await _until(lambda: self.seen[kind] >= count, timeout)
         await self.settle()
 
     async def operator(self, kind: str, **fields: Any) -> None:
         await self.settle()
-        self.handled.append(
-            (
-                {"type": kind, **fields},
-                await self.service.handle_event({"type": kind, **fields}, source="operator"),
-            )
-        )
+        assert self.daemon is not None
+        await self.daemon.operator_event({"type": kind, **fields})
 
     async def close(self) -> None:
-        for driver in self.drivers.values():
-            await driver.stop()
+        self.stop.set()
+        if self._task is not None:
+            assert await self._task == 0
         for cable in self.cables.values():
-            closer = getattr(cable, "aclose", None)
+            closer = getattr(cable, "close", None)
             if closer is not None:
-                await closer()
-        if self._consumer is not None:
-            self._consumer.cancel()
-        self.service.close()
+                closer()
 
-    def decisions_after(self, mark: int) -> list[dict[str, Any]]:
-        return [d for _, decisions in self.handled[mark:] for d in decisions]
+    def rows_after(self, seq: int) -> list[Any]:
+        return [row for row in read_rows(self.journal) if row.seq > seq]
 
 
-async def inject(table: DeviceTable, fault: DeviceFault) -> None:
+class _UsbCable:
+    def __init__(self, backend: SimulatedUsbBackend, device: Any) -> None:
+        self.backend, self.device = backend, device
+
+    def unplug(self) -> None:
+        self.backend.unplug(self.device)
+
+    def replug(self) -> None:
+        self.backend.plug(self.device)
+
+
+async def _until(predicate: Any, timeout: float = 5.0) -> None:
+    """Liveness only: a hang fails the cell; no timing is asserted."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+
+async def inject(table: DaemonTable, fault: DeviceFault) -> None:
     """The fault, at the device or on its wire, now."""
     sims, wire = table.sims, table.wires[fault.device]
     name = fault.name
@@ -232,7 +252,10 @@ async def inject(table: DeviceTable, fault: DeviceFault) -> None:
         if name == "shoe_impostor":
             await table.wait_seen("device_refused")
         else:
-            await table.wait_seen("device_connected", table.seen["device_connected"] + 1)
+            assert table.daemon is not None
+            driver = table.daemon.drivers[fault.device]
+            await _until(lambda: driver.up, 20)
+            await table.settle()
     elif name == "shoe_jam":
         sims.shoe.jam()
     elif name == "shoe_stopped":
@@ -252,55 +275,59 @@ async def inject(table: DeviceTable, fault: DeviceFault) -> None:
     await table.settle(0.05)
 
 
-async def play_round(table: DeviceTable, fault: DeviceFault, phase: str) -> int:
-    """One round with ``fault`` at ``phase``; returns where the fault's decisions start."""
-    mark = len(table.handled)
+async def play_round(table: DaemonTable, fault: DeviceFault, phase: str) -> int:
+    """One round with ``fault`` at ``phase``; returns the journal seq before the fault."""
+    assert table.daemon is not None
+    drivers = table.daemon.drivers
+    mark = table.last_seq
 
     async def at(here: str) -> None:
         nonlocal mark
         if here == phase:
-            mark = len(table.handled)
+            await table.settle()
+            mark = table.last_seq
             await inject(table, fault)
 
     def refused() -> bool:
         """A refused shoe deals nothing the table may use: the floor stops the round there."""
-        return fault.name == "shoe_impostor" and not table.drivers["shoe"].up
+        return fault.name == "shoe_impostor" and not drivers["shoe"].up
 
     sims = table.sims
     during_shuffle = fault.device == "shoe" or fault.name == "shuffler_disconnect"
     if phase == "shuffling" and not during_shuffle:
-        mark = len(table.handled)
+        mark = table.last_seq
         await inject(table, fault)  # armed before the cycle: it strikes mid-shuffle
-    await table.drivers["shuffler"].start_shuffle()
+    await drivers["shuffler"].start_shuffle()
     await table.wait_seen("shuffle_started")
     if phase == "shuffling" and during_shuffle:
-        mark = len(table.handled)
+        await table.settle()
+        mark = table.last_seq
         await inject(table, fault)
     shuffled = sims.shuffler.state == "ready" or await _shuffle_done(table)
     if refused():
         return mark
-    if shuffled:
-        await table.drivers["shuffler"].release_deck()
-        await table.settle()
+    if shuffled and not sims.shuffler.locked:
         sims.shuffled_deck_to_shoe()
         await table.wait_seen("shoe_loaded")
     await at("betting")
     if refused():
         return mark
     await table.operator("bets_closed", positions=POSITIONS)
+    cards = CARDS if table.game == "five_card_hilo" else 5 + 2 * (len(POSITIONS) + 1)
     dealt = 0
-    while dealt < CARDS:
+    while dealt < cards:
         if dealt == 5:
             await at("dealing")
             if refused():
                 break
-        if table.config.options["dealing"] == "automated_shoe":
+        if table.game == "five_card_hilo":
             stack = sims.dispense()
             dealt += 5
         else:
-            stack = [sims.draw()] if sims.draw is not None else None
+            card = sims.draw()
+            stack = None if card is None else [card]
             dealt += 1
-        if stack is None or stack == [None]:
+        if stack is None:
             break
         await table.settle(0.005)
     await table.settle()
@@ -314,10 +341,8 @@ async def play_round(table: DeviceTable, fault: DeviceFault, phase: str) -> int:
     return mark
 
 
-async def _shuffle_done(table: DeviceTable) -> bool:
-    async with asyncio.timeout(5):
-        while table.sims.shuffler.state == "shuffling":
-            await asyncio.sleep(0.005)
+async def _shuffle_done(table: DaemonTable) -> bool:
+    await _until(lambda: table.sims.shuffler.state != "shuffling", 5)
     await table.settle()
     return table.sims.shuffler.state == "ready"
 
@@ -326,16 +351,18 @@ async def _shuffle_done(table: DeviceTable) -> bool:
 def test_device_fault_yields_its_rule_decision(tmp_path, fault_name, phase, attachment):
     fault = next(f for f in DEVICE_FAULTS if f.name == fault_name)
 
-    async def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]], DeviceTable]:
-        table = DeviceTable(tmp_path, attachment, fault.dealing)
+    async def run() -> tuple[int, DaemonTable]:
+        table = DaemonTable(tmp_path, attachment, fault.game)
         await table.start()
         try:
-            mark = await play_round(table, fault, phase)
-            return table.decisions_after(0), table.decisions_after(mark), table
+            return await play_round(table, fault, phase), table
         finally:
             await table.close()
 
-    everything, after_fault, table = asyncio.run(run())
+    mark, table = asyncio.run(run())
+    rows = list(read_rows(table.journal))
+    decisions = [row.body for row in rows if row.kind == "decision"]
+    after_fault = [row.body for row in rows if row.kind == "decision" and row.seq > mark]
     made = {(d["decision"], d["rule_id"]) for d in after_fault}
     expected = fault.expected(phase)
     other = fault.also_accepted(phase)
@@ -344,13 +371,17 @@ def test_device_fault_yields_its_rule_decision(tmp_path, fault_name, phase, atta
     )
     if not expected:
         # the fault needs no decision: the round plays as if nothing happened
-        bad = {d["decision"] for d in everything} & {"void_round", "remove_deck", "rejected"}
+        bad = {d["decision"] for d in decisions} & {"void_round", "remove_deck", "rejected"}
         assert not bad, f"{fault_name} at {phase} drew {sorted(made)}"
-    voids = [d for d in everything if d["decision"] == "void_round"]
+    voids = [d for d in decisions if d["decision"] == "void_round"]
     assert len(voids) <= 1, f"voided twice: {voids}"
     if fault_name == "shoe_impostor":
-        assert table.seen["device_refused"] == 1 and not table.drivers["shoe"].up
-        refused_at = next(i for i, (e, _) in enumerate(table.handled) if e["type"] == "device_lost")
-        after = [e for e, _ in table.handled[refused_at + 1 :] if e.get("device") == "shoe"]
+        assert table.seen["device_refused"] == 1
+        lost = max(r.seq for r in rows if r.kind == "event" and r.body["type"] == "device_lost")
+        after = [
+            r.body["type"]
+            for r in rows
+            if r.seq > lost and r.kind == "event" and r.body.get("device") == "shoe"
+        ]
         assert after == [], f"events from the refused shoe reached the table: {after}"
-    assert verify_journal(table.config.journal_path).ok
+    assert verify_journal(table.journal).ok
