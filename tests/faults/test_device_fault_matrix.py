@@ -176,13 +176,14 @@ class DaemonTable:
         """Count the drivers' events as they pass (what the daemon receives)."""
         assert self.daemon is not None
         for driver in self.daemon.drivers.values():
-            forward = driver.emit
+            driver.emit = self._counting(driver.emit)  # type: ignore[method-assign]
 
-            def emit(kind: str, _forward: Any = forward, **fields: Any) -> None:
-                self.seen[kind] += 1
-                _forward(kind, **fields)
+    def _counting(self, forward: Any) -> Any:
+        def emit(event_type: str, /, **fields: Any) -> None:  # fields may hold "kind"
+            self.seen[event_type] += 1
+            forward(event_type, **fields)
 
-            driver.emit = emit  # type: ignore[method-assign]
+        return emit
 
     @property
     def last_seq(self) -> int:
@@ -252,10 +253,7 @@ async def inject(table: DaemonTable, fault: DeviceFault) -> None:
         if name == "shoe_impostor":
             await table.wait_seen("device_refused")
         else:
-            assert table.daemon is not None
-            driver = table.daemon.drivers[fault.device]
-            await _until(lambda: driver.up, 20)
-            await table.settle()
+            await table.wait_seen("device_connected", table.seen["device_connected"] + 1)
     elif name == "shoe_jam":
         sims.shoe.jam()
     elif name == "shoe_stopped":
