@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _files(pattern: str) -> list[bytes]:
-    return [path.read_bytes() for path in sorted(ROOT.glob(pattern))]
+    """The files matching ``pattern``; golden expectations (decisions, not events) left out."""
+    paths = sorted(p for p in ROOT.glob(pattern) if not p.name.endswith(".expected.jsonl"))
+    return [path.read_bytes() for path in paths]
 
 
 def protocol_seeds() -> list[bytes]:

@@ -109,7 +109,7 @@ def fuzz_events(data: bytes) -> None:
     """A table line, then arbitrary JSON values as events: only decisions, never a crash."""
     lines = [json.dumps({"type": "table", "game": _GAMES[data[0] % 4] if data else _GAMES[0]})]
     # the seeds' own table lines would stop the replay at once ("a second table line")
-    lines += [line for line in _decoded(data[1:]).splitlines() if '"table"' not in line]
+    lines += [line for line in _decoded(data).splitlines() if '"table"' not in line]
     fuzz_scenario("\n".join(lines).encode())
 
 
