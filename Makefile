@@ -43,8 +43,9 @@ unit: venv
 
 test: venv system-tools lint typecheck unit
 
+# The daemon on a simulated table until Ctrl-C; e.g. make demo DEMO_ARGS="--game asia_poker --faults"
 demo: venv
-	$(BIN)/python -m controller.scenarios
+	$(BIN)/tablectl demo $(DEMO_ARGS)
 
 # One harness (tests/bench/harness.py): .bench/results.json, details.json, latency.png.
 BENCH_ARGS ?=

@@ -45,6 +45,9 @@ COMMANDS: dict[str, Command] = {
     "op": Command("controller.commands.op", "send one operator event to the running table"),
     "status": Command("controller.commands.status", "show the running table's public status"),
     "run": Command("controller.commands.run", "run a table's daemon (tablectl@TABLE.service)"),
+    "demo": Command(
+        "controller.demo", "the whole daemon on a simulated table, dealt automatically"
+    ),
 }
 
 

@@ -42,7 +42,7 @@ from controller.metrics import MetricsServer, start_metrics_server
 from controller.operator import OPERATOR_EVENTS, OperatorError, OperatorServer, PeerCredentials
 from controller.sdnotify import SdNotifier, Watchdog
 from controller.service import ServiceError, TableService
-from drivers.base import AllowList, DeviceDriver, DriverError
+from drivers.base import STATUS_EVENTS, AllowList, DeviceDriver, DriverError
 from drivers.registry import DriverNotFound, create_driver
 from drivers.transport import TransportConfigError, make_transport
 
@@ -53,10 +53,9 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 
 # Device reports that are not EVENTS.md events (the hardware confirming a lock, a status
-# reading): journaled as notes for the audit trail, never given to the engine.
-AUDITED_DEVICE_REPORTS = frozenset(
-    {"deck_locked", "deck_released", "dispensing_locked", "shuffler_status", "self_test_result"}
-)
+# reading): journaled as notes for the audit trail, never given to the engine. The drivers
+# own the list (drivers.base.STATUS_EVENTS), so a new report needs no change here.
+AUDITED_DEVICE_REPORTS = STATUS_EVENTS
 # The EVENTS.md events a device may send (operator events come from the operator socket only).
 DEVICE_EVENTS = frozenset(SCHEMA) - OPERATOR_EVENTS - {"controller_restarted"}
 # Reports too frequent and too meaningless to journal.

@@ -105,6 +105,7 @@ class Round:
     reader_ignored: bool = False
     start_position: str | None = None  # A1
     planned_cards: int = 0  # the whole deal, community included (S3 for unread hands)
+    blocked: bool = False  # a deal of this round was blocked: its later steps decide nothing
 
 
 class Engine:
@@ -148,6 +149,7 @@ class Engine:
         self.reader_disabled = False
         self.rack_level: int | None = None
         self.rack_baseline: int | None = None
+        self.rack_direct = 0  # R1: burn cards put straight into the rack since the baseline
         self.rack_expected_min: int | None = None
         self.rack_deck: str | None = None
         self.rack_seen = False
@@ -155,6 +157,10 @@ class Engine:
         self.pending_notifications: list[str] = []
         self.suspended_from: str | None = None
         self.device_faults: dict[str, str] = {}
+        # 3C21 (2C.4(i)2): the shuffler's next batch while the shoe deals: None, "fresh"
+        # (received), "shuffling", "ready", "faulted" (C4) or "removed" (C7); it becomes
+        # the shoe's at the next shoe_loaded.
+        self.next_batch: str | None = None
         self._at = 0
         self._handlers: dict[str, Callable[[dict[str, Any]], list[Decision]]] = {
             name[4:]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
@@ -276,9 +282,14 @@ class Engine:
         deck = self._deck()
         if rnd is not None and not deck.removed:
             moved = self._collect_layout(deck)
-            decisions += self._rack_deck_check(deck.name)
+            if moved:
+                decisions += self._rack_deck_check(deck.name)
             if self.rack_baseline is not None and self.interp.reconcile_discard_rack:
-                self.rack_expected_min = self.rack_baseline + moved - self.options.rack_tolerance
+                # R1: the rise since the baseline reading: the layout collected now plus the
+                # burn cards that went straight into the rack after that reading (2C.6(c));
+                # one the reading already held is not counted again.
+                rise = moved + self.rack_direct
+                self.rack_expected_min = self.rack_baseline + rise - self.options.rack_tolerance
             self.last_round_deck = deck.name
         self.round = None
         self.dealt = []
@@ -352,6 +363,7 @@ class Engine:
         deck = self._deck()
         rule_id = self._deal_block()
         if rule_id is not None:
+            rnd.blocked = True
             return [self._d("deal_blocked", rule_id, self._block_reason(rule_id))]
         rnd.started = True
         if self._shuffles_every_round():
@@ -517,7 +529,10 @@ class Engine:
         """G2 (new shoe or new dealer) and G5 (shoe reshuffled mid-round): burn one card."""
         rule_id = self.burn_pending or "G2"
         self.burn_pending = None
-        self._deck().ledger.move(card, SHOE, BURNED)
+        # 2C.6(c): the burn card goes face down to the discard rack at once (so a rack
+        # reading after it already holds it: R1 must not count it again).
+        self._deck().ledger.move(card, SHOE, DISCARD)
+        self.rack_direct += 1
         self._record(card, BURNED, False)
         why = {
             "G2": "the first card after the shoe is loaded or a new dealer comes is burned",
@@ -588,6 +603,7 @@ class Engine:
         """G5: no void; the discard rack is reshuffled, its first card burned."""
         deck = self._deck()
         deck.ledger.move_all(DISCARD, SHOE)
+        self.rack_baseline = None  # R1: the rack was emptied into the shoe; no baseline left
         self.burn_pending = "G5"
         return [
             self._d(
@@ -733,6 +749,8 @@ class Engine:
         assert rnd is not None
         decisions: list[Decision] = []
         if not rnd.started:
+            if rnd.blocked:
+                return []  # the cards were blocked already; this is not a deal (F5)
             # dealt from the hand with no card reader: the deal itself is this event.
             decisions = self._start_deal()
             if not rnd.started:
@@ -820,6 +838,12 @@ class Engine:
     def _on_starting_position(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "asia_poker":
             return [self._rejected(f"starting_position: only Asia Poker has one, not {self.game}")]
+        # A1 (31.11(b)): three dice total 3 to 18; a number is 1 to 7.
+        key = "dice" if "dice" in ev else "number"
+        value: int = ev[key]
+        low, high = (3, 18) if key == "dice" else (1, 7)
+        if not low <= value <= high:
+            return [self._rejected(f"{key}: must be {low} to {high}, not {value}", "A1")]
         if self.options.ap_start == "computer":
             return [
                 self._rejected(
@@ -832,9 +856,7 @@ class Engine:
                     f"starting_position: expected after bets_closed, state is {self.state}", "A1"
                 )
             ]
-        if "dice" in ev:
-            return self._set_start(int(ev["dice"]), f"dice total {ev['dice']}")
-        return self._set_start(int(ev["number"]), f"number {ev['number']}")
+        return self._set_start(value, f"dice total {value}" if key == "dice" else f"number {value}")
 
     def _set_start(self, count: int, source: str) -> list[Decision]:
         """A1: count counterclockwise from the dealer as one; deal clockwise from there."""
@@ -942,7 +964,11 @@ class Engine:
     def _on_shuffle_started(self, ev: dict[str, Any]) -> list[Decision]:
         if ev.get("deck") is not None and ev["deck"] not in self.decks:
             return [self._rejected(f"deck: {ev['deck']!r}: this table has one deck, A")]
+        if self._shuffler_holds_next_batch():
+            self.next_batch = "shuffling"
+            return []
         deck = self._deck_for_shuffle(ev.get("deck"))
+        self._void_round_to_shuffler(deck)
         deck.shuffling = True
         deck.shuffled = False
         if self.rack_deck == deck.name:
@@ -952,9 +978,27 @@ class Engine:
             self._fire("start_shuffle")
         return []
 
+    def _void_round_to_shuffler(self, deck: Deck) -> None:
+        """A void round whose deck goes back to the shuffler is over; nothing reached the rack.
+
+        C5 (40.12(f), 39.12(f)): "the cards in the device are reshuffled with the cards
+        already dealt", so D2 (cards of one deck in the rack) and R1 never see them.
+        """
+        rnd = self.round
+        if rnd is None or self.state != "void" or rnd.deck != deck.name:
+            return
+        self.last_round_deck = deck.name
+        self.round = None
+        self.dealt = []
+        self.explicit_deck = False
+        self.rack_expected_min = None
+        self._fire("collect")
+
     def _on_shuffle_completed(self, ev: dict[str, Any]) -> list[Decision]:
         if ev.get("deck") is not None and ev["deck"] not in self.decks:
             return [self._rejected(f"deck: {ev['deck']!r}: this table has one deck, A")]
+        if self._shuffler_holds_next_batch():
+            return self._next_batch_completed(ev.get("count"))
         deck = self._deck_for_shuffle(ev.get("deck"))
         if deck.removed:
             return [
@@ -1030,6 +1074,65 @@ class Engine:
             )
         return False
 
+    def _shuffler_holds_next_batch(self) -> bool:
+        """3C21, 2C.4(i)2: a shuffle while a round is dealt from the shoe is the next batch's.
+
+        "The cards shall be stacked and placed into the automated shuffling device to be
+        shuffled. The batch of cards already in the shuffler shall then be removed": the
+        shuffler holds a batch of its own while the shoe deals. Its C4 fault or C7 count
+        concerns that batch, not the round in play; only the shoe running out (G5) makes
+        a mid-round shuffle the shoe's. The one place that tells the two apart.
+        """
+        return (
+            self.game == "three_card_21"
+            and self.options.shuffler != "none"
+            and self._in_round()
+            and self.round is not None
+            and self.round.started
+            and self.burn_pending != "G5"
+        )
+
+    def _next_batch_completed(self, count: int | None) -> list[Decision]:
+        """3C21: the shuffler finished the next batch while the shoe deals (2C.4(i)2)."""
+        size = self.composition.size
+        if (
+            count is not None
+            and count != size
+            and self.interp.count_mismatch_removes_deck_everywhere
+        ):
+            # C7 for the batch: remove it; the round in play goes on (C10 blocks the batch).
+            self.next_batch = "removed"
+            return [
+                self._d(
+                    "remove_deck",
+                    "C7",
+                    f"the batch in the shuffler counted {count} cards, not {size}: removed; "
+                    "the round in play goes on",
+                    deck=self.current,
+                )
+            ]
+        self.next_batch = "ready"
+        self.device_faults.pop("shuffler", None)
+        return []
+
+    def _load_next_batch(self) -> None:
+        """3C21: the shuffler's batch goes into the shoe; a faulted or removed one blocks."""
+        batch, self.next_batch = self.next_batch, None
+        deck = self._deck()
+        if batch == "ready":
+            # a whole shuffled batch: the reshuffle the shoe was due (G3, G4) is done
+            deck.ledger.gather(SHOE)
+            deck.shuffled, deck.faulted, deck.reshuffle_rule = True, False, None
+            self.bart_carter_flagged = False
+        elif batch == "fresh":
+            self.decks[deck.name] = Deck(deck.name, Ledger(self.composition), False, fresh=True)
+        elif batch == "faulted":
+            deck.faulted = True  # C4: the batch never completed its shuffle
+            deck.shuffled = False
+        elif batch == "removed":
+            deck.removed = True  # C10: the removed batch is not dealt; new cards first
+            deck.shuffled = False
+
     def _void_and_remove_if_current(self, deck: Deck, rule_id: str, why: str) -> list[Decision]:
         if deck.name == self.current:
             return self._void_and_remove(rule_id, why)
@@ -1040,6 +1143,11 @@ class Engine:
 
     def _shuffler_failed(self, why: str) -> list[Decision]:
         """C4: a jam, a stop or an incomplete cycle: reshuffle; the batch may not be dealt."""
+        if self._shuffler_holds_next_batch():
+            # C4 for 3C21's next batch: the shoe in play shuffled fine and deals on.
+            self.next_batch = "faulted"
+            self.device_faults["shuffler"] = why
+            return [self._d("reshuffle", "C4", f"{why}: the batch in the shuffler is reshuffled")]
         deck = self._deck_for_shuffle(None)
         deck.shuffling = False
         deck.faulted = True
@@ -1059,6 +1167,8 @@ class Engine:
                 return [self._rejected("shoe_loaded: another deck mid-round")]
             self.current = named
             self.explicit_deck = True
+        if self.game == "three_card_21" and not self._in_round():
+            self._load_next_batch()
         if self.asd_removed and self.options.shuffler != "none":
             # C6: cards loaded after the ASD left were shuffled by another method.
             self._deck().manual_shuffle_refused = not self._asd_may_be_replaced()
@@ -1078,6 +1188,9 @@ class Engine:
             named = removed[0] if removed else self.current
         if named not in self.decks:
             return [self._rejected(f"deck: {named!r}: this table has one deck, A")]
+        if self._shuffler_holds_next_batch():
+            self.next_batch = "fresh"  # 3C21: new cards for the shuffler's next batch
+            return []
         if self._in_round() and named == self.current:
             return [self._rejected("deck_received: a round is in play with that deck")]
         # C10: new cards, inspected at receipt (a verified count), to be shuffled first.
@@ -1163,6 +1276,8 @@ class Engine:
         if self.game != "three_card_21":
             return [self._rejected(f"bonus_settled: {self.game} has no bonus step")]
         decisions: list[Decision] = []
+        if self._blocked_round():
+            return []
         if self.state == "dealing":
             decisions += self._complete_deal()
         if self.state != "bonus":
@@ -1172,9 +1287,16 @@ class Engine:
         self._fire("settle_bonus_ace_up" if ace_up else "settle_bonus")
         return decisions
 
+    def _blocked_round(self) -> bool:
+        """A round whose deal was blocked and never started: its steps decide nothing."""
+        rnd = self.round
+        return rnd is not None and rnd.blocked and not rnd.started
+
     def _on_insurance_closed(self, ev: dict[str, Any]) -> list[Decision]:
         if self.game != "three_card_21":
             return [self._rejected(f"insurance_closed: {self.game} has no insurance")]
+        if self._blocked_round():
+            return []
         if self.state == "insurance":
             self._fire("close_insurance")
             return []
@@ -1186,6 +1308,8 @@ class Engine:
         if self.game != "three_card_21":
             return [self._rejected(f"dealer_turn: {self.game} has no dealer's turn")]
         decisions: list[Decision] = []
+        if self._blocked_round():
+            return []
         if self.state == "dealing":
             decisions += self._complete_deal()
         if self.state in ("bonus", "insurance", "players"):
@@ -1387,6 +1511,7 @@ class Engine:
                 )
         if not self._in_round():
             self.rack_baseline = level
+            self.rack_direct = 0
         return decisions
 
     def _rack_deck_check(self, deck_name: str) -> list[Decision]:

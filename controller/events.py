@@ -160,12 +160,9 @@ def validate(event: Mapping[str, Any]) -> dict[str, Any]:
         has_dice, has_number = "dice" in event, "number" in event
         if has_dice == has_number:
             raise EventError("dice/number: a starting_position gives exactly one of them")
-        if has_dice:
-            dice = event["dice"]
-            if isinstance(dice, bool) or not isinstance(dice, int) or not 3 <= dice <= 18:
-                raise EventError(f"dice: the total of three dice is 3 to 18, got {dice!r}")
-        else:
-            number = event["number"]
-            if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= 7:
-                raise EventError(f"number: must be 1 to 7, got {number!r}")
+        # The range (dice 3-18, number 1-7) is A1's (31.11(b)), a rule-level refusal.
+        name = "dice" if has_dice else "number"
+        value = event[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise EventError(f"{name}: must be a whole number, got {value!r}")
     return clean

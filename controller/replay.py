@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from controller.engine import Engine
+from controller.events import EventError, validate
 from controller.table import TableSpec, TableSpecError
 
 
@@ -46,10 +47,24 @@ def read_lines(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, obj
 
 
+class _LineCounter:
+    """Passes lines through, counting them (to name the last line of a file with no table)."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._lines = iter(lines)
+        self.lines = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._lines:
+            self.lines += 1
+            yield line
+
+
 def replay(lines: Iterable[str], random_source: Any = None) -> Iterator[dict[str, Any]]:
     """Decisions (as dicts) of a scenario; raises ScenarioError for a bad line or table."""
     engine: Engine | None = None
-    for number, obj in read_lines(lines):
+    counter = _LineCounter(lines)
+    for number, obj in read_lines(counter):
         if engine is None:
             if obj["type"] != "table":
                 raise ScenarioError(
@@ -64,10 +79,21 @@ def replay(lines: Iterable[str], random_source: Any = None) -> Iterator[dict[str
             continue
         if obj["type"] == "table":
             raise ScenarioError(number, "a second table line; one scenario describes one table")
+        try:
+            # EVENTS.md: a line that is no valid event is an error of the file (exit 2);
+            # only an event the rules refuse is a `rejected` decision. The same validate()
+            # guards Engine.handle, which answers `rejected` to the daemon's callers.
+            validate(obj)
+        except EventError as error:
+            raise ScenarioError(number, str(error)) from None
         for decision in engine.handle(obj, number):
             yield decision.to_dict()
     if engine is None:
-        raise ScenarioError(0, "the file has no table line")
+        if not counter.lines:
+            raise ScenarioError(1, "the file is empty; the first line must be the table")
+        raise ScenarioError(
+            counter.lines, "the file has no table line, only blank and comment lines"
+        )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

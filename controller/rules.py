@@ -33,6 +33,8 @@ def _per_method(game: str, manual: str, hand: str, ads: str) -> dict[tuple[str, 
 
 
 _T, _H, _U, _A = GAMES
+# regs/README.md: Asia Poker's irregularities are 13:69F-31.14, cited but not in regs/.
+AP_IRREGULARITIES = "13:69F-31.14 (interpretation; text not in regs/)"
 
 CATALOGUE: dict[str, Rule] = {
     r.rule_id: r
@@ -41,43 +43,77 @@ CATALOGUE: dict[str, Rule] = {
             "C1",
             "the first card found face up while dealing is discarded; the next takes its place",
             "13:69F-2C.14(a), 40.12(a), 39.12(a)",
-            {_T: "13:69F-2C.14(a)", _H: "13:69F-40.12(a)", _U: "13:69F-39.12(a)"},
+            {
+                _T: "13:69F-2C.14(a)",
+                _H: "13:69F-40.12(a)",
+                _U: "13:69F-39.12(a)",
+                _A: AP_IRREGULARITIES,
+            },
         ),
         Rule(
             "C2",
             "a second card found face up in the same round voids the round; reshuffle",
             "13:69F-2C.14(a), 40.12(a), 39.12(a)",
-            {_T: "13:69F-2C.14(a)", _H: "13:69F-40.12(a)", _U: "13:69F-39.12(a)"},
+            {
+                _T: "13:69F-2C.14(a)",
+                _H: "13:69F-40.12(a)",
+                _U: "13:69F-39.12(a)",
+                _A: AP_IRREGULARITIES,
+            },
         ),
         Rule(
             "C3",
             "a card drawn in error without its face exposed is used as the next card",
             "13:69F-2C.14(b), 40.12(c), 39.12(b)",
-            {_T: "13:69F-2C.14(b)", _H: "13:69F-40.12(c)", _U: "13:69F-39.12(b)"},
+            {
+                _T: "13:69F-2C.14(b)",
+                _H: "13:69F-40.12(c)",
+                _U: "13:69F-39.12(b)",
+                _A: AP_IRREGULARITIES,
+            },
         ),
         Rule(
             "C4",
             "the shuffler jammed, stopped or did not complete its cycle: reshuffle",
             "13:69F-2C.14(i), 40.12(e), 39.12(e)",
-            {_T: "13:69F-2C.14(i)", _H: "13:69F-40.12(e)", _U: "13:69F-39.12(e)"},
+            {
+                _T: "13:69F-2C.14(i)",
+                _H: "13:69F-40.12(e)",
+                _U: "13:69F-39.12(e)",
+                _A: AP_IRREGULARITIES,
+            },
         ),
         Rule(
             "C5",
             "the automated dealing shoe failed during a round: void the round, reshuffle",
             "13:69F-40.12(f), 39.12(f)",
-            {_H: "13:69F-40.12(f)", _U: "13:69F-39.12(f)"},
+            {
+                _H: "13:69F-40.12(f)",
+                _U: "13:69F-39.12(f)",
+                _T: "13:69F-2C.14(h) by analogy (interpretation)",
+                _A: AP_IRREGULARITIES,
+            },
         ),
         Rule(
             "C6",
             "another shuffling or dealing method only after the device is removed",
             "13:69F-2C.14(j), 40.12(g), 39.12(g)",
-            {_T: "13:69F-2C.14(j)", _H: "13:69F-40.12(g)", _U: "13:69F-39.12(g)"},
+            {
+                _T: "13:69F-2C.14(j)",
+                _H: "13:69F-40.12(g)",
+                _U: "13:69F-39.12(g)",
+                _A: AP_IRREGULARITIES,
+            },
         ),
         Rule(
             "C7",
             "a counting shuffler reported a count other than the deck size: remove the deck",
             "13:69E-1.18 (interpretation of 40.9(f), 39.7(g))",
-            {_H: "13:69F-40.9(f); 13:69E-1.18"},
+            {
+                _H: "13:69F-40.9(f); 13:69E-1.18",
+                _T: "13:69E-1.18 (interpretation)",
+                _A: "13:69E-1.18 (interpretation)",
+            },
             {
                 **_per_method(_U, "13:69F-39.7(g)", "13:69F-39.8(f)", "13:69F-39.9(f)"),
             },
@@ -91,7 +127,7 @@ CATALOGUE: dict[str, Rule] = {
             "C9",
             "a card drawn or stack dispensed before 'no more bets'",
             "13:69F-40.7(b), 39.7(b), 31.8(a)",
-            {_A: "13:69F-31.8(a)", _T: "13:69F-2C.6(d) (interpretation of 40.7(b))"},
+            {_A: "13:69F-31.8(a)", _T: "13:69F-2C.6(d) (interpretation)"},
             {
                 **_per_method(_H, "13:69F-40.7(b)", "13:69F-40.8(b)3", "13:69F-40.9(b)2"),
                 **_per_method(_U, "13:69F-39.7(b)", "13:69F-39.8(b)3", "13:69F-39.9(b)2"),
@@ -218,6 +254,12 @@ CATALOGUE: dict[str, Rule] = {
             "R1",
             "the discard rack did not rise by the cards that left the shoe",
             "13:69E-1.10D(e); 40.7(f) intent (interpretation)",
+            {
+                _T: "13:69E-1.10D(e) (interpretation)",
+                _H: "13:69F-40.7(f) intent (interpretation)",
+                _U: "13:69F-39.7(f) intent (interpretation)",
+                _A: "13:69F-31.8(d) intent (interpretation)",
+            },
         ),
         Rule(
             "X1",

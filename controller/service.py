@@ -46,6 +46,8 @@ DEVICE_FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault"}
 DeviceCommandSink = Callable[[Mapping[str, Any]], Awaitable[None]]
 Publisher = Callable[[Mapping[str, Any]], Awaitable[None]]
 EngineBuilder = Callable[[Mapping[str, Any], Callable[[int], int]], EngineLike]
+# Told of every handled event once it was acted on: (event, decisions, seconds, source).
+EventObserver = Callable[[Mapping[str, Any], list[dict[str, Any]], float, str], None]
 
 
 class ServiceError(RuntimeError):
@@ -104,6 +106,9 @@ class TableService:
         self.clock = clock
         self.device_commands: DeviceCommandSink | None = None
         self.publish: Publisher | None = None
+        # Watchers of the event stream inside the process (the demo's automatic dealer waits on
+        # the cards it drew this way); they get what the journal got, so never a log or metric.
+        self.observers: list[EventObserver] = []
         self._log = get_logger("service", table=config.table_id)
         self._draws = _ReplaySource(self)
         self.table_row = config.table_dict()
@@ -210,8 +215,11 @@ class TableService:
         if durable and not decisions:
             self.journal.flush()
         self._account(stamped, decisions, round_before)
-        metrics.EVENT_PROCESSING_SECONDS.observe(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        metrics.EVENT_PROCESSING_SECONDS.observe(elapsed)
         await self._act(stamped, decisions, commands)
+        for observer in self.observers:
+            observer(stamped, decisions, elapsed, source)
         return decisions
 
     async def handle_operator_event(

@@ -141,6 +141,15 @@ def _integer(opts: dict[str, Any], name: str, default: int) -> int:
 def _options(game: str, opts: dict[str, Any]) -> TableOptions:
     profile = PROFILES[game]
     defaults = TableOptions(positions=profile.max_positions)
+    if game != "three_card_21" and "decks" in opts:
+        # EVENTS.md lists `decks` among the options every game knows (3C21: 6 to 8); the
+        # other games are dealt from one deck: `decks: 1` states it, any other count is refused.
+        value = opts.pop("decks")
+        if isinstance(value, bool) or value != 1:
+            raise TableSpecError(
+                f"option decks: {game} is dealt from one deck, not {value!r} "
+                "(6 to 8 decks apply only to three_card_21)"
+            )
     for name, games in _GAME_ONLY.items():
         if name in opts and game not in games and opts[name] != getattr(defaults, name):
             raise TableSpecError(

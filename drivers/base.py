@@ -49,6 +49,21 @@ RECONNECTS = Counter(
     "tablectl_driver_reconnect_attempts_total", "Attempts to reopen and handshake", ["device"]
 )
 
+#: Events the drivers add to EVENTS.md (docs/protocol.md): device status for the status
+#: interface, metrics and logs, not round events; the round engine does not take them.
+STATUS_EVENTS: frozenset[str] = frozenset(
+    {
+        "shuffle_progress",
+        "shuffler_status",
+        "deck_locked",
+        "deck_released",
+        "dispensing_locked",
+        "reader_self_test",
+    }
+)
+#: The driver's alarm: a device refused (allow-list, changed identity, kind, version).
+ALARM_EVENTS: frozenset[str] = frozenset({"device_refused"})
+
 #: Event fields that may carry a face-down card (RULES.md H7): never logged.
 CARD_FIELDS: frozenset[str] = frozenset({"card", "cards", "hole_card"})
 

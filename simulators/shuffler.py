@@ -86,6 +86,12 @@ class ShufflerSim(SimulatedDevice):
         self.later(0, lambda: self.send_frame(Msg.DECK_RELEASED))
         return OK
 
+    def press_start(self, deck: str | None = None) -> None:
+        """The dealer presses the shuffler's start button (the same checks as START_SHUFFLE)."""
+        code, text = self._cmd_start(m.pack_deck(deck))
+        if code != ResultCode.OK:
+            raise RuntimeError(f"shuffler refused to start: {text}")
+
     # -- the shuffle cycle -------------------------------------------------------
 
     def _begin(self) -> None:

@@ -24,6 +24,7 @@ class ScenarioFile:
     optional: list[dict[str, Any]]
     open_points: list[str]
     exit_status: int | None = None
+    exit_line: int | None = None  # `#! exit 2 at line 7`: the message must name line 7
     hidden: list[tuple[str, int]] = field(default_factory=list)  # (card, before line)
 
 
@@ -53,6 +54,8 @@ def parse_scenario(path: Path) -> ScenarioFile:
             words = text[2:].split()
             if words[:1] == ["exit"] and len(words) == 2:
                 sc.exit_status = int(words[1])
+            elif words[:1] == ["exit"] and len(words) == 5 and words[2:4] == ["at", "line"]:
+                sc.exit_status, sc.exit_line = int(words[1]), int(words[4])
             elif words[:1] == ["hidden"] and len(words) == 4 and words[2] == "before":
                 sc.hidden.append((words[1], int(words[3])))
             else:

@@ -54,6 +54,8 @@ def test_scenario(path: Path) -> None:
         assert status == sc.exit_status, (
             f"{path.name}: exit status {status}, expected {sc.exit_status}\n{stderr}"
         )
+        if sc.exit_line is not None:
+            assert f"line {sc.exit_line}:" in stderr, f"{path.name}: {stderr}"
     else:
         assert status != 2, f"{path.name}: replay refused the file (exit 2):\n{stderr}"
     for decision in decisions:

@@ -57,3 +57,12 @@ def test_hidden_card_named_before_reveal_is_a_leak(tmp_path: Path) -> None:
     assert hidden_card_leaks(sc, [later]) == []
     word = {**d(4, "discard_card", "C1"), "reason": "Its face was up"}
     assert hidden_card_leaks(sc, [word]) == []
+
+
+def test_exit_directive_with_a_line_is_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(SAMPLE.replace("#! hidden", "#! exit 2 at line 4\n#! hidden"))
+    sc = parse_scenario(path)
+    assert (sc.exit_status, sc.exit_line) == (2, 4)
+    plain = parse_scenario(sample(tmp_path))
+    assert (plain.exit_status, plain.exit_line) == (None, None)

@@ -14,6 +14,7 @@ from device_bench import bench
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from drivers.base import ALARM_EVENTS, STATUS_EVENTS
 from drivers.protocol.messages import Msg
 from drivers.reference import REFERENCE_DRIVERS
 from simulators.scenario import SIMULATORS
@@ -79,3 +80,25 @@ def test_arbitrary_frames_never_break_the_driver(kind, sent):
                 assert isinstance(event["cards"], int) and event["um_per_card"] > 0
 
     asyncio.run(go())
+
+
+def test_status_and_alarm_events_are_exactly_what_the_engine_does_not_take():
+    events_md = {
+        "shuffle_started",
+        "shuffle_completed",
+        "shuffler_fault",
+        "card_drawn",
+        "stack_dispensed",
+        "cut_card_reached",
+        "shoe_loaded",
+        "shoe_fault",
+        "reader_inserted",
+        "reader_result",
+        "reader_fault",
+        "rack_level",
+        "rack_cleared",  # the engine takes it as a rack level of 0
+        "device_lost",
+        "device_connected",
+    }
+    emitted = set().union(*KIND_EVENTS.values()) | SESSION_EVENTS
+    assert emitted - events_md == STATUS_EVENTS | ALARM_EVENTS

@@ -117,3 +117,36 @@ def test_the_charts_in_docs_match_the_machines(game):
 
     chart = Path(__file__).resolve().parents[3] / "docs" / "state-charts" / f"{game}.mmd"
     assert chart.read_text() == mermaid(definition(game)), "run `make diagrams`"
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('{"type": "card_drawn", "card": "1h"}', "line 2: card: bad card '1h'"),
+        ('{"type": "card_drawn", "card": 10}', "line 2: card:"),
+        ('{"type": "card_drawn"}', "line 2: card: missing"),
+        ('{"type": "card_burned", "card": "As"}', "line 2: type: unknown event type"),
+        ('{"type": "shoe_loaded", "deck": "C"}', "line 2: deck: must be 'A' or 'B'"),
+        ('{"type": "bets_closed", "positions": 3}', "line 2: positions: must be a list"),
+        ('{"type": "stack_dispensed", "cards": ["As", "Zz"]}', "line 2: cards[1]: bad card"),
+    ],
+)
+def test_replay_stops_with_exit_2_at_a_malformed_event(tmp_path, capsys, line, problem):
+    assert cli.main(["replay", write(tmp_path, TABLE, line, '{"type": "deal_completed"}')]) == 2
+    assert problem in capsys.readouterr().err
+
+
+def test_replay_rejects_a_value_the_rules_refuse_and_goes_on(tmp_path, capsys):
+    table = '{"type": "table", "game": "asia_poker"}'
+    lines = (table, '{"type": "starting_position", "dice": 19}', '{"type": "deal_completed"}')
+    assert cli.main(["replay", write(tmp_path, *lines)]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [d["decision"] for d in out] == ["rejected", "rejected"]
+    assert "dice" in out[0]["error"]
+
+
+def test_replay_of_an_empty_file_names_line_1(tmp_path, capsys):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    assert cli.main(["replay", str(path)]) == 2
+    assert "line 1: the file is empty" in capsys.readouterr().err

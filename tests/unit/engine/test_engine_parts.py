@@ -84,7 +84,10 @@ def test_table_defaults_follow_events_md():
         ({"game": "blackjack"}, "game: 'blackjack' is not one of"),
         ({"game": "asia_poker", "options": {"dealing": "hand"}}, "dealing: 'hand'.*manual_shoe"),
         ({"game": "five_card_hilo", "options": {"shuffler": "robot"}}, "shuffler: 'robot'"),
-        ({"game": "five_card_hilo", "options": {"decks": 7}}, "decks: applies only to"),
+        (
+            {"game": "five_card_hilo", "options": {"decks": 7}},
+            "option decks: five_card_hilo is dealt from one deck",
+        ),
         ({"game": "three_card_21", "options": {"dual_deck": True}}, "dual_deck: applies only"),
         ({"game": "heads_up_holdem", "options": {"dual_deck": True, "shuffler": "none"}}, "D1"),
         ({"game": "heads_up_holdem", "options": {"colour": "red"}}, "colour: unknown"),

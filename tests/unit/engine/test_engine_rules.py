@@ -608,7 +608,7 @@ def test_G2_burn_after_shoe_loaded_and_after_dealer_changed():
     assert feed(e, ev("bets_closed", positions=[1]), *draws("Kd")) == []
     out = feed(e, ev("dealer_changed"), *draws("Qd"))
     assert_decision(out, "burn_card", "G2", e)
-    assert e.ledger().holds("burned", "Qd") == 1
+    assert e.ledger().holds("discard", "Qd") == 1  # 2C.6(c): straight to the rack
 
 
 def test_G2_not_with_bart_carter():
@@ -841,3 +841,31 @@ def test_S1_per_table_counting_is_a_named_interpretation():
         # 40.2(b)3: the other deck is shuffled while this one is played (and leaves the rack)
         out += feed(e, ev("shuffle_completed", deck=other), ev("hands_collected"))
     assert [d["decision"] for d in out] == ["stub_count_required"]
+
+
+def test_C7_3C21_wrong_count_of_the_next_batch_mid_round_removes_only_that_batch():
+    """2C.4(i)2: the ASD shuffles the next batch while the shoe deals (audit F3)."""
+    e = table(T21)
+    feed(e, ev("shuffle_started"), ev("bets_closed", positions=[1]), *draws("2c", "Kh"))
+    out = feed(e, ev("shuffle_completed", count=311))
+    assert names(out) == [("remove_deck", "C7")]
+    assert feed(e, *draws("3c", "9d", "4c"), ev("deal_completed"), ev("dealer_turn")) == []
+    feed(e, ev("hands_collected"))
+    assert e.state != "deck_removed"  # the shoe in play was counted right: it deals on
+    assert feed(e, ev("bets_closed", positions=[1]), *draws("5c")) == []
+    feed(e, ev("hands_collected"), ev("shoe_loaded"))  # the removed batch would go in
+    out = feed(e, ev("bets_closed", positions=[1]), *draws("6c"))
+    assert_decision(out, "deal_blocked", "C10", e)
+
+
+def test_C4_3C21_jam_of_the_next_batch_mid_round_spares_the_shoe_in_play():
+    e = table(T21)
+    feed(e, ev("shuffle_started"), ev("bets_closed", positions=[1]), *draws("2c", "Kh"))
+    out = feed(e, ev("shuffler_fault", fault="jam"))
+    assert_decision(out, "reshuffle", "C4", e)
+    feed(e, *draws("3c", "9d", "4c"), ev("deal_completed"), ev("dealer_turn"))
+    feed(e, ev("hands_collected"))
+    assert feed(e, ev("bets_closed", positions=[1]), *draws("5c")) == []  # same shoe
+    feed(e, ev("hands_collected"), ev("shoe_loaded"))  # the jammed batch goes in
+    out = feed(e, *draws("6c"))
+    assert_decision(out, "deal_blocked", "C4", e)

@@ -1,0 +1,466 @@
+"""`tablectl demo`: the whole daemon on a simulated table, with an automatic dealer.
+
+Every device of the chosen game is a simulator: the shuffler, the hole-card reader and the
+discard rack on real pseudo-terminals opened with pyserial, the shoe on the simulated pyusb
+backend opened with pyusb. The production drivers, the table service (journal first, then the
+engine, metrics and logs), the metrics endpoint and the operator socket run as they do under
+`tablectl run`; the automatic dealer (simulators.autodealer) plays legal rounds and prints one
+line per round. SIGTERM or Ctrl-C ends it cleanly: the journal is closed and verifies.
+
+The daemon is `controller.daemon.run_daemon`, exactly as `tablectl run` runs it, handed the
+simulated USB bus; the dealer watches the service's handled events (`TableService.observers`)
+and types its operator events on the operator socket, as a dealer's terminal would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import grp
+import json
+import os
+import random
+import secrets
+import signal
+import socket
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import REGISTRY
+
+from controller.config import GAMES, TableConfig, parse_config, parse_listen_address
+from controller.daemon import Daemon, run_daemon
+from controller.logs import configure_logging
+from simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed
+from simulators.harness import SimulatedTableHarness
+
+DEFAULT_GAME = "three_card_21"
+DEFAULT_LISTEN = "127.0.0.1:8337"
+#: every simulated device is there at once: a missing handshake is a failure, said quickly
+DEVICE_WAIT = 5.0
+#: seconds the round in play may take to finish after SIGTERM or Ctrl-C
+ROUND_GRACE = 3.0
+
+#: The demo's table per game: the most each game shows (ADS stacks for HUH, a card-reading
+#: manual shoe and the S1 stub-count cadence for HILO, the hole-card reader for 3C21).
+GAME_OPTIONS: dict[str, dict[str, Any]] = {
+    "three_card_21": {"decks": 6, "dealing": "manual_shoe", "shuffler": "counting"},
+    "five_card_hilo": {"dealing": "manual_shoe", "shuffler": "counting"},
+    "heads_up_holdem": {"dealing": "automated_shoe", "shuffler": "counting"},
+    "asia_poker": {"dealing": "manual_shoe", "shuffler": "counting"},
+}
+#: device name -> (kind, attachment); the shoe rides the pyusb backend, the others ptys
+DEVICES: dict[str, tuple[str, str]] = {
+    "shuffler": ("shuffler", "pty"),
+    "shoe": ("shoe", "usb"),
+    "reader": ("hole_card_reader", "pty"),
+    "rack": ("discard_rack", "pty"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--game", choices=GAMES, default=DEFAULT_GAME, help=f"the game (default {DEFAULT_GAME})"
+    )
+    parser.add_argument(
+        "--rounds", type=_positive, default=None, help="rounds to play (default: until stopped)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed of the shuffles and the dealer (printed)"
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="journal, ptys, socket (default: a new temp dir)",
+    )
+    parser.add_argument(
+        "--metrics-listen",
+        default=DEFAULT_LISTEN,
+        help=f"HOST:PORT of the metrics endpoint (default {DEFAULT_LISTEN}; port 0: any free)",
+    )
+    parser.add_argument(
+        "--faults",
+        type=_rate,
+        nargs="?",
+        const=0.25,
+        default=0.0,
+        help="inject a device fault in about this share of rounds (default when given: 0.25)",
+    )
+    parser.add_argument(
+        "--fault-kind",
+        action="append",
+        choices=FAULTS,
+        default=None,
+        help="only these faults (repeat the option; default: every fault the table allows)",
+    )
+    parser.add_argument(
+        "--dealing",
+        choices=("manual_shoe", "automated_shoe"),
+        default=None,
+        help="HILO/HUH: override the demo's dealing method",
+    )
+    parser.add_argument(
+        "--dual-deck",
+        action="store_true",
+        help="HILO/HUH: two decks alternating, one shuffled while the other is dealt",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="warning",
+        help="daemon log level on stderr (default warning: the round lines stay readable)",
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number between 0 and 1") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a share of rounds is between 0 and 1, got {value}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        host, port = parse_listen_address(args.metrics_listen)
+    except ValueError as error:
+        print(f"tablectl demo: --metrics-listen: {error}", file=sys.stderr)
+        return 2
+    if args.dealing is not None and args.game not in ("five_card_hilo", "heads_up_holdem"):
+        print(
+            f"tablectl demo: --dealing: the demo deals {args.game} from a manual shoe only",
+            file=sys.stderr,
+        )
+        return 2
+    if args.dual_deck and args.game not in ("five_card_hilo", "heads_up_holdem"):
+        print(
+            f"tablectl demo: --dual-deck: {args.game} has no two-deck option (HILO, HUH only)",
+            file=sys.stderr,
+        )
+        return 2
+    configure_logging(args.log_level, mode="json" if not sys.stderr.isatty() else "auto")
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    try:
+        return asyncio.run(_demo(args, seed, host, port))
+    except KeyboardInterrupt:  # a second Ctrl-C while shutting down
+        return 130
+
+
+def demo_table_options(
+    game: str, dealing: str | None = None, dual_deck: bool = False
+) -> dict[str, Any]:
+    options = dict(GAME_OPTIONS[game])
+    if dealing is not None:
+        options["dealing"] = dealing
+    if dual_deck:
+        options["dual_deck"] = True
+    return options
+
+
+def _operator_group() -> str:
+    return grp.getgrgid(os.getgid()).gr_name
+
+
+def demo_config(
+    game: str,
+    options: Mapping[str, Any],
+    state_dir: Path,
+    identities: Mapping[str, tuple[str, str]],
+    usb_ids: Mapping[str, tuple[int, int]],
+    metrics_listen: str,
+) -> TableConfig:
+    """The table's configuration, validated like a file's: devices at the demo's ptys/USB ids.
+
+    ``identities``: device name -> (serial, firmware SHA-256) for the allow-lists.
+    """
+    devices: dict[str, Any] = {}
+    for name, (serial, firmware) in identities.items():
+        kind, attachment = DEVICES[name]
+        transport: dict[str, Any]
+        if attachment == "usb":
+            vendor, product = usb_ids[name]
+            transport = {
+                "type": "usb",
+                "vendor_id": vendor,
+                "product_id": product,
+                "serial": serial,
+            }
+        else:
+            transport = {"type": "serial", "port": str(state_dir / "dev" / name)}
+        devices[name] = {
+            "kind": kind,
+            "driver": "reference",
+            "transport": transport,
+            "allowed_serials": [serial],
+            "allowed_firmware_sha256": [firmware],
+        }
+    data = {
+        "table": {"id": "demo", "game": game, "options": dict(options), "log_level": "info"},
+        "journal": {"path": str(state_dir / "journal.sqlite")},
+        "metrics": {"listen": metrics_listen},
+        "operator": {"socket": str(state_dir / "operator.sock"), "group": _operator_group()},
+        "devices": devices,
+    }
+    return parse_config(data, "tablectl demo (generated)")
+
+
+def histogram_quantile(buckets: list[tuple[float, float]], quantile: float) -> float | None:
+    """Prometheus' histogram_quantile: linear within the bucket; ``buckets`` = (le, cumulative)."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = quantile * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for upper, cumulative in buckets:
+        if cumulative >= rank:
+            if upper == float("inf"):
+                return lower
+            inside = cumulative - below
+            return lower + (upper - lower) * ((rank - below) / inside if inside else 0.0)
+        lower, below = upper, cumulative
+    return lower
+
+
+def event_latency_buckets() -> list[tuple[float, float]]:
+    """tablectl_event_processing_seconds' cumulative buckets, as the metrics endpoint has them."""
+    buckets: list[tuple[float, float]] = []
+    for family in REGISTRY.collect():
+        if family.name != "tablectl_event_processing_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                buckets.append((float(sample.labels["le"]), sample.value))
+    return sorted(buckets)
+
+
+def latency_summary() -> str:
+    buckets = event_latency_buckets()
+    median = histogram_quantile(buckets, 0.5)
+    p99 = histogram_quantile(buckets, 0.99)
+    if median is None or p99 is None:
+        return "no events handled"
+    return (
+        f"event processing (tablectl_event_processing_seconds, {buckets[-1][1]:.0f} events): "
+        f"median {median * 1000:.3f} ms, p99 {p99 * 1000:.3f} ms"
+    )
+
+
+class OperatorTerminal:
+    """The dealer's terminal: one connection to the operator socket, a JSON line each way."""
+
+    def __init__(self, socket_path: Path) -> None:
+        self.socket_path = socket_path
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        self._reader, self._writer = await asyncio.open_unix_connection(str(self.socket_path))
+
+    async def send(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """One operator event; the decisions it drew. A refusal stops the dealer, named."""
+        if self._reader is None or self._writer is None:
+            raise DealerStuck(f"{self.socket_path}: the terminal is not connected")
+        self._writer.write((json.dumps(event) + "\n").encode())
+        await self._writer.drain()
+        line = await self._reader.readline()
+        if not line:
+            raise DealerStuck(f"{self.socket_path}: the daemon closed the operator connection")
+        reply = json.loads(line)
+        if reply.get("reply") != "decisions":
+            raise DealerStuck(f"operator event {event.get('type')!r} refused: {reply}")
+        decisions: list[dict[str, Any]] = reply["decisions"]
+        return decisions
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(OSError):
+                await self._writer.wait_closed()
+            self._writer = self._reader = None
+
+
+def metrics_port_taken(host: str, port: int) -> str | None:
+    """Why HOST:PORT cannot be bound (before the daemon tries), or None when it can."""
+    if port == 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            busy = (
+                " (the port is busy: another tablectl?)" if error.errno == errno.EADDRINUSE else ""
+            )
+            return f"cannot serve metrics on {host}:{port}: {error.strerror}{busy}"
+    return None
+
+
+async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
+    state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
+    state_dir.mkdir(parents=True, exist_ok=True)
+    options = demo_table_options(args.game, args.dealing, args.dual_deck)
+    taken = metrics_port_taken(host, port)
+    if taken is not None:
+        print(
+            f"tablectl demo: {taken}; choose another with --metrics-listen HOST:PORT "
+            "(port 0 picks a free one)",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        f"tablectl demo: {args.game} ({options['dealing']}), seed {seed}, state in {state_dir}",
+        flush=True,
+    )
+    loop = asyncio.get_running_loop()
+    interrupted = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, interrupted.set)
+
+    harness = SimulatedTableHarness(args.game, options, seed=seed, state_dir=state_dir)
+    harness.plug()
+    try:
+        config = demo_config(
+            args.game,
+            options,
+            state_dir,
+            harness.identities(),
+            harness.usb_ids(),
+            f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+        )
+        return await _play(args, config, harness, seed, options, interrupted)
+    finally:
+        harness.unplug()
+
+
+async def _play(
+    args: argparse.Namespace,
+    config: TableConfig,
+    harness: SimulatedTableHarness,
+    seed: int,
+    options: Mapping[str, Any],
+    interrupted: asyncio.Event,
+) -> int:
+    """run_daemon over the simulated devices; the dealer plays once it is READY."""
+    loop = asyncio.get_running_loop()
+    feed = EventFeed()
+    stop_daemon = asyncio.Event()
+    ready: asyncio.Future[Daemon] = loop.create_future()
+
+    def on_ready(daemon: Daemon) -> None:
+        daemon.service.observers.append(feed.record)
+        ready.set_result(daemon)
+
+    daemon_task = loop.create_task(
+        run_daemon(
+            config,
+            stop=stop_daemon,
+            usb_backend=harness.usb_backend,
+            on_ready=on_ready,
+            device_wait=DEVICE_WAIT,
+            handle_signals=False,
+        ),
+        name="daemon",
+    )
+    interrupt = loop.create_task(interrupted.wait())
+    starting: set[asyncio.Future[Any]] = {ready, daemon_task, interrupt}
+    await asyncio.wait(starting, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        interrupt.cancel()
+        stop_daemon.set()
+        status = await daemon_task
+        print(
+            f"tablectl demo: the daemon did not start (exit {status}); its log above says why"
+            + (
+                f" ({config.journal_path} exists: a state dir of another game or options "
+                "needs a new --state-dir)"
+                if config.journal_path.exists()
+                else ""
+            ),
+            file=sys.stderr,
+        )
+        return status or 1
+    daemon = ready.result()
+    absent = [name for name, driver in daemon.drivers.items() if not driver.up]
+    print(f"metrics on http://{config.metrics_host}:{daemon.port}/metrics", flush=True)
+    print(
+        f"ready in {1000 * (daemon.ready_seconds or 0):.0f} ms: {len(daemon.drivers)} devices"
+        + (f" (absent: {', '.join(absent)})" if absent else "")
+        + f", journal {config.journal_path}, operator socket {config.operator_socket}",
+        flush=True,
+    )
+    terminal = OperatorTerminal(config.operator_socket)
+    status = 0
+    try:
+        if absent:
+            raise DealerStuck(f"devices absent at start: {', '.join(absent)}")
+        await terminal.open()
+        dealer = AutoDealer(
+            harness.table,
+            game=args.game,
+            options={**options, **config.options},
+            operator=terminal.send,
+            feed=feed,
+            cables=harness.cables,
+            rng=random.Random(seed),
+            fault_rate=args.faults,
+            fault_kinds=tuple(args.fault_kind or FAULTS),
+            gaming_day_start=config.gaming_day_start,
+            round_number=lambda: daemon.service.engine.round_number,
+        )
+        played = 0
+        while args.rounds is None or played < args.rounds:
+            round_task = loop.create_task(dealer.play_round())
+            done, _ = await asyncio.wait(
+                {round_task, interrupt, daemon_task}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if daemon_task in done:
+                round_task.cancel()
+                raise DealerStuck("the daemon stopped under the dealer")
+            if round_task not in done:
+                # interrupted: the round in play gets a moment to finish, then is abandoned
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(round_task), ROUND_GRACE)
+                if not round_task.done():
+                    round_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await round_task
+                    break
+            report = round_task.result()
+            played += 1
+            print(report.summary_line(), flush=True)
+            if interrupted.is_set():
+                break
+    except (DealerStuck, RuntimeError, OSError) as stuck:
+        print(f"tablectl demo: the dealer is stuck: {stuck}", file=sys.stderr)
+        status = 1
+    finally:
+        interrupt.cancel()
+        await terminal.close()
+        stop_daemon.set()
+        daemon_status = await daemon_task
+        status = status or daemon_status
+    print(latency_summary(), flush=True)
+    print(
+        f"stopped after {feed.mark()} events; journal {config.journal_path} "
+        f"(tablectl journal verify {config.journal_path})",
+        flush=True,
+    )
+    return status
