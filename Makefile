@@ -4,12 +4,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams
+.PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams \
+	soak fuzz
 
 help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
 	@echo "make test   - install everything needed, then ruff, mypy and the whole test suite"
 	@echo "make bench  - benchmarks (tests/bench), figures in .bench/"
+	@echo "make soak   - 1,000,000 rounds with faults and invariants, the whole fault matrix"
+	@echo "make fuzz   - long coverage-guided fuzzing (atheris) of codec, parsers, config"
 	@echo "make replay-regen - rewrite the golden replay expectations (review git diff after)"
 	@echo "make diagrams     - state charts of each game into docs/state-charts/"
 
@@ -44,10 +47,35 @@ test: venv system-tools lint typecheck unit
 demo: venv
 	$(BIN)/tablectl demo $(DEMO_ARGS)
 
-bench: venv
-	$(BIN)/python -m pytest tests/bench -q -s -p no:cacheprovider
-	$(BIN)/python tests/bench/bench_pty_latency.py
-	$(BIN)/python tests/bench/bench_inprocess_events.py
+# One harness (tests/bench/harness.py): .bench/results.json, details.json, latency.png.
+BENCH_ARGS ?=
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m tests.bench.harness $(BENCH_ARGS)
+
+# Proof at scale (docs/performance.md): SOAK_ARGS="--rounds 20000" for a shorter run.
+SOAK_ARGS ?=
+soak: venv
+	$(BIN)/python -m tests.soak.soak $(SOAK_ARGS)
+	TABLECTL_FAULT_MATRIX=all $(BIN)/python -m pytest tests/faults -q -p no:cacheprovider
+
+# Long coverage-guided fuzzing (atheris, the `fuzz` extra); FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 300
+FUZZ_STAMP := $(VENV)/.fuzz-installed
+$(FUZZ_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,fuzz]'
+	@touch $(FUZZ_STAMP)
+
+fuzz: $(FUZZ_STAMP)
+	@for t in protocol scenario events config; do \
+		echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
+		$(BIN)/python -m tests.fuzz.atheris_fuzz $$t -max_total_time=$(FUZZ_SECONDS) \
+			-timeout=10 -print_final_stats=1 || exit 1; \
+	done
 
 # Golden replays: rewrite tests/replay/scenarios/*.expected.jsonl after a deliberate
 # change of the engine's rulings; review `git diff tests/replay` before committing.

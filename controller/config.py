@@ -446,4 +446,8 @@ def load_config(path: str | Path) -> TableConfig:
         raise ConfigError([f"{source}: cannot read: {error.strerror}"]) from error
     except tomllib.TOMLDecodeError as error:
         raise ConfigError([f"{source}: not valid TOML: {error}"]) from error
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            [f"{source}: not UTF-8 text (TOML must be): byte {error.start} is {error.reason}"]
+        ) from error
     return parse_config(data, source)

@@ -1,17 +1,15 @@
 """Benchmark: the engine's median cost per event next to one bare `transitions` trigger.
 
 Both are measured in the same run on the same machine; the goal (DESIGN.md) is a ratio
-of 3 or less. Never a timed assertion: this prints the figures and writes
-.bench/engine.json. Run with `make bench` or `python tests/bench/bench_engine.py`.
+of 3 or less. Never a timed assertion; part of the one harness, tests/bench/harness.py
+(`make bench`), which writes the figures to .bench/.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 from transitions import Machine
@@ -113,16 +111,3 @@ def report(results: dict[str, Any]) -> str:
             f"{row['mean_ns'] / 1000:6.2f} us ({row['events']} events)"
         )
     return "\n".join(lines)
-
-
-def test_engine_benchmark() -> None:
-    """Measured, printed and written; never asserted (timings are not tests)."""
-    results = measure()
-    out = Path(".bench")
-    out.mkdir(exist_ok=True)
-    (out / "engine.json").write_text(json.dumps(results, indent=2) + "\n")
-    print("\n" + report(results))
-
-
-if __name__ == "__main__":
-    test_engine_benchmark()
