@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol, cast
@@ -29,6 +30,9 @@ class CommandModule(Protocol):
 
     def run(self, args: argparse.Namespace) -> int: ...
 
+
+#: The shell's status for a process ended by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
 
 # name -> the module implementing it. Add a line here for a new subcommand.
 COMMANDS: dict[str, Command] = {
@@ -80,4 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = cast(CommandModule, importlib.import_module(command.module))
     parser = argparse.ArgumentParser(prog=f"tablectl {name}", description=command.help)
     module.add_arguments(parser)
-    return module.run(parser.parse_args(args[1:]))
+    try:
+        return module.run(parser.parse_args(args[1:]))
+    except BrokenPipeError:
+        # The reader went away (`tablectl replay FILE | head`): stop quietly, as Unix tools
+        # do. Point stdout at /dev/null so the interpreter's final flush cannot raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
