@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
-        print(f"{args.file}: {len(error.problems)} problem(s); not started", file=sys.stderr)
+        print(f"{args.file}: {len(error.problems)} problem(s)", file=sys.stderr)
         return 1
     devices = ", ".join(
         f"{d.name} ({d.kind}, {d.driver}, {d.transport.type})" for d in config.devices
