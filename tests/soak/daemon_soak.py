@@ -200,7 +200,6 @@ class RoundChecker:
         self.watch = watch
         self.stdout = io.StringIO()
         self.last_round_number: int | None = None
-        self.removed_decks: set[str] = set()
         self.scraped: dict[Key, float] | None = None
 
     async def __call__(self, report: RoundReport, daemon: Daemon) -> None:
@@ -217,6 +216,7 @@ class RoundChecker:
         decisions = report.decisions
         kinds = Counter(str(d.get("decision")) for d in decisions)
         s.events += len(report.handled)
+        removed_decks: set[str] = set()  # a later deck may carry the same label
         # exactly one outcome
         if self.last_round_number is not None and round_number != self.last_round_number + 1:
             fail(
@@ -241,9 +241,9 @@ class RoundChecker:
             if d.get("decision") == "remove_deck":
                 s.removals[str(d.get("rule_id"))] += 1
                 deck = str(d.get("deck"))
-                if deck in self.removed_decks:
+                if deck in removed_decks:
                     fail(f"{where}: deck {deck} removed twice")
-                self.removed_decks.add(deck)
+                removed_decks.add(deck)
         # nothing decided twice for one event
         for handled in report.handled:
             seen = [json.dumps(d, sort_keys=True) for d in handled.decisions]
@@ -427,11 +427,14 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     verified = sum(s.journals_verified for s in games.values())
     compared = sum(s.series_compared for s in games.values())
     mismatches = sum(s.mismatches for s in games.values())
+    events = sum(s.events for s in games.values())
+    log_lines = sum(s.log_lines for s in games.values())
     print(
         f"daemon path (ptys + pyusb, run_daemon, journal, metrics over HTTP): {total} rounds "
         f"in {seconds:.1f} s with {args.jobs} process(es), fault rate {args.fault_rate}; "
         f"{verified}/{len(tables)} journals verify, {compared} counter series scraped and "
-        f"compared with the journals, {mismatches} mismatches",
+        f"compared with the journals, {mismatches} mismatches; {events} events handled, "
+        f"{log_lines} log lines checked for face-down cards",
         file=out,
     )
     print(table_text(games), file=out)

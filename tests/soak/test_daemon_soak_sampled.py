@@ -126,3 +126,18 @@ def test_the_checks_fail_on_a_face_down_card_in_a_log_line_or_the_summary() -> N
     checker.check(_report([]), 1)
     assert any("a card in the summary line" in line for line in summary.failures)
     assert checker.stdout.getvalue() == ""
+
+
+def test_a_deck_removed_twice_in_one_round_is_caught_but_not_across_rounds() -> None:
+    removal = {"decision": "remove_deck", "rule_id": "C7", "deck": "A"}
+    twice = TableSummary()
+    _checker(twice).check(
+        _report(["ads_jam"], _event("shoe_fault", removal), _event("card_drawn", dict(removal))), 1
+    )
+    assert any("deck A removed twice" in line for line in twice.failures)
+    apart = TableSummary()
+    checker = _checker(apart)
+    checker.check(_report(["ads_jam"], _event("shoe_fault", removal)), 1)
+    checker.check(_report(["ads_jam"], _event("shoe_fault", removal)), 2)
+    assert not any("removed twice" in line for line in apart.failures)
+    assert apart.removals["C7"] == 2
