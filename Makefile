@@ -59,8 +59,11 @@ bench: $(BENCH_STAMP)
 
 # Proof at scale (docs/performance.md): SOAK_ARGS="--rounds 20000" for a shorter run.
 SOAK_ARGS ?=
+# The daemon soak: DAEMON_SOAK_ARGS="--rounds 600 --fault-rate 0.1" for a shorter run.
+DAEMON_SOAK_ARGS ?=
 soak: venv
 	$(BIN)/python -m tests.soak.soak $(SOAK_ARGS)
+	$(BIN)/python -m tests.soak.daemon_soak $(DAEMON_SOAK_ARGS)
 	TABLECTL_FAULT_MATRIX=all $(BIN)/python -m pytest tests/faults -q -p no:cacheprovider
 
 # Long coverage-guided fuzzing (atheris, the `fuzz` extra); FUZZ_SECONDS per target.

@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from prometheus_client import REGISTRY
 from controller.config import GAMES, TableConfig, parse_config, parse_listen_address
 from controller.daemon import Daemon, run_daemon
 from controller.logs import configure_logging
-from simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed
+from simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from simulators.harness import SimulatedTableHarness
 
 DEFAULT_GAME = "three_card_21"
@@ -46,6 +46,14 @@ DEFAULT_LISTEN = "127.0.0.1:8337"
 DEVICE_WAIT = 20.0
 #: seconds the round in play may take to finish after SIGTERM or Ctrl-C
 ROUND_GRACE = 3.0
+#: how long the simulated shuffler takes per shuffle in the demo (a soak may shorten it)
+SHUFFLE_SECONDS = 0.3
+
+#: Called after each round's summary line is printed, while the daemon is still running
+#: (so its metrics endpoint can be read): a soak checks its invariants here.
+RoundCallback = Callable[[RoundReport, Daemon], Awaitable[None]]
+#: Called once the devices are plugged, before the daemon starts: the simulated table.
+HarnessCallback = Callable[[SimulatedTableHarness], None]
 
 #: The demo's table per game: the most each game shows (ADS stacks for HUH, a card-reading
 #: manual shoe and the S1 stub-count cadence for HILO, the hole-card reader for 3C21).
@@ -160,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, mode="json" if not sys.stderr.isatty() else "auto")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     try:
-        return asyncio.run(_demo(args, seed, host, port))
+        return asyncio.run(play_demo(args, seed, host, port))
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
 
@@ -314,7 +322,21 @@ def metrics_port_taken(host: str, port: int) -> str | None:
     return None
 
 
-async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
+async def play_demo(
+    args: argparse.Namespace,
+    seed: int,
+    host: str,
+    port: int,
+    *,
+    on_round: RoundCallback | None = None,
+    on_plugged: HarnessCallback | None = None,
+    shuffle_seconds: float = SHUFFLE_SECONDS,
+) -> int:
+    """The demo on the running loop; ``args`` as `add_arguments` parses them. Exit status.
+
+    ``on_round`` and ``on_plugged`` are the seams a soak uses (tests/soak/daemon_soak.py) to
+    check every round against the daemon while it runs; the demo itself passes neither.
+    """
     state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     options = demo_table_options(args.game, args.dealing, args.dual_deck)
@@ -335,8 +357,12 @@ async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> in
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, interrupted.set)
 
-    harness = SimulatedTableHarness(args.game, options, seed=seed, state_dir=state_dir)
+    harness = SimulatedTableHarness(
+        args.game, options, seed=seed, state_dir=state_dir, shuffle_seconds=shuffle_seconds
+    )
     harness.plug()
+    if on_plugged is not None:
+        on_plugged(harness)
     try:
         config = demo_config(
             args.game,
@@ -346,7 +372,7 @@ async def _demo(args: argparse.Namespace, seed: int, host: str, port: int) -> in
             harness.usb_ids(),
             f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         )
-        return await _play(args, config, harness, seed, options, interrupted)
+        return await _play(args, config, harness, seed, options, interrupted, on_round)
     finally:
         harness.unplug()
 
@@ -358,6 +384,7 @@ async def _play(
     seed: int,
     options: Mapping[str, Any],
     interrupted: asyncio.Event,
+    on_round: RoundCallback | None = None,
 ) -> int:
     """run_daemon over the simulated devices; the dealer plays once it is READY."""
     loop = asyncio.get_running_loop()
@@ -447,6 +474,8 @@ async def _play(
             report = round_task.result()
             played += 1
             print(report.summary_line(), flush=True)
+            if on_round is not None:
+                await on_round(report, daemon)
             if interrupted.is_set():
                 break
     except (DealerStuck, RuntimeError, OSError) as stuck:

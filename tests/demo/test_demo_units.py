@@ -215,3 +215,42 @@ def test_the_shuffler_button_starts_a_cycle_or_says_why_not() -> None:
         return shuffler.state
 
     assert asyncio.run(scenario()) == "idle"
+
+
+def test_play_demo_calls_the_round_seam_with_the_running_daemon(tmp_path: Path) -> None:
+    """on_plugged sees the simulated table before the daemon starts; on_round sees each
+    round's report after its line is printed, while the daemon still serves its metrics."""
+    import argparse
+    import urllib.request
+
+    from controller.demo import add_arguments, play_demo
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--game", "five_card_hilo", "--rounds", "2", "--seed", "3"])
+    args.state_dir = tmp_path
+    plugged: list[object] = []
+    rounds: list[tuple[int, int, bool]] = []
+
+    async def on_round(report: RoundReport, daemon: object) -> None:
+        port = daemon.port  # type: ignore[attr-defined]
+        url = f"http://127.0.0.1:{port}/metrics"
+        text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read())
+        engine = daemon.service.engine  # type: ignore[attr-defined]
+        rounds.append((report.number, engine.round_number, b"tablectl_rounds_total" in text))
+
+    status = asyncio.run(
+        play_demo(
+            args,
+            3,
+            "127.0.0.1",
+            0,
+            on_round=on_round,
+            on_plugged=plugged.append,
+            shuffle_seconds=0.01,
+        )
+    )
+    assert status == 0
+    assert len(plugged) == 1 and plugged[0].table.shuffler.shuffle_seconds == 0.01  # type: ignore[attr-defined]
+    assert [(number, engine) for number, engine, _ in rounds] == [(1, 1), (2, 2)]
+    assert all(served for _, _, served in rounds)
