@@ -302,7 +302,17 @@ FAULTS: tuple[FaultKind, ...] = (
     FaultKind("face_up_card", "shoe", "C1", ("dealing",), reads_cards, _face_up(1)),
     FaultKind("second_face_up_card", "shoe", "C2", ("dealing",), reads_cards, _face_up(2)),
     FaultKind("foreign_card", "shoe", "C8", ("dealing",), lambda s: True, _wrong_card("foreign")),
-    FaultKind("extra_card", "shoe", "C8", ("dealing",), lambda s: True, _wrong_card("extra")),
+    # A card is extra once the shoe has given every copy the composition holds: reachable in
+    # a short legal session only where that is one copy (a 3C21 shoe holds six to eight; its
+    # seventh copy is tested in tests/unit/engine: test_C8_three_card_21_seventh_copy_...).
+    FaultKind(
+        "extra_card",
+        "shoe",
+        "C8",
+        ("dealing",),
+        lambda s: s.game != "three_card_21",
+        _wrong_card("extra"),
+    ),
     FaultKind(
         "missing_card_at_count", "shuffler", "C7", ("shuffling",), counting_asd, _count_off(-1)
     ),

@@ -138,6 +138,17 @@ def test_C8_card_seen_twice_since_shuffle():
     assert ("remove_deck", "C8") in names(out)
 
 
+def test_C8_three_card_21_seventh_copy_in_a_six_deck_shoe():
+    """Six copies of a card are the composition of a six-deck shoe; the seventh is extra."""
+    e = table(T21, decks=6)
+    six = feed(e, ev("bets_closed", positions=[1, 2, 3, 4, 5, 6]), *draws(*["As"] * 6))
+    assert six == []
+    out = feed(e, *draws("As"), start=9)
+    assert_decision(out, "void_round", "C8", e)
+    assert_decision(out, "remove_deck", "C8", e)
+    assert_decision(out, "notify_supervisor", "C8", e)
+
+
 def test_C8_card_of_the_other_deck_by_back_colour():
     e = table(HILO, dual_deck=True)
     out = feed(e, ev("bets_closed", positions=[1]), ev("card_drawn", card="As", deck="B"))
