@@ -58,3 +58,35 @@ def test_single_and_batched_commits_chain_and_verify(tmp_path) -> None:
     assert [row.seq for row in rows] == list(range(1, 8))
     assert rows[0].body["note"] == 'quote " é \u2028'
     assert verify_journal(path).ok
+
+
+def test_the_wal_is_preallocated_and_a_killed_writer_loses_no_durable_row(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "j.sqlite"
+    script = (
+        "import os, sys\n"
+        "from controller.journal import Journal\n"
+        "j = Journal(sys.argv[1])\n"
+        "print('wal', os.path.getsize(sys.argv[1] + '-wal'), flush=True)\n"
+        "for n in range(40):\n"
+        "    j.append('event', {'type': 'card_drawn', 'n': n}, durable=True)\n"
+        "os._exit(0)  # as kill -9: no close, no checkpoint, the -wal stays with its zeroes\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True
+    )
+    preallocated = int(done.stdout.split("wal ")[-1].split()[0])
+    assert preallocated > 4_000_000  # ~a checkpoint's worth of frames, written as zeroes
+    assert os.path.getsize(f"{path}-wal") >= preallocated
+    rows = list(read_rows(path))
+    assert [row.body["n"] for row in rows] == list(range(40))
+    assert verify_journal(path).ok
+    journal = Journal(path)  # recovery stops at the zeroes; appending goes on from row 40
+    assert journal.last_seq == 40
+    journal.append("event", {"type": "card_drawn", "n": 40}, durable=True)
+    journal.close()
+    assert [row.body["n"] for row in read_rows(path)] == list(range(41))
+    assert verify_journal(path).ok
