@@ -83,7 +83,7 @@ def row_hash(
     """SHA-256 (hex) of the previous hash followed by the row's canonical JSON."""
     if type(seq) is int and (round_number is None or type(round_number) is int):
         # The canonical JSON of the row, written out in sorted key order (it runs for every
-        # row appended and verified); tests/unit/test_journal_perf.py holds it to
+        # row appended and verified); tests/unit/test_hot_path.py holds it to
         # canonical_json of the same dict for any content.
         content = "".join(
             (

@@ -1,4 +1,4 @@
-"""The journal's fast paths write exactly what the slow, obvious code would."""
+"""The hot path's shortcuts (journal row hash, one-row commits, -wal, status) change nothing."""
 
 from __future__ import annotations
 
@@ -90,3 +90,40 @@ def test_the_wal_is_preallocated_and_a_killed_writer_loses_no_durable_row(tmp_pa
     journal.close()
     assert [row.body["n"] for row in read_rows(path)] == list(range(41))
     assert verify_journal(path).ok
+
+
+def test_service_status_is_built_once_per_event_and_follows_every_event(tmp_path) -> None:
+    import asyncio
+
+    from controller.config import parse_config
+    from controller.service import TableService
+
+    config = parse_config(
+        {
+            "table": {"id": "t1", "game": "five_card_hilo", "options": {"dealing": "manual_shoe"}},
+            "journal": {"path": str(tmp_path / "j.sqlite")},
+        },
+        "t.toml",
+    )
+
+    async def go() -> None:
+        service = TableService(config, Journal(config.journal_path))
+        await service.start()
+        built = 0
+        engine_status = service.engine.status  # type: ignore[attr-defined]
+
+        def counting() -> dict:
+            nonlocal built
+            built += 1
+            return engine_status()
+
+        service.engine.status = counting  # type: ignore[attr-defined]
+        await service.handle_event({"type": "shuffle_started"}, source="operator")
+        assert built == 1  # the gauges' read
+        first = service.engine_status()
+        assert service.status()["state"] == first["state"] and built == 1
+        await service.handle_event({"type": "shuffle_completed", "count": 52}, source="operator")
+        assert built == 2 and service.engine_status()["state"] != first["state"]
+        service.close()
+
+    asyncio.run(go())
