@@ -49,6 +49,19 @@ BEGIN SELECT RAISE(ABORT, 'the journal is append-only: DELETE refused'); END;
 """
 
 
+_INSERT = (
+    "INSERT INTO journal (seq, kind, round, recorded_at, body, prev_hash, hash)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+# SQLite's -wal layout (sqlite.org/fileformat2.html#walformat): a 32-byte header, then one
+# 24-byte frame header and one page per frame; a commit may run past the checkpoint threshold.
+WAL_HEADER_BYTES = 32
+WAL_FRAME_HEADER = 24
+WAL_SLACK_FRAMES = 128
+
+
 class JournalError(RuntimeError):
     """The journal cannot be opened or written; the message says which file and why."""
 
@@ -60,13 +73,43 @@ def canonical_json(value: Any) -> str:
     )
 
 
+# json's own string encoder (the C one when available): what canonical_json writes for a str.
+_json_string: Callable[[str], str] = json.encoder.encode_basestring
+
+
 def row_hash(
     prev_hash: str, seq: int, kind: str, round_number: int | None, recorded_at: str, body: str
 ) -> str:
     """SHA-256 (hex) of the previous hash followed by the row's canonical JSON."""
-    content = canonical_json(
-        {"seq": seq, "kind": kind, "round": round_number, "recorded_at": recorded_at, "body": body}
-    )
+    if type(seq) is int and (round_number is None or type(round_number) is int):
+        # The canonical JSON of the row, written out in sorted key order (it runs for every
+        # row appended and verified); tests/unit/test_hot_path.py holds it to
+        # canonical_json of the same dict for any content.
+        content = "".join(
+            (
+                '{"body":',
+                _json_string(body),
+                ',"kind":',
+                _json_string(kind),
+                ',"recorded_at":',
+                _json_string(recorded_at),
+                ',"round":',
+                "null" if round_number is None else int.__repr__(round_number),
+                ',"seq":',
+                int.__repr__(seq),
+                "}",
+            )
+        )
+    else:
+        content = canonical_json(
+            {
+                "seq": seq,
+                "kind": kind,
+                "round": round_number,
+                "recorded_at": recorded_at,
+                "body": body,
+            }
+        )
     return hashlib.sha256((prev_hash + content).encode()).hexdigest()
 
 
@@ -110,6 +153,7 @@ class Journal:
             raise JournalError(f"{self.path}: cannot open the journal: {error}") from error
         for suffix in ("-wal", "-shm"):
             _make_private(Path(f"{self.path}{suffix}"))
+        self._preallocate_wal()
         last = self._db.execute(
             "SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1"
         ).fetchone()
@@ -122,6 +166,39 @@ class Journal:
         # The head (last seq and hash) goes to the system log at open and close: an anchor
         # outside the file, against which a truncated or wholly rewritten chain shows.
         self._log.info("journal_opened", last_seq=self._last_seq, head=self._last_hash)
+
+    def _preallocate_wal(self) -> None:
+        """Give the -wal file, once, the size it reaches before SQLite checkpoints it.
+
+        A commit that appends to the -wal grows the file, and the fsync of a grown file must
+        also commit its new size through the filesystem's own journal: on ext4 that is about
+        1.7x the cost of a commit that overwrites blocks already there (measured: ~350 vs ~205
+        us). SQLite reuses the -wal from its start after each checkpoint and never shrinks it
+        (journal_size_limit is -1), so after the first checkpoint every commit overwrites;
+        zero-filling it up front puts the first thousand commits after a start in that regime
+        too. Safe by SQLite's design: a -wal is read only up to its last frame whose salt and
+        checksum are valid, and zeroes are neither. Durability is unchanged (synchronous=FULL).
+        """
+        wal = Path(f"{self.path}-wal")
+        try:
+            page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+            frames = int(self._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+            target = WAL_HEADER_BYTES + (frames + WAL_SLACK_FRAMES) * (page_size + WAL_FRAME_HEADER)
+            descriptor = os.open(wal, os.O_WRONLY)
+        except (OSError, sqlite3.Error, TypeError, ValueError):
+            return  # no -wal yet, or SQLite says nothing usable: commits simply grow it
+        try:
+            size = os.fstat(descriptor).st_size
+            if size >= target or frames <= 0:
+                return
+            chunk = bytes(min(1 << 20, target - size))
+            while size < target:
+                size += os.pwrite(descriptor, chunk[: target - size], size)
+            os.fsync(descriptor)
+        except OSError as error:
+            self._log.warning("wal_preallocation_failed", error=str(error))
+        finally:
+            os.close(descriptor)
 
     @property
     def last_seq(self) -> int:
@@ -163,24 +240,30 @@ class Journal:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop: rows wait for max_batch, flush() or close()
-        self._timer = loop.call_later(self.flush_interval, self.flush)
+        self._timer = loop.call_later(self.flush_interval, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.flush()
 
     def flush(self) -> None:
-        """Commit every pending row in one transaction (synchronous=FULL: fsync on commit)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        """Commit every pending row in one transaction (synchronous=FULL: fsync on commit).
+
+        An armed timer is left to fire (it finds nothing, or rows appended since, which it
+        commits sooner than flush_interval): cancelling and re-arming it around every durable
+        commit cost more than the commit's own Python work.
+        """
         if not self._pending:
             return
         started = time.perf_counter()
         try:
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                "INSERT INTO journal (seq, kind, round, recorded_at, body, prev_hash, hash)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                self._pending,
-            )
-            self._db.execute("COMMIT")
+            if len(self._pending) == 1:
+                # one row: one statement, its own transaction (autocommit), fsynced alike
+                self._db.execute(_INSERT, self._pending[0])
+            else:
+                self._db.execute("BEGIN")
+                self._db.executemany(_INSERT, self._pending)
+                self._db.execute("COMMIT")
         except sqlite3.Error as error:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
@@ -196,6 +279,9 @@ class Journal:
     def close(self) -> None:
         """Flush pending rows and close the file."""
         self.flush()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._db.close()
         self._log.info("journal_closed", last_seq=self._last_seq, head=self._last_hash)
 

@@ -113,6 +113,9 @@ class TableService:
         self._draws = _ReplaySource(self)
         self.table_row = config.table_dict()
         self.engine: EngineLike = engine_builder(self.table_row, self._draws)
+        # The engine's status as of the last event handled: gauges, the operator's state push
+        # and the daemon's STATUS= line all read it per event; built once per event, not thrice.
+        self._engine_status: Mapping[str, Any] | None = None
         self.replayed_events = 0
         self.replay_divergences: list[int] = []
         self._round_voided = False
@@ -156,6 +159,7 @@ class TableService:
         for row in rows:
             if row.kind == "event":
                 before = self.engine.round_number
+                self._engine_status = None
                 replayed = [self._as_dict(d) for d in self.engine.handle(row.body, row.seq)]
                 self.replayed_events += 1
                 if replayed != journaled.get(row.seq, []):
@@ -203,6 +207,7 @@ class TableService:
         self._log.debug(
             "event", type=stamped.get("type"), source=source, seq=seq, device=stamped.get("device")
         )
+        self._engine_status = None  # whatever happens in the engine now
         decisions = [self._as_dict(d) for d in self.engine.handle(stamped, seq)]
         commands = [d for d in decisions if d.get("decision") in DEVICE_COMMAND_DECISIONS]
         durable = not self.group_commit or bool(commands) or source == "operator"
@@ -238,8 +243,13 @@ class TableService:
         return status
 
     def engine_status(self) -> Mapping[str, Any]:
-        status = getattr(self.engine, "status", None)
-        return status() if callable(status) else {"round": self.engine.round_number}
+        """The engine's status (read-only: it is shared until the next event is handled)."""
+        if self._engine_status is None:
+            status = getattr(self.engine, "status", None)
+            self._engine_status = (
+                status() if callable(status) else {"round": self.engine.round_number}
+            )
+        return self._engine_status
 
     def close(self) -> None:
         self.journal.close()

@@ -51,6 +51,8 @@ class ReferenceSession(DeviceDriver):
         self._early: list[Frame] | None = None
         self._link_timer: asyncio.TimerHandle | None = None
         self._heartbeat: asyncio.TimerHandle | None = None
+        #: the ACKs of frames just delivered, written from the loop right after them
+        self._ack_handle: asyncio.Handle | None = None
         self._frames_sent = FRAMES_SENT.labels(self.name)
         self._frames_received = FRAMES_RECEIVED.labels(self.name)
         self._retransmissions = RETRANSMISSIONS.labels(self.name)
@@ -103,10 +105,10 @@ class ReferenceSession(DeviceDriver):
     def close_session(self, reason: str) -> None:
         self._in_session = False
         self._early = None
-        for handle in (self._link_timer, self._heartbeat):
+        for handle in (self._link_timer, self._heartbeat, self._ack_handle):
             if handle is not None:
                 handle.cancel()
-        self._link_timer = self._heartbeat = None
+        self._link_timer = self._heartbeat = self._ack_handle = None
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
@@ -179,11 +181,22 @@ class ReferenceSession(DeviceDriver):
 
     def on_data(self, data: bytes) -> None:
         frames = self.link.receive(data, self.loop.time())
-        self._flush()
+        if not frames:
+            self._flush()  # a NAK, the next queued frame after an ACK, the error counts
+            return
+        # Deliver first and acknowledge from the loop right after: the ACK's write (a syscall
+        # that wakes the device's side) is then off the path from a frame to its event being
+        # handled (and journaled) while still going out in the same loop cycle, far inside
+        # the device's ACK timeout (LinkSettings.ack_timeout).
         for frame in frames:
             self._handle(frame)
-        if frames:
-            self._arm_heartbeat()
+        self._arm_heartbeat()
+        if self._ack_handle is None:
+            self._ack_handle = self.loop.call_soon(self._send_acks)
+
+    def _send_acks(self) -> None:
+        self._ack_handle = None
+        self._flush()
 
     def _handle(self, frame: Frame) -> None:
         try:
