@@ -89,6 +89,17 @@ async def end_to_end(samples: int = 2000, warmup: int = 100) -> dict[str, Any]:
 
         await driver.start(loop, on_event)
         assert await driver.wait_connected(5)
+        # The clock starts when the frame's bytes are written to the pty (DESIGN.md: "frame on
+        # a pty -> decision journaled"), not while the simulator composes the frame.
+        written: list[float] = []
+        write_to_pty = sim._send
+        assert write_to_pty is not None
+
+        def timed_write(data: bytes) -> None:
+            written.append(time.perf_counter())
+            write_to_pty(data)
+
+        sim._send = timed_write
         latencies: list[float] = []
         rng = random.Random(7)
         drawn = CARDS_PER_ROUND
@@ -109,8 +120,9 @@ async def end_to_end(samples: int = 2000, warmup: int = 100) -> dict[str, Any]:
             while not sim.link.idle:  # the previous frame's ACK is back
                 await asyncio.sleep(0)
             done = loop.create_future()
-            start = time.perf_counter()
+            written.clear()
             sim.draw()
+            start = written[0]  # the CARD_DRAWN frame, written synchronously by draw()
             end = await done
             drawn += 1
             decisions += len(handled[-1].result())
