@@ -17,12 +17,19 @@ from __future__ import annotations
 import datetime
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from controller import metrics
 from controller.config import TableConfig
-from controller.journal import RANDOM_DRAW, EngineLike, Journal, JournalError, read_rows
+from controller.journal import (
+    RANDOM_DRAW,
+    EngineLike,
+    Journal,
+    JournalError,
+    JournalRow,
+    read_rows,
+)
 from controller.logs import get_logger
 
 # Decisions that the service turns into device commands (lock the dealing shoe, keep the deck in
@@ -126,9 +133,14 @@ class TableService:
 
     # -- start: rebuild from the journal ---------------------------------------------------------
 
-    async def start(self) -> list[dict[str, Any]]:
-        """Replay the journal (or begin it); returns the restart decisions, if any."""
-        rows = list(read_rows(self.journal.path))
+    async def start(self, rows: Sequence[JournalRow] | None = None) -> list[dict[str, Any]]:
+        """Replay the journal (or begin it); returns the restart decisions, if any.
+
+        `rows`: the journal's rows when the caller has already read them (the daemon rebuilds
+        its device holds from the same rows), so the file is read once at start-up.
+        """
+        if rows is None:
+            rows = list(read_rows(self.journal.path))
         tables = [row for row in rows if row.kind == "table"]
         if not tables:
             self.journal.append("table", self.table_row, durable=True)
