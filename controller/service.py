@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import secrets
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -76,11 +77,12 @@ class _ReplaySource:
 
     def __init__(self, service: TableService) -> None:
         self.service = service
-        self.replaying: list[int] = []
+        # a deque: a long journal's draws are taken from the front, one by one
+        self.replaying: deque[int] = deque()
 
     def __call__(self, bound: int) -> int:
         if self.replaying:
-            return self.replaying.pop(0)
+            return self.replaying.popleft()
         value = self.service.random_source(bound)
         self.service.journal.append(
             "note",
@@ -153,11 +155,11 @@ class TableService:
                 f"{self.config.source} now says {self.table_row}: restore the configuration, or "
                 "archive the journal and configure a new path"
             )
-        self._draws.replaying = [
+        self._draws.replaying = deque(
             int(row.body["value"])
             for row in rows
             if row.kind == "note" and row.body.get("type") == RANDOM_DRAW
-        ]
+        )
         journaled: dict[int, list[dict[str, Any]]] = {}
         current_event = 0
         for row in rows:
@@ -183,7 +185,7 @@ class TableService:
                 rejected = any(d.get("decision") == "rejected" for d in replayed)
                 if row.body.get("type") == "hands_collected" and not rejected:
                     ended = max(ended, self.engine.round_number)
-        self._draws.replaying = []
+        self._draws.replaying.clear()
         if self.replay_divergences:
             # The engine decides differently now than when the journal was written (a new
             # version or interpretation): the journal stays the record; the state is today's.
