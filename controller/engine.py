@@ -219,8 +219,8 @@ class Engine:
         )
 
     def _rejected(self, error: str, rule_id: str = "E0") -> Decision:
-        rule = citation(rule_id, self.game, self.method) if rule_id != "E0" else "EVENTS.md"
-        return Decision("rejected", rule, rule_id, self._at, f"event refused: {error}", error=error)
+        # E0's citation is the catalogue's "EVENTS.md", like any other rule's
+        return self._d("rejected", rule_id, f"event refused: {error}", error=error)
 
     def _notify(self, rule_id: str, reason: str) -> Decision:
         self.pending_notifications.append(rule_id)
