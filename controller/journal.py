@@ -442,7 +442,7 @@ def engine_from_table_row(
     from controller.engine import Engine
     from controller.table import TableSpec
 
-    spec = TableSpec.from_dict({"game": table["game"], "options": table.get("options", {})})
+    spec = TableSpec.from_dict({"game": table["game"], "options": dict(table.get("options", {}))})
     engine: EngineLike = Engine(spec, random_source=random_source)
     return engine
 

@@ -25,10 +25,12 @@ from controller import metrics
 from controller.config import TableConfig
 from controller.journal import (
     RANDOM_DRAW,
+    EngineFactory,
     EngineLike,
     Journal,
     JournalError,
     JournalRow,
+    engine_from_table_row,
     read_rows,
 )
 from controller.logs import get_logger
@@ -53,23 +55,12 @@ DEVICE_FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault"}
 
 DeviceCommandSink = Callable[[Mapping[str, Any]], Awaitable[None]]
 Publisher = Callable[[Mapping[str, Any]], Awaitable[None]]
-EngineBuilder = Callable[[Mapping[str, Any], Callable[[int], int]], EngineLike]
 # Told of every handled event once it was acted on: (event, decisions, seconds, source).
 EventObserver = Callable[[Mapping[str, Any], list[dict[str, Any]], float, str], None]
 
 
 class ServiceError(RuntimeError):
     """The service cannot start; the message says what to do."""
-
-
-def build_engine(table: Mapping[str, Any], random_source: Callable[[int], int]) -> EngineLike:
-    """The round engine for a table row (`{"type": "table", "game", "options"}`)."""
-    from controller.engine import Engine
-    from controller.table import TableSpec
-
-    spec = TableSpec.from_dict({"game": table["game"], "options": dict(table["options"])})
-    engine: EngineLike = Engine(spec, random_source=random_source)
-    return engine
 
 
 class _ReplaySource:
@@ -101,7 +92,7 @@ class TableService:
         journal: Journal,
         *,
         random_source: Callable[[int], int] = secrets.randbelow,
-        engine_builder: EngineBuilder = build_engine,
+        engine_builder: EngineFactory = engine_from_table_row,
         clock: Callable[[], datetime.datetime] = datetime.datetime.now,
         group_commit: bool = False,
     ) -> None:
