@@ -20,6 +20,7 @@ import os
 import sqlite3
 import stat
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -451,12 +452,12 @@ class _ReplayedDraws:
     """Feeds the journaled random draws back to the engine, in order."""
 
     def __init__(self, draws: Sequence[Mapping[str, Any]]) -> None:
-        self._draws = list(draws)
+        self._draws = deque(draws)  # taken from the front: a deque, not list.pop(0)
 
     def __call__(self, bound: int) -> int:
         if not self._draws:
             raise JournalError("the engine asked for a random draw the journal does not hold")
-        draw = self._draws.pop(0)
+        draw = self._draws.popleft()
         if draw.get("bound") != bound:
             raise JournalError(
                 f"journaled random draw was for bound {draw.get('bound')}, the engine asks {bound}"
