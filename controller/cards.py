@@ -38,10 +38,6 @@ def parse_card(value: object) -> str:
     )
 
 
-def rank_of(card: str) -> str:
-    return card[0] if card != JOKER else JOKER
-
-
 def is_ten_or_ace(card: str) -> bool:
     """A, K, Q, J or 10: the up cards with which a hole-card reader may be used (2C.14(k))."""
     return card != JOKER and card[0] in "AKQJT"
