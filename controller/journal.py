@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from controller import metrics
+from controller.engine import Engine
 from controller.logs import get_logger
+from controller.table import TableSpec
 
 GENESIS_HASH = "0" * 64
 ROW_KINDS = ("table", "event", "decision", "note")
@@ -436,16 +438,10 @@ class EngineLike(Protocol):
 EngineFactory = Callable[[Mapping[str, Any], Callable[[int], int]], EngineLike]
 
 
-def engine_from_table_row(
-    table: Mapping[str, Any], random_source: Callable[[int], int]
-) -> EngineLike:
+def engine_from_table_row(table: Mapping[str, Any], random_source: Callable[[int], int]) -> Engine:
     """A fresh engine for the journal's table row (`{"type": "table", "game", "options"}`)."""
-    from controller.engine import Engine
-    from controller.table import TableSpec
-
     spec = TableSpec.from_dict({"game": table["game"], "options": dict(table.get("options", {}))})
-    engine: EngineLike = Engine(spec, random_source=random_source)
-    return engine
+    return Engine(spec, random_source=random_source)
 
 
 class _ReplayedDraws:

@@ -23,10 +23,9 @@ from typing import Any
 
 from controller import metrics
 from controller.config import TableConfig
+from controller.engine import Engine
 from controller.journal import (
     RANDOM_DRAW,
-    EngineFactory,
-    EngineLike,
     Journal,
     JournalError,
     JournalRow,
@@ -92,7 +91,9 @@ class TableService:
         journal: Journal,
         *,
         random_source: Callable[[int], int] = secrets.randbelow,
-        engine_builder: EngineFactory = engine_from_table_row,
+        engine_builder: Callable[[Mapping[str, Any], Callable[[int], int]], Engine] = (
+            engine_from_table_row
+        ),
         clock: Callable[[], datetime.datetime] = datetime.datetime.now,
         group_commit: bool = False,
     ) -> None:
@@ -112,7 +113,7 @@ class TableService:
         self._log = get_logger("service", table=config.table_id)
         self._draws = _ReplaySource(self)
         self.table_row = config.table_dict()
-        self.engine: EngineLike = engine_builder(self.table_row, self._draws)
+        self.engine = engine_builder(self.table_row, self._draws)
         # The engine's status as of the last event handled: gauges, the operator's state push
         # and the daemon's STATUS= line all read it per event; built once per event, not thrice.
         self._engine_status: Mapping[str, Any] | None = None
@@ -165,7 +166,7 @@ class TableService:
             if row.kind == "event":
                 before = self.engine.round_number
                 self._engine_status = None
-                replayed = [self._as_dict(d) for d in self.engine.handle(row.body, row.seq)]
+                replayed = [d.to_dict() for d in self.engine.handle(row.body, row.seq)]
                 self.replayed_events += 1
                 if replayed != journaled.get(row.seq, []):
                     self.replay_divergences.append(row.seq)
@@ -213,7 +214,7 @@ class TableService:
             "event", type=stamped.get("type"), source=source, seq=seq, device=stamped.get("device")
         )
         self._engine_status = None  # whatever happens in the engine now
-        decisions = [self._as_dict(d) for d in self.engine.handle(stamped, seq)]
+        decisions = [d.to_dict() for d in self.engine.handle(stamped, seq)]
         commands = [d for d in decisions if d.get("decision") in DEVICE_COMMAND_DECISIONS]
         durable = not self.group_commit or bool(commands) or source == "operator"
         round_number = self.engine.round_number
@@ -250,23 +251,13 @@ class TableService:
     def engine_status(self) -> Mapping[str, Any]:
         """The engine's status (read-only: it is shared until the next event is handled)."""
         if self._engine_status is None:
-            status = getattr(self.engine, "status", None)
-            self._engine_status = (
-                status() if callable(status) else {"round": self.engine.round_number}
-            )
+            self._engine_status = self.engine.status()
         return self._engine_status
 
     def close(self) -> None:
         self.journal.close()
 
     # -- after the journal -----------------------------------------------------------------------
-
-    @staticmethod
-    def _as_dict(decision: Any) -> dict[str, Any]:
-        if isinstance(decision, Mapping):
-            return dict(decision)
-        result: dict[str, Any] = decision.to_dict()
-        return result
 
     def _account(
         self, event: Mapping[str, Any], decisions: list[dict[str, Any]], round_before: int
