@@ -62,6 +62,14 @@ def hand_total(cards: list[str]) -> tuple[int, bool]:
     return total, False
 
 
+def dealer_stands(cards: list[str], hits_soft_17: bool) -> bool:
+    """G6: hard 17+, soft 18+, and soft 17 unless the table hits soft 17 (2C.11(b))."""
+    total, soft = hand_total(cards)
+    if total >= 18 or (total == 17 and not soft):
+        return True
+    return total == 17 and soft and not hits_soft_17
+
+
 class Composition:
     """How many copies of each card a table's deck (or shoe of decks) holds."""
 
