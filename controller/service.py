@@ -236,9 +236,10 @@ class TableService:
     async def handle_operator_event(
         self, event: dict[str, Any], peer: Any = None
     ) -> list[dict[str, Any]]:
-        """The operator socket's handler: the event is journaled durably before the reply."""
-        if peer is not None:
-            self._log.info("operator_event", type=event.get("type"), uid=getattr(peer, "uid", None))
+        """The operator socket's handler: the event is journaled durably before the reply.
+
+        `peer` is the socket's caller, already logged with the event by the operator server.
+        """
         return await self.handle_event(event, source="operator")
 
     def status(self) -> dict[str, Any]:
