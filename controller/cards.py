@@ -38,10 +38,6 @@ def parse_card(value: object) -> str:
     )
 
 
-def rank_of(card: str) -> str:
-    return card[0] if card != JOKER else JOKER
-
-
 def is_ten_or_ace(card: str) -> bool:
     """A, K, Q, J or 10: the up cards with which a hole-card reader may be used (2C.14(k))."""
     return card != JOKER and card[0] in "AKQJT"
@@ -64,6 +60,14 @@ def hand_total(cards: list[str]) -> tuple[int, bool]:
     if has_ace and total + 10 <= 21:
         return total + 10, True
     return total, False
+
+
+def dealer_stands(cards: list[str], hits_soft_17: bool) -> bool:
+    """G6: hard 17+, soft 18+, and soft 17 unless the table hits soft 17 (2C.11(b))."""
+    total, soft = hand_total(cards)
+    if total >= 18 or (total == 17 and not soft):
+        return True
+    return total == 17 and soft and not hits_soft_17
 
 
 class Composition:

@@ -11,7 +11,7 @@ import ipaddress
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +115,6 @@ class TableConfig:
     operator_group: str
     gaming_day_start: datetime.time
     log_level: str
-    # The engine's validated TableSpec when the engine is installed (controller.table).
-    spec: TableSpec | None = field(default=None, compare=False)
 
     def table_dict(self) -> dict[str, Any]:
         """The scenario/journal header line describing this table (EVENTS.md)."""
@@ -308,14 +306,6 @@ def _devices(problems: _Problems, data: Mapping[str, Any]) -> tuple[DeviceConfig
     return tuple(result)
 
 
-def validate_table_spec(game: str, options: Mapping[str, Any]) -> TableSpec:
-    """The engine's `TableSpec` for the game and options; raises `ValueError` naming the option."""
-    try:
-        return TableSpec.from_dict({"game": game, "options": dict(options)})
-    except TableSpecError as error:
-        raise ValueError(str(error)) from error
-
-
 def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
     """Validate a parsed TOML document; `source` names the file in every error."""
     problems = _Problems(source)
@@ -409,11 +399,12 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
     options = {**options, "gaming_day_start": gaming_day_start.strftime("%H:%M")}
 
     devices = _devices(problems, data)
-    spec: TableSpec | None = None
     if game is not None and not problems.items:
+        # the engine's own check of the options (the service builds its TableSpec from the
+        # journal's table row, so nothing here keeps it)
         try:
-            spec = validate_table_spec(game, options)
-        except ValueError as error:
+            TableSpec.from_dict({"game": game, "options": dict(options)})
+        except TableSpecError as error:
             problems.add("table.options", str(error))
 
     if problems.items:
@@ -432,7 +423,6 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         operator_group=group,
         gaming_day_start=gaming_day_start,
         log_level=log_level,
-        spec=spec,
     )
 
 

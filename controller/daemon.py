@@ -29,14 +29,14 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from controller import metrics
 from controller.config import DeviceConfig, TableConfig
 from controller.events import SCHEMA
-from controller.journal import Journal, JournalError, read_rows
+from controller.journal import Journal, JournalError, JournalRow, read_rows
 from controller.logs import get_logger
 from controller.metrics import MetricsServer, start_metrics_server
 from controller.operator import OPERATOR_EVENTS, OperatorError, OperatorServer, PeerCredentials
@@ -381,11 +381,11 @@ class Daemon:
             # results from now on (H5) and the alarm tells the dealer; logged for the record.
             self._log.warning("reader_disabled", reason=decision.get("reason"))
 
-    def rebuild_interlocks(self) -> None:
-        """The holds in force at the end of the journal (the service replayed it: no commands)."""
+    def rebuild_interlocks(self, rows: Iterable[JournalRow]) -> None:
+        """The holds in force at the end of the journal's `rows` (replayed: no commands)."""
         event: Mapping[str, Any] | None = None
         decisions: list[dict[str, Any]] = []
-        for row in read_rows(self.service.journal.path):
+        for row in rows:
             if row.kind == "event":
                 if event is not None:
                     self.interlocks.lift(event, decisions)
@@ -491,11 +491,13 @@ async def run_daemon(
         daemon.started_at = started
         try:
             daemon.build_drivers()
-            # The journal's holds first; then the replay's restart decisions (controller_restarted)
-            # go through the device-command seam like any other, so a void locks the shoe.
-            daemon.rebuild_interlocks()
+            # The journal is read once for both: the holds first; then the replay's restart
+            # decisions (controller_restarted) go through the device-command seam like any
+            # other, so a void locks the shoe.
+            rows = list(read_rows(journal.path))
+            daemon.rebuild_interlocks(rows)
             service.device_commands = daemon._device_commands
-            await service.start()
+            await service.start(rows)
             await daemon.start()
         except (DaemonError, OperatorError, ServiceError, OSError) as error:
             log.error("cannot_start", error=str(error))

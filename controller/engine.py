@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from controller.cards import JOKER, hand_total, is_ten_or_ace
+from controller.cards import JOKER, dealer_stands, hand_total, is_ten_or_ace
 from controller.decisions import Decision
 from controller.events import EventError, validate
 from controller.ledger import (
@@ -219,8 +219,8 @@ class Engine:
         )
 
     def _rejected(self, error: str, rule_id: str = "E0") -> Decision:
-        rule = citation(rule_id, self.game, self.method) if rule_id != "E0" else "EVENTS.md"
-        return Decision("rejected", rule, rule_id, self._at, f"event refused: {error}", error=error)
+        # E0's citation is the catalogue's "EVENTS.md", like any other rule's
+        return self._d("rejected", rule_id, f"event refused: {error}", error=error)
 
     def _notify(self, rule_id: str, reason: str) -> Decision:
         self.pending_notifications.append(rule_id)
@@ -594,10 +594,7 @@ class Engine:
         rnd = self.round
         if rnd is None or len(rnd.dealer_cards) < 2:
             return False
-        total, soft = hand_total(rnd.dealer_cards)
-        if total >= 18 or (total == 17 and not soft):
-            return True
-        return total == 17 and soft and not self.options.dealer_hits_soft_17
+        return dealer_stands(rnd.dealer_cards, self.options.dealer_hits_soft_17)
 
     def _shoe_ran_out(self) -> list[Decision]:
         """G5: no void; the discard rack is reshuffled, its first card burned."""

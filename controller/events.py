@@ -24,9 +24,17 @@ def _card(name: str, value: Any) -> str:
         raise EventError(f"{name}: {error}") from None
 
 
+def _kind_of(value: Any) -> str:
+    """What a malformed value is, without its content (it may hold face-down cards, H7)."""
+    if isinstance(value, list | tuple | str):
+        return f"{type(value).__name__} of length {len(value)}"
+    return type(value).__name__
+
+
 def _cards(name: str, value: Any) -> list[str]:
     if not isinstance(value, list) or not value:
-        raise EventError(f"{name}: must be a non-empty list of cards, got {value!r}")
+        # the type, not the value: a stack sent as one string would name its cards (H7)
+        raise EventError(f"{name}: must be a non-empty list of cards, got {_kind_of(value)}")
     return [_card(f"{name}[{i}]", v) for i, v in enumerate(value)]
 
 
@@ -141,7 +149,7 @@ def parse_time(value: Any) -> datetime:
 def validate(event: Mapping[str, Any]) -> dict[str, Any]:
     """Return the event with its fields checked and cards canonical, or raise EventError."""
     if not isinstance(event, Mapping):
-        raise EventError(f"an event must be an object, got {event!r}")
+        raise EventError(f"an event must be an object, got {_kind_of(event)}")
     kind = event.get("type")
     schema = SCHEMA.get(kind) if isinstance(kind, str) else None
     if schema is None:

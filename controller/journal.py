@@ -20,13 +20,16 @@ import os
 import sqlite3
 import stat
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from controller import metrics
+from controller.engine import Engine
 from controller.logs import get_logger
+from controller.table import TableSpec
 
 GENESIS_HASH = "0" * 64
 ROW_KINDS = ("table", "event", "decision", "note")
@@ -435,28 +438,22 @@ class EngineLike(Protocol):
 EngineFactory = Callable[[Mapping[str, Any], Callable[[int], int]], EngineLike]
 
 
-def engine_from_table_row(
-    table: Mapping[str, Any], random_source: Callable[[int], int]
-) -> EngineLike:
+def engine_from_table_row(table: Mapping[str, Any], random_source: Callable[[int], int]) -> Engine:
     """A fresh engine for the journal's table row (`{"type": "table", "game", "options"}`)."""
-    from controller.engine import Engine
-    from controller.table import TableSpec
-
-    spec = TableSpec.from_dict({"game": table["game"], "options": table.get("options", {})})
-    engine: EngineLike = Engine(spec, random_source=random_source)
-    return engine
+    spec = TableSpec.from_dict({"game": table["game"], "options": dict(table.get("options", {}))})
+    return Engine(spec, random_source=random_source)
 
 
 class _ReplayedDraws:
     """Feeds the journaled random draws back to the engine, in order."""
 
     def __init__(self, draws: Sequence[Mapping[str, Any]]) -> None:
-        self._draws = list(draws)
+        self._draws = deque(draws)  # taken from the front: a deque, not list.pop(0)
 
     def __call__(self, bound: int) -> int:
         if not self._draws:
             raise JournalError("the engine asked for a random draw the journal does not hold")
-        draw = self._draws.pop(0)
+        draw = self._draws.popleft()
         if draw.get("bound") != bound:
             raise JournalError(
                 f"journaled random draw was for bound {draw.get('bound')}, the engine asks {bound}"

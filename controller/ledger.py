@@ -42,10 +42,6 @@ class Ledger:
         held = self.places.get(place)
         return 0 if held is None else held[card]
 
-    def cards_in(self, place: str) -> list[str]:
-        held = self.places.get(place)
-        return [] if held is None else sorted(held.elements())
-
     def move(self, card: str, source: str, target: str) -> None:
         """Move one copy of ``card``; refuses when ``source`` does not hold it."""
         held = self.places.get(source)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from controller.cards import hand_total
+from controller.cards import dealer_stands, hand_total
 from controller.table import TableSpec
 
 Event = dict[str, Any]
@@ -107,13 +107,6 @@ def _asia_poker(spec: TableSpec, rng: random.Random, rounds: int) -> list[Event]
     return events
 
 
-def _dealer_stands(cards: list[str], hits_soft_17: bool) -> bool:
-    total, soft = hand_total(cards)
-    if total >= 18 or (total == 17 and not soft):
-        return True
-    return total == 17 and soft and not hits_soft_17
-
-
 def _three_card_21(spec: TableSpec, rng: random.Random, rounds: int) -> list[Event]:
     """Rounds from one shoe; reshuffle when fewer than a round's worth of cards remain, or
     (Bart Carter) once the discard rack holds more than about a deck; the rack sensor
@@ -156,7 +149,7 @@ def _three_card_21(spec: TableSpec, rng: random.Random, rounds: int) -> list[Eve
             for _hit in range(rng.randint(0, 2)):
                 events.append(_ev("card_drawn", card=shoe.pop()))
         events.append(_ev("dealer_turn"))
-        while not _dealer_stands(dealer, opts.dealer_hits_soft_17):
+        while not dealer_stands(dealer, opts.dealer_hits_soft_17):
             card = shoe.pop()
             dealer.append(card)
             events.append(_ev("card_drawn", card=card))

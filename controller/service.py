@@ -17,12 +17,21 @@ from __future__ import annotations
 import datetime
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from controller import metrics
 from controller.config import TableConfig
-from controller.journal import RANDOM_DRAW, EngineLike, Journal, JournalError, read_rows
+from controller.engine import Engine
+from controller.journal import (
+    RANDOM_DRAW,
+    Journal,
+    JournalError,
+    JournalRow,
+    engine_from_table_row,
+    read_rows,
+)
 from controller.logs import get_logger
 
 # Decisions that the service turns into device commands (lock the dealing shoe, keep the deck in
@@ -45,7 +54,6 @@ DEVICE_FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault"}
 
 DeviceCommandSink = Callable[[Mapping[str, Any]], Awaitable[None]]
 Publisher = Callable[[Mapping[str, Any]], Awaitable[None]]
-EngineBuilder = Callable[[Mapping[str, Any], Callable[[int], int]], EngineLike]
 # Told of every handled event once it was acted on: (event, decisions, seconds, source).
 EventObserver = Callable[[Mapping[str, Any], list[dict[str, Any]], float, str], None]
 
@@ -54,26 +62,17 @@ class ServiceError(RuntimeError):
     """The service cannot start; the message says what to do."""
 
 
-def build_engine(table: Mapping[str, Any], random_source: Callable[[int], int]) -> EngineLike:
-    """The round engine for a table row (`{"type": "table", "game", "options"}`)."""
-    from controller.engine import Engine
-    from controller.table import TableSpec
-
-    spec = TableSpec.from_dict({"game": table["game"], "options": dict(table["options"])})
-    engine: EngineLike = Engine(spec, random_source=random_source)
-    return engine
-
-
 class _ReplaySource:
     """Random draws during replay come from the journal, in order; live ones are journaled."""
 
     def __init__(self, service: TableService) -> None:
         self.service = service
-        self.replaying: list[int] = []
+        # a deque: a long journal's draws are taken from the front, one by one
+        self.replaying: deque[int] = deque()
 
     def __call__(self, bound: int) -> int:
         if self.replaying:
-            return self.replaying.pop(0)
+            return self.replaying.popleft()
         value = self.service.random_source(bound)
         self.service.journal.append(
             "note",
@@ -92,7 +91,9 @@ class TableService:
         journal: Journal,
         *,
         random_source: Callable[[int], int] = secrets.randbelow,
-        engine_builder: EngineBuilder = build_engine,
+        engine_builder: Callable[[Mapping[str, Any], Callable[[int], int]], Engine] = (
+            engine_from_table_row
+        ),
         clock: Callable[[], datetime.datetime] = datetime.datetime.now,
         group_commit: bool = False,
     ) -> None:
@@ -112,7 +113,7 @@ class TableService:
         self._log = get_logger("service", table=config.table_id)
         self._draws = _ReplaySource(self)
         self.table_row = config.table_dict()
-        self.engine: EngineLike = engine_builder(self.table_row, self._draws)
+        self.engine = engine_builder(self.table_row, self._draws)
         # The engine's status as of the last event handled: gauges, the operator's state push
         # and the daemon's STATUS= line all read it per event; built once per event, not thrice.
         self._engine_status: Mapping[str, Any] | None = None
@@ -126,9 +127,14 @@ class TableService:
 
     # -- start: rebuild from the journal ---------------------------------------------------------
 
-    async def start(self) -> list[dict[str, Any]]:
-        """Replay the journal (or begin it); returns the restart decisions, if any."""
-        rows = list(read_rows(self.journal.path))
+    async def start(self, rows: Sequence[JournalRow] | None = None) -> list[dict[str, Any]]:
+        """Replay the journal (or begin it); returns the restart decisions, if any.
+
+        `rows`: the journal's rows when the caller has already read them (the daemon rebuilds
+        its device holds from the same rows), so the file is read once at start-up.
+        """
+        if rows is None:
+            rows = list(read_rows(self.journal.path))
         tables = [row for row in rows if row.kind == "table"]
         if not tables:
             self.journal.append("table", self.table_row, durable=True)
@@ -141,11 +147,11 @@ class TableService:
                 f"{self.config.source} now says {self.table_row}: restore the configuration, or "
                 "archive the journal and configure a new path"
             )
-        self._draws.replaying = [
+        self._draws.replaying = deque(
             int(row.body["value"])
             for row in rows
             if row.kind == "note" and row.body.get("type") == RANDOM_DRAW
-        ]
+        )
         journaled: dict[int, list[dict[str, Any]]] = {}
         current_event = 0
         for row in rows:
@@ -160,7 +166,7 @@ class TableService:
             if row.kind == "event":
                 before = self.engine.round_number
                 self._engine_status = None
-                replayed = [self._as_dict(d) for d in self.engine.handle(row.body, row.seq)]
+                replayed = [d.to_dict() for d in self.engine.handle(row.body, row.seq)]
                 self.replayed_events += 1
                 if replayed != journaled.get(row.seq, []):
                     self.replay_divergences.append(row.seq)
@@ -171,7 +177,7 @@ class TableService:
                 rejected = any(d.get("decision") == "rejected" for d in replayed)
                 if row.body.get("type") == "hands_collected" and not rejected:
                     ended = max(ended, self.engine.round_number)
-        self._draws.replaying = []
+        self._draws.replaying.clear()
         if self.replay_divergences:
             # The engine decides differently now than when the journal was written (a new
             # version or interpretation): the journal stays the record; the state is today's.
@@ -208,7 +214,7 @@ class TableService:
             "event", type=stamped.get("type"), source=source, seq=seq, device=stamped.get("device")
         )
         self._engine_status = None  # whatever happens in the engine now
-        decisions = [self._as_dict(d) for d in self.engine.handle(stamped, seq)]
+        decisions = [d.to_dict() for d in self.engine.handle(stamped, seq)]
         commands = [d for d in decisions if d.get("decision") in DEVICE_COMMAND_DECISIONS]
         durable = not self.group_commit or bool(commands) or source == "operator"
         round_number = self.engine.round_number
@@ -230,9 +236,10 @@ class TableService:
     async def handle_operator_event(
         self, event: dict[str, Any], peer: Any = None
     ) -> list[dict[str, Any]]:
-        """The operator socket's handler: the event is journaled durably before the reply."""
-        if peer is not None:
-            self._log.info("operator_event", type=event.get("type"), uid=getattr(peer, "uid", None))
+        """The operator socket's handler: the event is journaled durably before the reply.
+
+        `peer` is the socket's caller, already logged with the event by the operator server.
+        """
         return await self.handle_event(event, source="operator")
 
     def status(self) -> dict[str, Any]:
@@ -245,23 +252,13 @@ class TableService:
     def engine_status(self) -> Mapping[str, Any]:
         """The engine's status (read-only: it is shared until the next event is handled)."""
         if self._engine_status is None:
-            status = getattr(self.engine, "status", None)
-            self._engine_status = (
-                status() if callable(status) else {"round": self.engine.round_number}
-            )
+            self._engine_status = self.engine.status()
         return self._engine_status
 
     def close(self) -> None:
         self.journal.close()
 
     # -- after the journal -----------------------------------------------------------------------
-
-    @staticmethod
-    def _as_dict(decision: Any) -> dict[str, Any]:
-        if isinstance(decision, Mapping):
-            return dict(decision)
-        result: dict[str, Any] = decision.to_dict()
-        return result
 
     def _account(
         self, event: Mapping[str, Any], decisions: list[dict[str, Any]], round_before: int

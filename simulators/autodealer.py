@@ -467,25 +467,27 @@ class AutoDealer:
             faults += ["reader_fault", "reader_misuse"]
         return [fault for fault in faults if fault in self.fault_kinds]
 
-    async def _unplug_shoe(self) -> None:
-        """The shoe's USB cable is pulled mid-round, then plugged back."""
-        cable = self.cables["shoe"]
+    async def _pull_and_replug(self, name: str) -> int:
+        """Pull a device's cable, wait for the loss, plug it back, wait for the handshake.
+
+        Returns the feed's mark from just before the replug (what the device said since).
+        """
+        cable = self.cables[name]
         mark = self.feed.mark()
         cable.unplug()
         await self._await("device_lost", mark)
         mark = self.feed.mark()
         cable.replug()
         await self._await("device_connected", mark)
+        return mark
+
+    async def _unplug_shoe(self) -> None:
+        """The shoe's USB cable is pulled mid-round, then plugged back."""
+        await self._pull_and_replug("shoe")
 
     async def _unplug_rack(self) -> None:
         """The rack sensor's cable is pulled and put back between rounds."""
-        cable = self.cables["rack"]
-        mark = self.feed.mark()
-        cable.unplug()
-        await self._await("device_lost", mark)
-        mark = self.feed.mark()
-        cable.replug()
-        await self._await("device_connected", mark)
+        mark = await self._pull_and_replug("rack")
         await self._await("rack_level", mark)  # the sensor reports its level at the handshake
 
     async def _reader_fault(self) -> None:

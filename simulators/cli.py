@@ -54,20 +54,6 @@ class PtyCable:
         print(json.dumps({"kind": self.kind, "port": port, "replugged": True}), flush=True)
 
 
-class UsbCable:
-    """Unplug/replug of a device on the simulated USB bus."""
-
-    def __init__(self, backend: Any, device: Any) -> None:
-        self.backend = backend
-        self.device = device
-
-    def unplug(self) -> None:
-        self.backend.unplug(self.device)
-
-    def replug(self) -> None:
-        self.backend.plug(self.device)
-
-
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     loop = asyncio.get_running_loop()
     scenario = Scenario.load(args.scenario, args.kind) if args.scenario else None
@@ -92,6 +78,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         port = attachment.plug()
         cable, closer = PtyCable(args.kind, attachment), attachment.close
     else:
+        from simulators.harness import UsbCable
         from simulators.usb_backend import SimulatedUsbBackend
 
         backend = SimulatedUsbBackend(loop)

@@ -391,11 +391,6 @@ class SimulatedUsbBackend(usb.backend.IBackend):  # type: ignore[misc]
             sim._unplug()
         self.loop.call_soon_threadsafe(sim.device.disconnect)
 
-    def remove_device(self, sim: SimulatedUsbDevice) -> None:
-        self.unplug(sim)
-        with self._lock:
-            self._devices.remove(sim)
-
     # -- IBackend: enumeration and descriptors ------------------------------------
 
     def enumerate_devices(self) -> Iterator[SimulatedUsbDevice]:

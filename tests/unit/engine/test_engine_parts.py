@@ -166,3 +166,19 @@ def test_a_rejected_event_changes_nothing():
     assert [d["decision"] for d in out] == ["rejected", "rejected"]
     assert "positions" in out[0]["error"] and "card" in out[1]["error"]
     assert (e.state, e.round_number, e.status()) == before
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "stack_dispensed", "cards": "As Kd Qh"},
+        ["card_drawn", "As"],
+    ],
+)
+def test_a_malformed_event_is_refused_without_echoing_its_cards(event):
+    """H7: the refusal (journaled, sent to the operator) says what was wrong, not the cards."""
+    from controller.events import EventError, validate
+
+    with pytest.raises(EventError, match=r"must be (a non-empty list of cards|an object)") as info:
+        validate(event)
+    assert "As" not in str(info.value) and "Kd" not in str(info.value)
