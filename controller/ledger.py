@@ -46,7 +46,9 @@ class Ledger:
         """Move one copy of ``card``; refuses when ``source`` does not hold it."""
         held = self.places.get(source)
         if held is None or held[card] <= 0:
-            raise LedgerError(f"{card} is not in {source}")
+            # No card in the message: it may be face down, and an exception's text can reach
+            # a log line through a traceback (RULES.md H7). The journal holds the card.
+            raise LedgerError(f"the card moved from {source} to {target} is not in {source}")
         held[card] -= 1
         if held[card] == 0:
             del held[card]
@@ -84,4 +86,7 @@ class Ledger:
         if total != self.composition.as_counter():
             missing = self.composition.as_counter() - total
             extra = total - self.composition.as_counter()
-            raise LedgerError(f"conservation broken: missing {dict(missing)}, extra {dict(extra)}")
+            raise LedgerError(
+                f"conservation broken: {sum(missing.values())} card(s) missing, "
+                f"{sum(extra.values())} extra (not named: they may be face down, H7)"
+            )

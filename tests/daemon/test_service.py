@@ -15,8 +15,6 @@ from controller.config import parse_config
 from controller.journal import Journal, read_rows, round_cards, verify_journal
 from controller.service import ServiceError, TableService, open_service
 
-pytest.importorskip("controller.engine")
-
 CARDS = ["As", "Kd", "7h", "7c", "2s", "3c", "4d", "5h", "6s", "8c", "9d", "Th", "Js", "Qc", "Kh"]
 SETUP = [
     {"type": "deck_received"},

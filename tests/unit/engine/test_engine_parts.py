@@ -50,8 +50,11 @@ def test_ledger_moves_conserve_and_refuse_what_is_not_there():
     ledger.move("As", "shoe", "1")
     ledger.check()
     assert ledger.count("shoe") == 51 and ledger.holds("1", "As") == 1
-    with pytest.raises(LedgerError, match="As is not in shoe"):
+    with pytest.raises(
+        LedgerError, match="the card moved from shoe to 2 is not in shoe"
+    ) as refused:
         ledger.move("As", "shoe", "2")
+    assert "As" not in str(refused.value)  # H7: the message never names a card
     assert ledger.gather("shoe") == 1
     ledger.check()
     ledger.places["shoe"]["Kd"] += 1  # a card from nowhere
