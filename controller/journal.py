@@ -444,11 +444,14 @@ def engine_from_table_row(table: Mapping[str, Any], random_source: Callable[[int
     return Engine(spec, random_source=random_source)
 
 
-class _ReplayedDraws:
-    """Feeds the journaled random draws back to the engine, in order."""
+class ReplayedDraws:
+    """Feeds the journaled random draws back to the engine, in order, each for its bound."""
 
     def __init__(self, draws: Sequence[Mapping[str, Any]]) -> None:
         self._draws = deque(draws)  # taken from the front: a deque, not list.pop(0)
+
+    def __len__(self) -> int:
+        return len(self._draws)
 
     def __call__(self, bound: int) -> int:
         if not self._draws:
@@ -474,7 +477,7 @@ def round_cards(
     if not tables:
         raise JournalError(f"{path}: no table row: the journal does not say which game it holds")
     draws = [r.body for r in rows if r.kind == "note" and r.body.get("type") == RANDOM_DRAW]
-    engine = engine_factory(tables[0].body, _ReplayedDraws(draws))
+    engine = engine_factory(tables[0].body, ReplayedDraws(draws))
     snapshot: list[dict[str, Any]] | None = None
     for row in rows:
         if row.kind != "event":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime
 import secrets
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +28,7 @@ from controller.journal import (
     Journal,
     JournalError,
     JournalRow,
+    ReplayedDraws,
     engine_from_table_row,
     read_rows,
 )
@@ -67,12 +67,11 @@ class _ReplaySource:
 
     def __init__(self, service: TableService) -> None:
         self.service = service
-        # a deque: a long journal's draws are taken from the front, one by one
-        self.replaying: deque[int] = deque()
+        self.replaying: ReplayedDraws | None = None
 
     def __call__(self, bound: int) -> int:
         if self.replaying:
-            return self.replaying.popleft()
+            return self.replaying(bound)
         value = self.service.random_source(bound)
         self.service.journal.append(
             "note",
@@ -147,10 +146,8 @@ class TableService:
                 f"{self.config.source} now says {self.table_row}: restore the configuration, or "
                 "archive the journal and configure a new path"
             )
-        self._draws.replaying = deque(
-            int(row.body["value"])
-            for row in rows
-            if row.kind == "note" and row.body.get("type") == RANDOM_DRAW
+        self._draws.replaying = ReplayedDraws(
+            [row.body for row in rows if row.kind == "note" and row.body.get("type") == RANDOM_DRAW]
         )
         journaled: dict[int, list[dict[str, Any]]] = {}
         current_event = 0
@@ -166,7 +163,10 @@ class TableService:
             if row.kind == "event":
                 before = self.engine.round_number
                 self._engine_status = None
-                replayed = [d.to_dict() for d in self.engine.handle(row.body, row.seq)]
+                try:
+                    replayed = [d.to_dict() for d in self.engine.handle(row.body, row.seq)]
+                except JournalError as error:  # a journaled random draw does not fit
+                    raise ServiceError(f"{self.journal.path}: row {row.seq}: {error}") from error
                 self.replayed_events += 1
                 if replayed != journaled.get(row.seq, []):
                     self.replay_divergences.append(row.seq)
@@ -177,7 +177,7 @@ class TableService:
                 rejected = any(d.get("decision") == "rejected" for d in replayed)
                 if row.body.get("type") == "hands_collected" and not rejected:
                     ended = max(ended, self.engine.round_number)
-        self._draws.replaying.clear()
+        self._draws.replaying = None
         if self.replay_divergences:
             # The engine decides differently now than when the journal was written (a new
             # version or interpretation): the journal stays the record; the state is today's.

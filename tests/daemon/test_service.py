@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from controller.config import parse_config
-from controller.journal import Journal, read_rows, round_cards, verify_journal
+from controller.journal import RANDOM_DRAW, Journal, read_rows, round_cards, verify_journal
 from controller.service import ServiceError, TableService, open_service
 
 CARDS = ["As", "Kd", "7h", "7c", "2s", "3c", "4d", "5h", "6s", "8c", "9d", "Th", "Js", "Qc", "Kh"]
@@ -360,3 +360,27 @@ def test_a_round_open_at_a_restart_is_counted_once_when_it_ends(tmp_path):
         restarted.close()
 
     asyncio.run(scenario())
+
+
+def test_a_journaled_random_draw_for_another_bound_refuses_to_start(tmp_path):
+    """A1's computer-drawn start replays from the journal; a draw that does not fit the
+    engine's request (another engine version's journal) stops the start with the row named,
+    never feeds the engine a value outside its range."""
+    config = config_for(tmp_path)
+    data = {
+        "table": {"id": "t1", "game": "asia_poker", "options": {"ap_start": "computer"}},
+        "journal": {"path": str(config.journal_path)},
+        "devices": {},
+    }
+    asia = parse_config(data, "test.toml")
+
+    async def scenario() -> None:
+        service = await open_service(asia, clock=fixed_clock, random_source=lambda n: n - 1)
+        await play(service, [{"type": "shuffle_completed", "count": 53}])
+        service.journal.append("note", {"type": RANDOM_DRAW, "bound": 3, "value": 2})
+        await play(service, [{"type": "bets_closed", "positions": [1, 4]}])
+        service.close()
+        await _start_and_close(asia)
+
+    with pytest.raises(ServiceError, match=r"row \d+: journaled random draw was for bound 3"):
+        asyncio.run(scenario())
