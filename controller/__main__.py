@@ -1,5 +1,5 @@
 import sys
 
-from controller.cli import main
+from tablectl.controller.cli import main
 
 sys.exit(main())

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol, cast
 
-from controller import __version__
+from tablectl.controller import __version__
 
 
 class Command(NamedTuple):
@@ -36,21 +36,34 @@ EXIT_BROKEN_PIPE = 141
 
 # name -> the module implementing it. Add a line here for a new subcommand.
 COMMANDS: dict[str, Command] = {
-    "replay": Command("controller.replay", "replay a scenario file; decisions as JSON lines"),
-    "diagram": Command("controller.diagram", "print a game's round state chart (mermaid)"),
-    "sim": Command("simulators.cli", "start a simulated device on a pty or a simulated USB bus"),
-    "probe": Command("drivers.cli", "handshake with a device on a serial port, print its identity"),
+    "replay": Command(
+        "tablectl.controller.replay", "replay a scenario file; decisions as JSON lines"
+    ),
+    "diagram": Command("tablectl.controller.diagram", "print a game's round state chart (mermaid)"),
+    "sim": Command(
+        "tablectl.simulators.cli", "start a simulated device on a pty or a simulated USB bus"
+    ),
+    "probe": Command(
+        "tablectl.drivers.cli", "handshake with a device on a serial port, print its identity"
+    ),
     "check-config": Command(
-        "controller.commands.check_config", "validate a table's configuration file"
+        "tablectl.controller.commands.check_config", "validate a table's configuration file"
     ),
     "journal": Command(
-        "controller.commands.journal", "verify a journal's hash chain or show a round's cards"
+        "tablectl.controller.commands.journal",
+        "verify a journal's hash chain or show a round's cards",
     ),
-    "op": Command("controller.commands.op", "send one operator event to the running table"),
-    "status": Command("controller.commands.status", "show the running table's public status"),
-    "run": Command("controller.commands.run", "run a table's daemon (tablectl@TABLE.service)"),
+    "op": Command(
+        "tablectl.controller.commands.op", "send one operator event to the running table"
+    ),
+    "status": Command(
+        "tablectl.controller.commands.status", "show the running table's public status"
+    ),
+    "run": Command(
+        "tablectl.controller.commands.run", "run a table's daemon (tablectl@TABLE.service)"
+    ),
     "demo": Command(
-        "controller.demo", "the whole daemon on a simulated table, dealt automatically"
+        "tablectl.controller.demo", "the whole daemon on a simulated table, dealt automatically"
     ),
 }
 

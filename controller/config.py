@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.table import TableSpec, TableSpecError
+from tablectl.controller.table import TableSpec, TableSpecError
 
 GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
 DEVICE_KINDS = ("shuffler", "shoe", "hole_card_reader", "discard_rack")

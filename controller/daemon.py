@@ -33,18 +33,23 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller import metrics
-from controller.config import DeviceConfig, TableConfig
-from controller.events import SCHEMA
-from controller.journal import Journal, JournalError, JournalRow, read_rows
-from controller.logs import get_logger
-from controller.metrics import MetricsServer, start_metrics_server
-from controller.operator import OPERATOR_EVENTS, OperatorError, OperatorServer, PeerCredentials
-from controller.sdnotify import SdNotifier, Watchdog
-from controller.service import ServiceError, TableService
-from drivers.base import STATUS_EVENTS, AllowList, DeviceDriver, DriverError
-from drivers.registry import DriverNotFound, create_driver
-from drivers.transport import TransportConfigError, make_transport
+from tablectl.controller import metrics
+from tablectl.controller.config import DeviceConfig, TableConfig
+from tablectl.controller.events import SCHEMA
+from tablectl.controller.journal import Journal, JournalError, JournalRow, read_rows
+from tablectl.controller.logs import get_logger
+from tablectl.controller.metrics import MetricsServer, start_metrics_server
+from tablectl.controller.operator import (
+    OPERATOR_EVENTS,
+    OperatorError,
+    OperatorServer,
+    PeerCredentials,
+)
+from tablectl.controller.sdnotify import SdNotifier, Watchdog
+from tablectl.controller.service import ServiceError, TableService
+from tablectl.drivers.base import STATUS_EVENTS, AllowList, DeviceDriver, DriverError
+from tablectl.drivers.registry import DriverNotFound, create_driver
+from tablectl.drivers.transport import TransportConfigError, make_transport
 
 #: Seconds to wait for every device's handshake before READY is sent regardless.
 DEFAULT_DEVICE_WAIT = 20.0

@@ -33,11 +33,11 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from controller.config import GAMES, TableConfig, parse_config, parse_listen_address
-from controller.daemon import Daemon, run_daemon
-from controller.logs import configure_logging
-from simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
-from simulators.harness import SimulatedTableHarness
+from tablectl.controller.config import GAMES, TableConfig, parse_config, parse_listen_address
+from tablectl.controller.daemon import Daemon, run_daemon
+from tablectl.controller.logs import configure_logging
+from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
+from tablectl.simulators.harness import SimulatedTableHarness
 
 DEFAULT_GAME = "three_card_21"
 DEFAULT_LISTEN = "127.0.0.1:8337"

@@ -10,8 +10,8 @@ import shutil
 import subprocess
 import sys
 
-from controller.machine import definition, graphviz, mermaid
-from controller.rules import GAMES
+from tablectl.controller.machine import definition, graphviz, mermaid
+from tablectl.controller.rules import GAMES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

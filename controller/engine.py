@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from controller.cards import JOKER, dealer_stands, hand_total, is_ten_or_ace
-from controller.decisions import Decision
-from controller.events import EventError, validate
-from controller.ledger import (
+from tablectl.controller.cards import JOKER, dealer_stands, hand_total, is_ten_or_ace
+from tablectl.controller.decisions import Decision
+from tablectl.controller.events import EventError, validate
+from tablectl.controller.ledger import (
     BURNED,
     COMMUNITY,
     DEALER,
@@ -27,9 +27,9 @@ from controller.ledger import (
     SHOE,
     Ledger,
 )
-from controller.machine import RoundModel, build, definition
-from controller.rules import citation
-from controller.table import TableSpec
+from tablectl.controller.machine import RoundModel, build, definition
+from tablectl.controller.rules import citation
+from tablectl.controller.table import TableSpec
 
 __all__ = ["Decision", "Engine"]
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from controller.cards import CardError, parse_card
+from tablectl.controller.cards import CardError, parse_card
 
 
 class EventError(ValueError):

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from controller import metrics
-from controller.engine import Engine
-from controller.logs import get_logger
-from controller.table import TableSpec
+from tablectl.controller import metrics
+from tablectl.controller.engine import Engine
+from tablectl.controller.logs import get_logger
+from tablectl.controller.table import TableSpec
 
 GENESIS_HASH = "0" * 64
 ROW_KINDS = ("table", "event", "decision", "note")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from controller.cards import Composition
+from tablectl.controller.cards import Composition
 
 SHOE = "shoe"
 DISCARD = "discard"

@@ -23,7 +23,7 @@ from prometheus_client.core import Metric, UnknownMetricFamily
 from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector
 
-from controller import __version__
+from tablectl.controller import __version__
 
 # Latencies run from microseconds (one event in process) to the wire time of a frame (~1.4 ms at
 # 115200 baud) and, for fsync on slow disks, tens of milliseconds.

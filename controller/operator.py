@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.logs import get_logger, public_view
+from tablectl.controller.logs import get_logger, public_view
 
 # EVENTS.md, "Operator events": the only events accepted on this socket. Device events come
 # from drivers alone, so a terminal cannot impersonate the shoe.

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from controller.engine import Engine
-from controller.events import EventError, validate
-from controller.table import TableSpec, TableSpecError
+from tablectl.controller.engine import Engine
+from tablectl.controller.events import EventError, validate
+from tablectl.controller.table import TableSpec, TableSpecError
 
 
 class ScenarioError(ValueError):

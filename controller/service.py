@@ -20,10 +20,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from controller import metrics
-from controller.config import TableConfig
-from controller.engine import Engine
-from controller.journal import (
+from tablectl.controller import metrics
+from tablectl.controller.config import TableConfig
+from tablectl.controller.engine import Engine
+from tablectl.controller.journal import (
     RANDOM_DRAW,
     Journal,
     JournalError,
@@ -32,7 +32,7 @@ from controller.journal import (
     engine_from_table_row,
     read_rows,
 )
-from controller.logs import get_logger
+from tablectl.controller.logs import get_logger
 
 # Decisions that the service turns into device commands (lock the dealing shoe, keep the deck in
 # the shuffler, disable the reader ...): durable before anything is sent (issue 4, Journal).

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.cards import Composition, deck_with_joker, multi_deck_shoe, standard_deck
-from controller.interpretations import Interpretations
-from controller.rules import GAMES, METHODS, citation
+from tablectl.controller.cards import Composition, deck_with_joker, multi_deck_shoe, standard_deck
+from tablectl.controller.interpretations import Interpretations
+from tablectl.controller.rules import GAMES, METHODS, citation
 
 SHUFFLERS = ("none", "batch", "counting")
 READERS = ("none", "concealed", "revealing")

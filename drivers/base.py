@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 import structlog
 from prometheus_client import Counter
 
-from drivers.protocol.link import LinkSettings
-from drivers.protocol.messages import Identity
-from drivers.transport.base import Transport, TransportError
+from tablectl.drivers.protocol.link import LinkSettings
+from tablectl.drivers.protocol.messages import Identity
+from tablectl.drivers.transport.base import Transport, TransportError
 
 Event = dict[str, Any]
 EventCallback = Callable[[Event], None]

@@ -16,9 +16,9 @@ from typing import Any
 
 import structlog
 
-from drivers.base import DriverSettings
-from drivers.registry import DriverNotFound, create_driver
-from drivers.usb_ids import DEVICE_KINDS
+from tablectl.drivers.base import DriverSettings
+from tablectl.drivers.registry import DriverNotFound, create_driver
+from tablectl.drivers.usb_ids import DEVICE_KINDS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def probe(args: argparse.Namespace) -> tuple[int, str]:
-    from drivers.transport.serial import SerialTransport
+    from tablectl.drivers.transport.serial import SerialTransport
 
     transport = SerialTransport(args.port, baudrate=args.baudrate)
     settings = DriverSettings(

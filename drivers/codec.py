@@ -1,5 +1,5 @@
 """The pure codec, under the name DESIGN.md gives it: see drivers.protocol.frame."""
 
-from drivers.protocol.frame import Frame, decode, decode_verbose, encode
+from tablectl.drivers.protocol.frame import Frame, decode, decode_verbose, encode
 
 __all__ = ["Frame", "decode", "decode_verbose", "encode"]

@@ -12,7 +12,7 @@ import abc
 import asyncio
 from typing import Any
 
-from drivers.base import (
+from tablectl.drivers.base import (
     FRAMES_RECEIVED,
     FRAMES_SENT,
     RETRANSMISSIONS,
@@ -27,11 +27,11 @@ from drivers.base import (
     Shoe,
     Shuffler,
 )
-from drivers.protocol import messages as m
-from drivers.protocol.frame import Frame
-from drivers.protocol.link import Link, LinkFailure
-from drivers.protocol.messages import Identity, Msg, PayloadError, ResultCode
-from drivers.transport.base import Transport
+from tablectl.drivers.protocol import messages as m
+from tablectl.drivers.protocol.frame import Frame
+from tablectl.drivers.protocol.link import Link, LinkFailure
+from tablectl.drivers.protocol.messages import Identity, Msg, PayloadError, ResultCode
+from tablectl.drivers.transport.base import Transport
 
 EventFields = tuple[str, dict[str, Any]]
 

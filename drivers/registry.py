@@ -8,7 +8,7 @@ may add drivers to the ``tablectl.drivers`` entry-point group::
     acme-shuffler = "acme_tablectl.shuffler:AcmeShuffler"
 
 The entry point's name is the driver's name; the class's ``kind`` (inherited
-from drivers.base.Shuffler, Shoe, HoleCardReader or DiscardRack) says which
+from tablectl.drivers.base.Shuffler, Shoe, HoleCardReader or DiscardRack) says which
 kind it drives. The daemon builds a driver from configuration with
 ``create_driver(kind, driver, transport, name=..., allow_list=..., settings=...)``.
 """
@@ -19,17 +19,17 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
-from drivers.base import KIND_CLASSES, DeviceDriver
-from drivers.transport.base import Transport
+from tablectl.drivers.base import KIND_CLASSES, DeviceDriver
+from tablectl.drivers.transport.base import Transport
 
 ENTRY_POINT_GROUP = "tablectl.drivers"
 
 #: (kind, name) -> "module:Class"
 BUILTIN_DRIVERS: dict[tuple[str, str], str] = {
-    ("shuffler", "reference"): "drivers.reference:ReferenceShuffler",
-    ("shoe", "reference"): "drivers.reference:ReferenceShoe",
-    ("hole_card_reader", "reference"): "drivers.reference:ReferenceHoleCardReader",
-    ("discard_rack", "reference"): "drivers.reference:ReferenceDiscardRack",
+    ("shuffler", "reference"): "tablectl.drivers.reference:ReferenceShuffler",
+    ("shoe", "reference"): "tablectl.drivers.reference:ReferenceShoe",
+    ("hole_card_reader", "reference"): "tablectl.drivers.reference:ReferenceHoleCardReader",
+    ("discard_rack", "reference"): "tablectl.drivers.reference:ReferenceDiscardRack",
 }
 
 

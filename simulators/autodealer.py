@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from drivers.protocol.messages import Fault
-from simulators.table import SimulatedTable
+from tablectl.drivers.protocol.messages import Fault
+from tablectl.simulators.table import SimulatedTable
 
 Event = dict[str, Any]
 Decision = dict[str, Any]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drivers.protocol.messages import RANKS, SUITS
+from tablectl.drivers.protocol.messages import RANKS, SUITS
 
 ONE_DECK: tuple[str, ...] = tuple(rank + suit for suit in SUITS for rank in RANKS)
 TEN_VALUE = frozenset("TJQK")

@@ -18,10 +18,10 @@ import signal
 import sys
 from typing import Any
 
-from drivers.usb_ids import DEVICE_KINDS, REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
-from simulators.faults import FaultyWire
-from simulators.scenario import SIMULATORS, Pluggable, Scenario, ScenarioError, Target
-from simulators.shoe import ShoeSim
+from tablectl.drivers.usb_ids import DEVICE_KINDS, REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
+from tablectl.simulators.faults import FaultyWire
+from tablectl.simulators.scenario import SIMULATORS, Pluggable, Scenario, ScenarioError, Target
+from tablectl.simulators.shoe import ShoeSim
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,14 +72,14 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     port: Any
     closer: Any = None
     if args.transport == "pty":
-        from simulators.pty import PtyAttachment
+        from tablectl.simulators.pty import PtyAttachment
 
         attachment = PtyAttachment(wire, loop, link_path=args.link)
         port = attachment.plug()
         cable, closer = PtyCable(args.kind, attachment), attachment.close
     else:
-        from simulators.harness import UsbCable
-        from simulators.usb_backend import SimulatedUsbBackend
+        from tablectl.simulators.harness import UsbCable
+        from tablectl.simulators.usb_backend import SimulatedUsbBackend
 
         backend = SimulatedUsbBackend(loop)
         device = backend.add_reference_device(args.kind, sim.identity.serial, wire)

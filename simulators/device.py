@@ -14,10 +14,10 @@ import random
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from drivers.protocol import messages as m
-from drivers.protocol.frame import Frame
-from drivers.protocol.link import Link, LinkFailure, LinkSettings
-from drivers.protocol.messages import Identity, Msg, ResultCode
+from tablectl.drivers.protocol import messages as m
+from tablectl.drivers.protocol.frame import Frame
+from tablectl.drivers.protocol.link import Link, LinkFailure, LinkSettings
+from tablectl.drivers.protocol.messages import Identity, Msg, ResultCode
 
 CommandHandler = Callable[[bytes], tuple[ResultCode, str]]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from drivers.protocol import messages as m
-from drivers.protocol.messages import Msg, ResultCode
-from simulators.device import OK, SimulatedDevice
+from tablectl.drivers.protocol import messages as m
+from tablectl.drivers.protocol.messages import Msg, ResultCode
+from tablectl.simulators.device import OK, SimulatedDevice
 
 
 class DiscardRackSim(SimulatedDevice):

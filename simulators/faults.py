@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from simulators.link import DeviceSide
+from tablectl.simulators.link import DeviceSide
 
 
 class FaultyWire:

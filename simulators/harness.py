@@ -12,11 +12,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
-from simulators.device import SimulatedDevice
-from simulators.pty import PtyAttachment
-from simulators.table import SimulatedTable
-from simulators.usb_backend import SimulatedUsbBackend, SimulatedUsbDevice
+from tablectl.drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
+from tablectl.simulators.device import SimulatedDevice
+from tablectl.simulators.pty import PtyAttachment
+from tablectl.simulators.table import SimulatedTable
+from tablectl.simulators.usb_backend import SimulatedUsbBackend, SimulatedUsbDevice
 
 #: demo device name -> the SimulatedTable's device key
 TABLE_KEYS = {

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from drivers.protocol import messages as m
-from drivers.protocol.messages import Fault, Msg, ResultCode
-from simulators.cards import is_blackjack
-from simulators.device import OK, SimulatedDevice
+from tablectl.drivers.protocol import messages as m
+from tablectl.drivers.protocol.messages import Fault, Msg, ResultCode
+from tablectl.simulators.cards import is_blackjack
+from tablectl.simulators.device import OK, SimulatedDevice
 
 
 class HoleCardReaderSim(SimulatedDevice):

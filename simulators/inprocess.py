@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
-from drivers.transport.base import DataCallback, LostCallback, Transport, TransportError
-from simulators.link import DeviceSide
+from tablectl.drivers.transport.base import DataCallback, LostCallback, Transport, TransportError
+from tablectl.simulators.link import DeviceSide
 
 
 class InProcessTransport(Transport):

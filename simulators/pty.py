@@ -24,7 +24,7 @@ import os
 import threading
 import tty
 
-from simulators.link import DeviceSide
+from tablectl.simulators.link import DeviceSide
 
 READ_CHUNK = 65536
 _WOULD_BLOCK = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR)

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from drivers.protocol.messages import Fault
-from simulators.device import SimulatedDevice
-from simulators.discard_rack import DiscardRackSim
-from simulators.faults import FaultyWire
-from simulators.hole_card_reader import HoleCardReaderSim
-from simulators.shoe import ShoeSim
-from simulators.shuffler import ShufflerSim
+from tablectl.drivers.protocol.messages import Fault
+from tablectl.simulators.device import SimulatedDevice
+from tablectl.simulators.discard_rack import DiscardRackSim
+from tablectl.simulators.faults import FaultyWire
+from tablectl.simulators.hole_card_reader import HoleCardReaderSim
+from tablectl.simulators.shoe import ShoeSim
+from tablectl.simulators.shuffler import ShufflerSim
 
 
 class ScenarioError(ValueError):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from drivers.protocol import messages as m
-from drivers.protocol.messages import Fault, Msg, ResultCode
-from simulators.cards import composition
-from simulators.device import OK, SimulatedDevice
+from tablectl.drivers.protocol import messages as m
+from tablectl.drivers.protocol.messages import Fault, Msg, ResultCode
+from tablectl.simulators.cards import composition
+from tablectl.simulators.device import OK, SimulatedDevice
 
 
 class ShoeSim(SimulatedDevice):

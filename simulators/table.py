@@ -9,11 +9,11 @@ shuffler. Used by demos and soak runs; each device is still attached on its own
 
 from __future__ import annotations
 
-from simulators.device import SimulatedDevice
-from simulators.discard_rack import DiscardRackSim
-from simulators.hole_card_reader import HoleCardReaderSim
-from simulators.shoe import ShoeSim
-from simulators.shuffler import ShufflerSim
+from tablectl.simulators.device import SimulatedDevice
+from tablectl.simulators.discard_rack import DiscardRackSim
+from tablectl.simulators.hole_card_reader import HoleCardReaderSim
+from tablectl.simulators.shoe import ShoeSim
+from tablectl.simulators.shuffler import ShufflerSim
 
 
 class SimulatedTable:

@@ -33,8 +33,8 @@ from typing import Any
 import usb.backend
 from usb.core import USBError, USBTimeoutError
 
-from drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
-from simulators.link import DeviceSide
+from tablectl.drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
+from tablectl.simulators.link import DeviceSide
 
 BULK_OUT_ADDRESS = 0x01
 BULK_IN_ADDRESS = 0x81

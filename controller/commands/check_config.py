@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.config import ConfigError, load_config
+from tablectl.controller.config import ConfigError, load_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from controller.journal import (
+from tablectl.controller.journal import (
     JournalError,
     hands_in_deal_order,
     recipient_name,

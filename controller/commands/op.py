@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from controller.operator_client import (
+from tablectl.controller.operator_client import (
     OperatorClientError,
     default_socket,
     parse_fields,

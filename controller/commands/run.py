@@ -6,9 +6,9 @@ import argparse
 import asyncio
 import sys
 
-from controller.config import ConfigError, load_config
-from controller.daemon import DEFAULT_DEVICE_WAIT, run_daemon
-from controller.logs import configure_logging
+from tablectl.controller.config import ConfigError, load_config
+from tablectl.controller.daemon import DEFAULT_DEVICE_WAIT, run_daemon
+from tablectl.controller.logs import configure_logging
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,8 +6,13 @@ import argparse
 import json
 import sys
 
-from controller.commands.op import add_socket_arguments
-from controller.operator_client import OperatorClientError, default_socket, render_status, request
+from tablectl.controller.commands.op import add_socket_arguments
+from tablectl.controller.operator_client import (
+    OperatorClientError,
+    default_socket,
+    render_status,
+    request,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

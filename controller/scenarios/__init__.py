@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from controller.rules import GAMES
+from tablectl.controller.rules import GAMES
 
 
 def scenario_text(game: str) -> str:

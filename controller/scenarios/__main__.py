@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from controller.replay import replay
-from controller.scenarios import bundled
+from tablectl.controller.replay import replay
+from tablectl.controller.scenarios import bundled
 
 
 def main() -> int:

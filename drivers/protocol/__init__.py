@@ -1,8 +1,15 @@
 """The reference protocol: framing (frame), payloads (messages), link layer (link)."""
 
-from drivers.protocol.frame import DecodeError, DecodeResult, Frame, decode, decode_verbose, encode
-from drivers.protocol.link import Link, LinkFailure, LinkSettings
-from drivers.protocol.messages import Identity, Msg, PayloadError
+from tablectl.drivers.protocol.frame import (
+    DecodeError,
+    DecodeResult,
+    Frame,
+    decode,
+    decode_verbose,
+    encode,
+)
+from tablectl.drivers.protocol.link import Link, LinkFailure, LinkSettings
+from tablectl.drivers.protocol.messages import Identity, Msg, PayloadError
 
 __all__ = [
     "DecodeError",

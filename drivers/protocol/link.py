@@ -13,8 +13,8 @@ import contextlib
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from drivers.protocol.frame import MAX_PAYLOAD, DecodeError, Frame, decode_verbose, encode
-from drivers.protocol.messages import Msg
+from tablectl.drivers.protocol.frame import MAX_PAYLOAD, DecodeError, Frame, decode_verbose, encode
+from tablectl.drivers.protocol.messages import Msg
 
 #: NAK reasons (payload byte)
 NAK_BAD_FRAME = 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from drivers.transport.base import Transport, TransportError
+from tablectl.drivers.transport.base import Transport, TransportError
 
 __all__ = [
     "TRANSPORT_KINDS",
@@ -17,8 +17,8 @@ __all__ = [
 
 #: transport kind -> (module, class) implementing it; imported lazily.
 TRANSPORT_KINDS: dict[str, tuple[str, str]] = {
-    "serial": ("drivers.transport.serial", "SerialTransport"),
-    "usb": ("drivers.transport.usb", "UsbTransport"),
+    "serial": ("tablectl.drivers.transport.serial", "SerialTransport"),
+    "usb": ("tablectl.drivers.transport.usb", "UsbTransport"),
 }
 
 

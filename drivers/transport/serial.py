@@ -18,7 +18,7 @@ import serial
 import serial.serialposix
 import serial.urlhandler.protocol_socket
 
-from drivers.transport.base import DataCallback, LostCallback, Transport, TransportError
+from tablectl.drivers.transport.base import DataCallback, LostCallback, Transport, TransportError
 
 #: Bytes asked for per read; a pty or UART hands over what it has, up to this.
 READ_CHUNK = 65536

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import usb.core
 import usb.util
 
-from drivers.transport.base import DataCallback, LostCallback, Transport, TransportError
+from tablectl.drivers.transport.base import DataCallback, LostCallback, Transport, TransportError
 
 T = TypeVar("T")
 

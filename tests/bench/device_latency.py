@@ -24,19 +24,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from drivers.base import DriverSettings
-from drivers.protocol import messages as m
-from drivers.protocol.frame import OVERHEAD, wire_time
-from drivers.reference import ReferenceShoe
-from drivers.transport.base import Transport
-from drivers.transport.serial import SerialTransport
-from drivers.transport.usb import UsbTransport
-from drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
-from simulators.cards import composition
-from simulators.inprocess import InProcessTransport
-from simulators.pty import PtyAttachment
-from simulators.shoe import ShoeSim
-from simulators.usb_backend import SimulatedUsbBackend
+from tablectl.drivers.base import DriverSettings
+from tablectl.drivers.protocol import messages as m
+from tablectl.drivers.protocol.frame import OVERHEAD, wire_time
+from tablectl.drivers.reference import ReferenceShoe
+from tablectl.drivers.transport.base import Transport
+from tablectl.drivers.transport.serial import SerialTransport
+from tablectl.drivers.transport.usb import UsbTransport
+from tablectl.drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
+from tablectl.simulators.cards import composition
+from tablectl.simulators.inprocess import InProcessTransport
+from tablectl.simulators.pty import PtyAttachment
+from tablectl.simulators.shoe import ShoeSim
+from tablectl.simulators.usb_backend import SimulatedUsbBackend
 from tests.transport.conftest import EchoDevice
 
 SAMPLES = 3000

@@ -14,9 +14,9 @@ from typing import Any
 
 from transitions import Machine
 
-from controller.engine import Engine
-from controller.roundgen import legal_stream
-from controller.table import TableSpec
+from tablectl.controller.engine import Engine
+from tablectl.controller.roundgen import legal_stream
+from tablectl.controller.table import TableSpec
 
 TABLES: list[tuple[str, dict[str, Any]]] = [
     ("three_card_21", {}),

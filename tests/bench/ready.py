@@ -41,7 +41,7 @@ socket = "{socket}"
 
 def measure(repeats: int = 7) -> dict[str, Any]:
     """Median start->READY over ``repeats`` starts, and the idle RSS."""
-    from controller.cli import COMMANDS
+    from tablectl.controller.cli import COMMANDS
 
     if "run" in COMMANDS:
         return _measure_daemon(repeats)
@@ -135,10 +135,10 @@ def _rss_mib(pid: int) -> float:
 
 def child(config_path: str) -> int:
     """What exists of the daemon's start: configuration, journal replay, metrics, READY."""
-    from controller.config import load_config
-    from controller.metrics import start_metrics_server
-    from controller.sdnotify import SdNotifier
-    from controller.service import open_service
+    from tablectl.controller.config import load_config
+    from tablectl.controller.metrics import start_metrics_server
+    from tablectl.controller.sdnotify import SdNotifier
+    from tablectl.controller.service import open_service
 
     async def serve() -> None:
         config = load_config(config_path)

@@ -22,19 +22,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.config import TableConfig, parse_config
-from controller.journal import Journal, verify_journal
-from controller.roundgen import legal_stream
-from controller.service import TableService
-from controller.table import TableSpec
-from drivers.base import DriverSettings
-from drivers.protocol import messages as m
-from drivers.protocol.frame import OVERHEAD, wire_time
-from drivers.reference import ReferenceShoe
-from drivers.transport.serial import SerialTransport
-from simulators.cards import composition
-from simulators.pty import PtyAttachment
-from simulators.shoe import ShoeSim
+from tablectl.controller.config import TableConfig, parse_config
+from tablectl.controller.journal import Journal, verify_journal
+from tablectl.controller.roundgen import legal_stream
+from tablectl.controller.service import TableService
+from tablectl.controller.table import TableSpec
+from tablectl.drivers.base import DriverSettings
+from tablectl.drivers.protocol import messages as m
+from tablectl.drivers.protocol.frame import OVERHEAD, wire_time
+from tablectl.drivers.reference import ReferenceShoe
+from tablectl.drivers.transport.serial import SerialTransport
+from tablectl.simulators.cards import composition
+from tablectl.simulators.pty import PtyAttachment
+from tablectl.simulators.shoe import ShoeSim
 
 HILO_POSITIONS = [1, 2, 3, 4, 5, 6, 7]
 CARDS_PER_ROUND = 5 * (len(HILO_POSITIONS) + 1)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from controller import cli
-from controller.config import (
+from tablectl.controller import cli
+from tablectl.controller.config import (
     DEFAULT_METRICS_PORT,
     ConfigError,
     SerialTransportConfig,
@@ -194,7 +194,7 @@ def test_missing_or_malformed_transport_is_one_clear_problem(tmp_path):
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_every_configured_transport_builds_with_the_transport_layer(path):
-    from drivers import transport as transport_module
+    from tablectl.drivers import transport as transport_module
 
     for device in load_config(path).devices:
         transport = transport_module.make_transport(

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from controller import cli
-from controller import engine as engine_module
-from controller import table as table_module
-from controller.config import ConfigError, load_config
-from controller.journal import Journal, round_cards
+from tablectl.controller import cli
+from tablectl.controller import engine as engine_module
+from tablectl.controller import table as table_module
+from tablectl.controller.config import ConfigError, load_config
+from tablectl.controller.journal import Journal, round_cards
 
 TABLE = {"type": "table", "game": "five_card_hilo", "options": {"dealing": "manual_shoe"}}
 CARDS = ["As", "Kd", "7h", "7c", "2s", "3c", "4d", "5h", "6s", "8c", "9d", "Th", "Js", "Qc", "Kh"]

@@ -11,7 +11,7 @@ import re
 import pytest
 import structlog
 
-from controller import logs
+from tablectl.controller import logs
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from controller import __version__, metrics
+from tablectl.controller import __version__, metrics
 
 REQUIRED = (
     "tablectl_rounds_total",

@@ -20,15 +20,15 @@ from typing import Any
 import pytest
 import structlog
 
-from controller import cli, logs
-from controller.operator import (
+from tablectl.controller import cli, logs
+from tablectl.controller.operator import (
     OperatorError,
     OperatorServer,
     PeerCredentials,
     peer_credentials,
     supplementary_groups,
 )
-from controller.operator_client import parse_fields, parse_value, request
+from tablectl.controller.operator_client import parse_fields, parse_value, request
 
 REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
@@ -293,11 +293,11 @@ needs_root_and_system_python = pytest.mark.skipif(
 def run_as_nobody(args: list[str], extra_groups: list[int]) -> subprocess.CompletedProcess[str]:
     """The real `tablectl` client as uid nobody (the client needs only the standard library)."""
     return subprocess.run(
-        [SYSTEM_PYTHON, "-m", "controller", *args],
+        [SYSTEM_PYTHON, "-m", "tablectl.controller", *args],
         user=NOBODY,
         group=NOBODY,
         extra_groups=extra_groups,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(REPO / ".src"), "PATH": "/usr/bin:/bin"},
         cwd="/",
         capture_output=True,
         text=True,
@@ -333,7 +333,7 @@ def test_a_member_of_the_operator_group_is_served(server):
 
 
 def test_a_subscriber_that_stops_reading_never_stalls_publishing(server, log_stream, monkeypatch):
-    import controller.operator as operator_module
+    import tablectl.controller.operator as operator_module
 
     monkeypatch.setattr(operator_module, "SUBSCRIBER_BACKLOG", 64 * 1024)
     with socket.socket(socket.AF_UNIX) as sock:

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import structlog
 
-from controller import logs, roundgen
-from controller import table as table_module
-from controller.config import parse_config
-from controller.service import open_service
+from tablectl.controller import logs, roundgen
+from tablectl.controller import table as table_module
+from tablectl.controller.config import parse_config
+from tablectl.controller.service import open_service
 
 GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
 CARD = re.compile(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from controller.journal import read_rows
+from tablectl.controller.journal import read_rows
 
 #: a card anywhere in a line (the summary must never show one; it shows no card at all)
 CARD_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:10|[2-9TJQKA])[cdhs](?![A-Za-z0-9])|\bJK\b")
@@ -20,7 +20,7 @@ def demo_command(state_dir: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "controller",
+        "tablectl.controller",
         "demo",
         "--state-dir",
         str(state_dir),
@@ -38,7 +38,7 @@ def run_demo(state_dir: Path, *extra: str, timeout: float = 90) -> subprocess.Co
 
 def verify_journal(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "controller", "journal", "verify", str(path)],
+        [sys.executable, "-m", "tablectl.controller", "journal", "verify", str(path)],
         capture_output=True,
         text=True,
         timeout=30,

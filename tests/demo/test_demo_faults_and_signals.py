@@ -25,7 +25,7 @@ from demo_helpers import (
     verify_journal,
 )
 
-from simulators.autodealer import ILLEGAL_IN_A_LEGAL_ROUND, expected_decision
+from tablectl.simulators.autodealer import ILLEGAL_IN_A_LEGAL_ROUND, expected_decision
 
 CASES = [
     ("three_card_21", "shuffler_jam"),

@@ -17,7 +17,7 @@ from demo_helpers import (
     verify_journal,
 )
 
-from simulators.autodealer import ILLEGAL_IN_A_LEGAL_ROUND
+from tablectl.simulators.autodealer import ILLEGAL_IN_A_LEGAL_ROUND
 
 GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from demo_helpers import CARD_TOKEN
 
-from controller.config import parse_config
-from controller.demo import GAME_OPTIONS, demo_config, demo_table_options
-from controller.journal import Journal
-from controller.service import TableService
-from simulators.autodealer import (
+from tablectl.controller.config import parse_config
+from tablectl.controller.demo import GAME_OPTIONS, demo_config, demo_table_options
+from tablectl.controller.journal import Journal
+from tablectl.controller.service import TableService
+from tablectl.simulators.autodealer import (
     FAULTS,
     AutoDealer,
     DealerStuck,
@@ -23,7 +23,7 @@ from simulators.autodealer import (
     dealer_stands,
     expected_decision,
 )
-from simulators.table import SimulatedTable
+from tablectl.simulators.table import SimulatedTable
 
 
 def test_summary_line_shows_rules_and_latency_but_no_card() -> None:
@@ -160,7 +160,7 @@ def test_the_demo_configuration_validates_like_a_file(game: str, tmp_path: Path)
 
 
 def test_histogram_quantile_interpolates_like_prometheus() -> None:
-    from controller.demo import histogram_quantile
+    from tablectl.controller.demo import histogram_quantile
 
     # cumulative buckets scraped from a 3C21 demo run (tablectl_event_processing_seconds)
     buckets = [
@@ -202,7 +202,7 @@ def test_the_feed_forgets_old_rounds_but_keeps_its_marks() -> None:
 
 
 def test_the_shuffler_button_starts_a_cycle_or_says_why_not() -> None:
-    from simulators.shuffler import ShufflerSim
+    from tablectl.simulators.shuffler import ShufflerSim
 
     async def scenario() -> str:
         shuffler = ShufflerSim(shuffle_seconds=0.01)
@@ -223,7 +223,7 @@ def test_play_demo_calls_the_round_seam_with_the_running_daemon(tmp_path: Path) 
     import argparse
     import urllib.request
 
-    from controller.demo import add_arguments, play_demo
+    from tablectl.controller.demo import add_arguments, play_demo
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

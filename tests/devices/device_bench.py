@@ -14,16 +14,16 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from drivers.base import AllowList, DeviceDriver, DriverSettings
-from drivers.protocol.link import LinkSettings
-from drivers.transport.serial import SerialTransport
-from drivers.transport.usb import UsbTransport
-from drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
-from simulators.device import SimulatedDevice
-from simulators.faults import FaultyWire
-from simulators.inprocess import InProcessTransport
-from simulators.pty import PtyAttachment
-from simulators.usb_backend import SimulatedUsbBackend
+from tablectl.drivers.base import AllowList, DeviceDriver, DriverSettings
+from tablectl.drivers.protocol.link import LinkSettings
+from tablectl.drivers.transport.serial import SerialTransport
+from tablectl.drivers.transport.usb import UsbTransport
+from tablectl.drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
+from tablectl.simulators.device import SimulatedDevice
+from tablectl.simulators.faults import FaultyWire
+from tablectl.simulators.inprocess import InProcessTransport
+from tablectl.simulators.pty import PtyAttachment
+from tablectl.simulators.usb_backend import SimulatedUsbBackend
 
 FAST = DriverSettings(
     handshake_timeout=0.5,

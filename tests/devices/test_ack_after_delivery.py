@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from drivers.base import DriverSettings
-from drivers.protocol.frame import OVERHEAD
-from drivers.reference import ReferenceShoe
-from simulators.cards import composition
-from simulators.inprocess import InProcessTransport
-from simulators.shoe import ShoeSim
+from tablectl.drivers.base import DriverSettings
+from tablectl.drivers.protocol.frame import OVERHEAD
+from tablectl.drivers.reference import ReferenceShoe
+from tablectl.simulators.cards import composition
+from tablectl.simulators.inprocess import InProcessTransport
+from tablectl.simulators.shoe import ShoeSim
 
 
 def test_card_is_delivered_before_its_ack_and_acked_in_the_same_loop_cycle() -> None:

@@ -15,20 +15,20 @@ from device_bench import bench
 from prometheus_client import REGISTRY, generate_latest
 from structlog.testing import capture_logs
 
-from drivers.base import AllowList, CommandRefused, DeviceTimeout, DeviceUnavailable
-from drivers.protocol.messages import Fault
-from drivers.reference import (
+from tablectl.drivers.base import AllowList, CommandRefused, DeviceTimeout, DeviceUnavailable
+from tablectl.drivers.protocol.messages import Fault
+from tablectl.drivers.reference import (
     ReferenceDiscardRack,
     ReferenceHoleCardReader,
     ReferenceShoe,
     ReferenceShuffler,
 )
-from simulators.cards import composition
-from simulators.discard_rack import DiscardRackSim
-from simulators.hole_card_reader import HoleCardReaderSim
-from simulators.shoe import ShoeSim
-from simulators.shuffler import ShufflerSim
-from simulators.table import SimulatedTable
+from tablectl.simulators.cards import composition
+from tablectl.simulators.discard_rack import DiscardRackSim
+from tablectl.simulators.hole_card_reader import HoleCardReaderSim
+from tablectl.simulators.shoe import ShoeSim
+from tablectl.simulators.shuffler import ShufflerSim
+from tablectl.simulators.table import SimulatedTable
 
 
 def run(coro):

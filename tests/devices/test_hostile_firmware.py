@@ -14,10 +14,10 @@ from device_bench import bench
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.base import ALARM_EVENTS, STATUS_EVENTS
-from drivers.protocol.messages import Msg
-from drivers.reference import REFERENCE_DRIVERS
-from simulators.scenario import SIMULATORS
+from tablectl.drivers.base import ALARM_EVENTS, STATUS_EVENTS
+from tablectl.drivers.protocol.messages import Msg
+from tablectl.drivers.reference import REFERENCE_DRIVERS
+from tablectl.simulators.scenario import SIMULATORS
 
 CARD = re.compile(r"^(?:[A2-9TJQK][cdhs]|JK)$")
 SESSION_EVENTS = {"device_connected", "device_lost", "device_refused"}

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from drivers.protocol import messages as m
-from drivers.protocol.messages import ResultCode
-from simulators.shuffler import ShufflerSim
+from tablectl.drivers.protocol import messages as m
+from tablectl.drivers.protocol.messages import ResultCode
+from tablectl.simulators.shuffler import ShufflerSim
 
 
 def test_a_lock_without_a_shuffled_deck_lets_a_shuffle_run_and_holds_its_deck() -> None:

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller import cli
+from tablectl.controller import cli
 
-TABLECTL = [sys.executable, "-m", "controller"]
+TABLECTL = [sys.executable, "-m", "tablectl.controller"]
 
 
 def start_sim(*args: str) -> tuple[subprocess.Popen[str], dict]:

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from device_bench import bench
 
-from drivers.reference import ReferenceShoe, ReferenceShuffler
-from simulators.scenario import Scenario, ScenarioError, Target
-from simulators.shoe import ShoeSim
-from simulators.shuffler import ShufflerSim
+from tablectl.drivers.reference import ReferenceShoe, ReferenceShuffler
+from tablectl.simulators.scenario import Scenario, ScenarioError, Target
+from tablectl.simulators.shoe import ShoeSim
+from tablectl.simulators.shuffler import ShufflerSim
 
 
 @pytest.mark.parametrize(

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from controller.journal import read_rows
-from controller.operator_client import request
+from tablectl.controller.journal import read_rows
+from tablectl.controller.operator_client import request
 from tests.e2e.tables import table_toml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def free_port() -> int:
 
 
 def tablectl(*args: str) -> list[str]:
-    return [sys.executable, "-m", "controller", *args]
+    return [sys.executable, "-m", "tablectl.controller", *args]
 
 
 class Table:

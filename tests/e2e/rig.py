@@ -25,15 +25,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from drivers.protocol.messages import pack_deck
-from simulators.device import SimulatedDevice
-from simulators.discard_rack import DiscardRackSim
-from simulators.faults import FaultyWire
-from simulators.hole_card_reader import HoleCardReaderSim
-from simulators.pty import PtyAttachment
-from simulators.scenario import COMMON_STEPS, KIND_STEPS, Target
-from simulators.shoe import ShoeSim
-from simulators.shuffler import ShufflerSim
+from tablectl.drivers.protocol.messages import pack_deck
+from tablectl.simulators.device import SimulatedDevice
+from tablectl.simulators.discard_rack import DiscardRackSim
+from tablectl.simulators.faults import FaultyWire
+from tablectl.simulators.hole_card_reader import HoleCardReaderSim
+from tablectl.simulators.pty import PtyAttachment
+from tablectl.simulators.scenario import COMMON_STEPS, KIND_STEPS, Target
+from tablectl.simulators.shoe import ShoeSim
+from tablectl.simulators.shuffler import ShufflerSim
 from tests.e2e.tables import GAMES
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
+from tablectl.drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
 
 #: Per game: the table options the e2e rounds are written for, and its devices (name -> kind).
 GAMES: dict[str, dict[str, Any]] = {

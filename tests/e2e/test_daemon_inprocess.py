@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from controller.config import load_config
-from controller.daemon import Daemon, run_daemon
-from controller.journal import read_rows, verify_journal
-from controller.operator_client import request
-from drivers.protocol.messages import pack_deck
-from simulators.faults import FaultyWire
-from simulators.pty import PtyAttachment
-from simulators.shoe import ShoeSim
-from simulators.shuffler import ShufflerSim
-from simulators.usb_backend import SimulatedUsbBackend
+from tablectl.controller.config import load_config
+from tablectl.controller.daemon import Daemon, run_daemon
+from tablectl.controller.journal import read_rows, verify_journal
+from tablectl.controller.operator_client import request
+from tablectl.drivers.protocol.messages import pack_deck
+from tablectl.simulators.faults import FaultyWire
+from tablectl.simulators.pty import PtyAttachment
+from tablectl.simulators.shoe import ShoeSim
+from tablectl.simulators.shuffler import ShufflerSim
+from tablectl.simulators.usb_backend import SimulatedUsbBackend
 from tests.e2e.tables import table_toml
 
 
@@ -114,7 +114,7 @@ def _ident(sim: Any) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def _quiet_logs() -> None:
-    from controller.logs import configure_logging
+    from tablectl.controller.logs import configure_logging
 
     configure_logging("warning", mode="json")
 

@@ -24,14 +24,14 @@ from typing import Any
 
 import pytest
 
-from controller.config import load_config
-from controller.daemon import Daemon, run_daemon
-from controller.journal import read_rows, verify_journal
-from drivers.protocol.messages import Fault
-from simulators.faults import FaultyWire
-from simulators.pty import PtyAttachment
-from simulators.table import SimulatedTable
-from simulators.usb_backend import SimulatedUsbBackend
+from tablectl.controller.config import load_config
+from tablectl.controller.daemon import Daemon, run_daemon
+from tablectl.controller.journal import read_rows, verify_journal
+from tablectl.drivers.protocol.messages import Fault
+from tablectl.simulators.faults import FaultyWire
+from tablectl.simulators.pty import PtyAttachment
+from tablectl.simulators.table import SimulatedTable
+from tablectl.simulators.usb_backend import SimulatedUsbBackend
 from tests.e2e.tables import table_toml
 
 ATTACHMENTS = ("pty", "usb")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from drivers.protocol import messages as m
-from drivers.protocol.frame import Frame, encode
+from tablectl.drivers.protocol import messages as m
+from tablectl.drivers.protocol.frame import Frame, encode
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,13 +20,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from controller.config import ConfigError, load_config
-from controller.replay import ScenarioError as ReplayError
-from controller.replay import replay
-from drivers.protocol import messages as m
-from drivers.protocol.frame import MAGIC, decode_verbose, encode
-from drivers.protocol.link import Link
-from simulators.scenario import KIND_STEPS, Scenario, ScenarioError
+from tablectl.controller.config import ConfigError, load_config
+from tablectl.controller.replay import ScenarioError as ReplayError
+from tablectl.controller.replay import replay
+from tablectl.drivers.protocol import messages as m
+from tablectl.drivers.protocol.frame import MAGIC, decode_verbose, encode
+from tablectl.drivers.protocol.link import Link
+from tablectl.simulators.scenario import KIND_STEPS, Scenario, ScenarioError
 
 # Every payload parser of the reference protocol, called the way the drivers call them.
 PAYLOAD_PARSERS: dict[str, Callable[[bytes], object]] = {

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from controller.config import ConfigError, load_config, parse_config
-from controller.engine import Engine
-from controller.events import SCHEMA
-from controller.table import TableSpec
+from tablectl.controller.config import ConfigError, load_config, parse_config
+from tablectl.controller.engine import Engine
+from tablectl.controller.events import SCHEMA
+from tablectl.controller.table import TableSpec
 from tests.fuzz import targets
 from tests.fuzz.corpus import config_seeds, mutate, protocol_seeds, scenario_seeds
 

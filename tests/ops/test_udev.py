@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from opstools import SYSTEMD_DIR, missing, require_tool
 
-from drivers.usb_ids import DEVICE_KINDS, REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
+from tablectl.drivers.usb_ids import DEVICE_KINDS, REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
 
 HERE = Path(__file__).resolve().parent
 DEVICES = HERE / "umockdev"

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.cards import STANDARD_DECK
-from controller.engine import Engine
-from controller.roundgen import legal_stream
-from controller.table import TableSpec
+from tablectl.controller.cards import STANDARD_DECK
+from tablectl.controller.engine import Engine
+from tablectl.controller.roundgen import legal_stream
+from tablectl.controller.table import TableSpec
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

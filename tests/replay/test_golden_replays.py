@@ -29,7 +29,7 @@ def test_there_are_golden_scenarios_for_every_game():
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
 def test_replay_matches_golden_expectations(scenario):
     done = subprocess.run(
-        [sys.executable, "-m", "controller", "replay", str(scenario)],
+        [sys.executable, "-m", "tablectl.controller", "replay", str(scenario)],
         capture_output=True,
         text=True,
         check=False,

@@ -43,15 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from controller import demo
-from controller.daemon import Daemon
-from controller.logs import configure_logging
-from simulators.autodealer import (
+from tablectl.controller import demo
+from tablectl.controller.daemon import Daemon
+from tablectl.controller.logs import configure_logging
+from tablectl.simulators.autodealer import (
     ILLEGAL_IN_A_LEGAL_ROUND,
     RoundReport,
     expected_decision,
 )
-from simulators.harness import SimulatedTableHarness
+from tablectl.simulators.harness import SimulatedTableHarness
 from tests.soak.soak import _COMPARED, journal_counts
 
 DEFAULT_ROUNDS = 10_000
@@ -283,7 +283,7 @@ def soak_table(
     game: str, dealing: str, rounds: int, fault_rate: float, seed: int, directory: Path
 ) -> TableSummary:
     """One table through the demo's daemon; the per-round and end checks. In-process."""
-    from controller.journal import verify_journal
+    from tablectl.controller.journal import verify_journal
 
     summary = TableSummary()
     watch = FaceDownWatch(summary)

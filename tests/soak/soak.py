@@ -2,7 +2,7 @@
 
 Two paths, both checked after every round:
 - **engine** (the bulk, default 1,000,000 rounds): the bare round engine, fed legal rounds
-  from controller.roundgen with faults from tests/soak/faults.py injected at a configurable
+  from tablectl.controller.roundgen with faults from tests/soak/faults.py injected at a configurable
   rate, spread over worker processes. Fast: no journal, no metrics.
 - **service** (a subset, default 10,000 rounds): the same rounds through the real
   TableService with an on-disk SQLite journal (group commit) and the real prometheus
@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.engine import Engine
-from controller.ledger import LedgerError
-from controller.roundgen import legal_stream
-from controller.table import TableSpec
+from tablectl.controller.engine import Engine
+from tablectl.controller.ledger import LedgerError
+from tablectl.controller.roundgen import legal_stream
+from tablectl.controller.table import TableSpec
 from tests.soak.faults import (
     FAULTS,
     TABLES,
@@ -306,8 +306,8 @@ def metric_samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def journal_counts(path: Path, game: str) -> Counter[tuple[str, tuple[tuple[str, str], ...]]]:
     """What the metrics must say, counted independently from the journal's rows."""
-    from controller import metrics
-    from controller.journal import read_rows
+    from tablectl.controller import metrics
+    from tablectl.controller.journal import read_rows
 
     counts: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
     voided: set[int] = set()
@@ -353,9 +353,9 @@ async def _service_session(
     where: str,
     seed: float,
 ) -> None:
-    from controller.config import parse_config
-    from controller.journal import Journal
-    from controller.service import TableService
+    from tablectl.controller.config import parse_config
+    from tablectl.controller.journal import Journal
+    from tablectl.controller.service import TableService
 
     config = parse_config(
         {
@@ -384,7 +384,7 @@ def soak_service(
     rounds: int, fault_rate: float, seed: int, directory: Path
 ) -> tuple[dict[str, Summary], dict[str, Any]]:
     """Rounds of every table through TableService + journal + metrics; the end checks."""
-    from controller.journal import verify_journal
+    from tablectl.controller.journal import verify_journal
 
     rng = random.Random(seed)
     games: dict[str, Summary] = {}

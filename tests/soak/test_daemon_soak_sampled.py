@@ -11,7 +11,7 @@ import io
 from pathlib import Path
 from types import SimpleNamespace
 
-from simulators.autodealer import HandledEvent, RoundReport
+from tablectl.simulators.autodealer import HandledEvent, RoundReport
 from tests.soak.daemon_soak import (
     TABLES,
     FaceDownWatch,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from drivers.transport import TransportConfigError, TransportError, make_transport
-from drivers.transport.serial import SerialTransport
-from simulators.pty import PtyAttachment
+from tablectl.drivers.transport import TransportConfigError, TransportError, make_transport
+from tablectl.drivers.transport.serial import SerialTransport
+from tablectl.simulators.pty import PtyAttachment
 from tests.transport.conftest import EchoDevice, HostRecorder, wait_for
 
 

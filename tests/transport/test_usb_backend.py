@@ -10,10 +10,10 @@ import pytest
 import usb.core
 import usb.util
 
-from drivers.transport import TransportConfigError, TransportError, make_transport
-from drivers.transport.usb import UsbTransport
-from drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
-from simulators.usb_backend import SimulatedUsbBackend, SimulatedUsbDevice
+from tablectl.drivers.transport import TransportConfigError, TransportError, make_transport
+from tablectl.drivers.transport.usb import UsbTransport
+from tablectl.drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
+from tablectl.simulators.usb_backend import SimulatedUsbBackend, SimulatedUsbDevice
 from tests.transport.conftest import EchoDevice, HostRecorder, wait_for
 
 SHOE = REFERENCE_PRODUCT_IDS["shoe"]

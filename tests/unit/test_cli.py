@@ -1,6 +1,6 @@
 """The command line's dispatch: unknown commands fail clearly, help lists commands."""
 
-from controller import cli
+from tablectl.controller import cli
 
 
 def test_unknown_command_exits_2_and_names_it(capsys):
@@ -26,7 +26,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     lines += ['{"type": "bets_closed", "positions": [1, 2, 3, 4, 5, 6, 7]}'] * 20000
     scenario.write_text("\n".join(lines) + "\n")
     replay = subprocess.Popen(
-        [sys.executable, "-m", "controller", "replay", str(scenario)],
+        [sys.executable, "-m", "tablectl.controller", "replay", str(scenario)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.codec import Frame, decode, decode_verbose, encode
-from drivers.protocol.frame import MAGIC, MAX_PAYLOAD, OVERHEAD, DecodeError, wire_time
+from tablectl.drivers.codec import Frame, decode, decode_verbose, encode
+from tablectl.drivers.protocol.frame import MAGIC, MAX_PAYLOAD, OVERHEAD, DecodeError, wire_time
 
 frames = st.builds(
     Frame,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from drivers.base import AllowList, DriverSettings, loggable
-from drivers.protocol.messages import Identity
+from tablectl.drivers.base import AllowList, DriverSettings, loggable
+from tablectl.drivers.protocol.messages import Identity
 
 IDENT = Identity("shoe", "M", "SN-1", "1.0", "ab" * 32)
 

@@ -7,7 +7,7 @@ import hashlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.journal import Journal, canonical_json, read_rows, row_hash, verify_journal
+from tablectl.controller.journal import Journal, canonical_json, read_rows, row_hash, verify_journal
 
 
 def reference_row_hash(
@@ -95,8 +95,8 @@ def test_the_wal_is_preallocated_and_a_killed_writer_loses_no_durable_row(tmp_pa
 def test_service_status_is_built_once_per_event_and_follows_every_event(tmp_path) -> None:
     import asyncio
 
-    from controller.config import parse_config
-    from controller.service import TableService
+    from tablectl.controller.config import parse_config
+    from tablectl.controller.service import TableService
 
     config = parse_config(
         {

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.protocol.link import Link, LinkFailure, LinkSettings
-from drivers.protocol.messages import Msg
+from tablectl.drivers.protocol.link import Link, LinkFailure, LinkSettings
+from tablectl.drivers.protocol.messages import Msg
 
 SETTINGS = LinkSettings(ack_timeout=0.1, max_retransmissions=3)
 

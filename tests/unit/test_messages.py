@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.protocol import messages as m
-from simulators.cards import ONE_DECK
+from tablectl.drivers.protocol import messages as m
+from tablectl.simulators.cards import ONE_DECK
 
 cards = st.sampled_from([*ONE_DECK, "JK"])
 

@@ -6,11 +6,11 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from drivers import registry
-from drivers.base import Shoe
-from drivers.reference import ReferenceShoe, ReferenceShuffler
-from simulators.inprocess import InProcessTransport
-from simulators.shoe import ShoeSim
+from tablectl.drivers import registry
+from tablectl.drivers.base import Shoe
+from tablectl.drivers.reference import ReferenceShoe, ReferenceShuffler
+from tablectl.simulators.inprocess import InProcessTransport
+from tablectl.simulators.shoe import ShoeSim
 
 
 class VendorShoe(ReferenceShoe):

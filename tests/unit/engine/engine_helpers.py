@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from controller.cards import STANDARD_DECK
-from controller.engine import Engine
-from controller.rules import citation
-from controller.table import TableSpec
+from tablectl.controller.cards import STANDARD_DECK
+from tablectl.controller.engine import Engine
+from tablectl.controller.rules import citation
+from tablectl.controller.table import TableSpec
 
 
 def table(game: str, seed: int = 0, **options: Any) -> Engine:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from engine_helpers import assert_decision, cards, draws, ev, feed, names, table
 
-from controller.replay import ScenarioError, replay
-from controller.rules import CATALOGUE, GAMES, METHODS, citation
-from controller.table import TableSpec, TableSpecError
+from tablectl.controller.replay import ScenarioError, replay
+from tablectl.controller.rules import CATALOGUE, GAMES, METHODS, citation
+from tablectl.controller.table import TableSpec, TableSpecError
 
 T21, HILO, HUH, AP = "three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker"
 
@@ -168,7 +168,7 @@ def test_E0_cli_replay_exits_2_with_the_line_on_stderr(tmp_path: Path):
     path = tmp_path / "bad.jsonl"
     path.write_text(TABLE + '\n# a comment\n{"type": "card_drawn", "card": "Xs"}\n')
     done = subprocess.run(
-        [sys.executable, "-m", "controller", "replay", str(path)],
+        [sys.executable, "-m", "tablectl.controller", "replay", str(path)],
         capture_output=True,
         text=True,
         check=False,

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from controller import cli
-from controller.machine import definition
+from tablectl.controller import cli
+from tablectl.controller.machine import definition
 
 
 def write(tmp_path, *lines):
@@ -98,7 +98,7 @@ def test_diagram_renders_svg_with_graphviz(tmp_path, capsys):
 
 
 def test_bundled_scenarios_replay_for_make_demo(capsys):
-    from controller.scenarios.__main__ import main
+    from tablectl.controller.scenarios.__main__ import main
 
     assert main() == 0
     out = capsys.readouterr().out
@@ -113,7 +113,7 @@ def test_bundled_scenarios_replay_for_make_demo(capsys):
 def test_the_charts_in_docs_match_the_machines(game):
     from pathlib import Path
 
-    from controller.machine import mermaid
+    from tablectl.controller.machine import mermaid
 
     chart = Path(__file__).resolve().parents[3] / "docs" / "state-charts" / f"{game}.mmd"
     assert chart.read_text() == mermaid(definition(game)), "run `make diagrams`"

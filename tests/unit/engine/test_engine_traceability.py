@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.rules import CATALOGUE
+from tablectl.controller.rules import CATALOGUE
 
 ROOT = Path(__file__).resolve().parents[3]
 RULE_IDS = [
