@@ -63,7 +63,7 @@ COMMANDS: dict[str, Command] = {
         "tablectl.controller.commands.run", "run a table's daemon (tablectl@TABLE.service)"
     ),
     "demo": Command(
-        "tablectl.controller.demo", "the whole daemon on a simulated table, dealt automatically"
+        "tablectl.simulators.demo", "the whole daemon on a simulated table, dealt automatically"
     ),
 }
 

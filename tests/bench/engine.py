@@ -15,8 +15,8 @@ from typing import Any
 from transitions import Machine
 
 from tablectl.controller.engine import Engine
-from tablectl.controller.roundgen import legal_stream
 from tablectl.controller.table import TableSpec
+from tablectl.simulators.roundgen import legal_stream
 
 TABLES: list[tuple[str, dict[str, Any]]] = [
     ("three_card_21", {}),

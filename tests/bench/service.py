@@ -24,7 +24,6 @@ from typing import Any
 
 from tablectl.controller.config import TableConfig, parse_config
 from tablectl.controller.journal import Journal, verify_journal
-from tablectl.controller.roundgen import legal_stream
 from tablectl.controller.service import TableService
 from tablectl.controller.table import TableSpec
 from tablectl.drivers.base import DriverSettings
@@ -34,6 +33,7 @@ from tablectl.drivers.reference import ReferenceShoe
 from tablectl.drivers.transport.serial import SerialTransport
 from tablectl.simulators.cards import composition
 from tablectl.simulators.pty import PtyAttachment
+from tablectl.simulators.roundgen import legal_stream
 from tablectl.simulators.shoe import ShoeSim
 
 HILO_POSITIONS = [1, 2, 3, 4, 5, 6, 7]

@@ -10,7 +10,6 @@ import pytest
 from demo_helpers import CARD_TOKEN
 
 from tablectl.controller.config import parse_config
-from tablectl.controller.demo import GAME_OPTIONS, demo_config, demo_table_options
 from tablectl.controller.journal import Journal
 from tablectl.controller.service import TableService
 from tablectl.simulators.autodealer import (
@@ -23,6 +22,7 @@ from tablectl.simulators.autodealer import (
     dealer_stands,
     expected_decision,
 )
+from tablectl.simulators.demo import GAME_OPTIONS, demo_config, demo_table_options
 from tablectl.simulators.table import SimulatedTable
 
 
@@ -160,7 +160,7 @@ def test_the_demo_configuration_validates_like_a_file(game: str, tmp_path: Path)
 
 
 def test_histogram_quantile_interpolates_like_prometheus() -> None:
-    from tablectl.controller.demo import histogram_quantile
+    from tablectl.simulators.demo import histogram_quantile
 
     # cumulative buckets scraped from a 3C21 demo run (tablectl_event_processing_seconds)
     buckets = [
@@ -223,7 +223,7 @@ def test_play_demo_calls_the_round_seam_with_the_running_daemon(tmp_path: Path) 
     import argparse
     import urllib.request
 
-    from tablectl.controller.demo import add_arguments, play_demo
+    from tablectl.simulators.demo import add_arguments, play_demo
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -34,7 +34,7 @@ def protocol_seeds() -> list[bytes]:
 def scenario_seeds() -> list[bytes]:
     return (
         _files("tests/replay/scenarios/*.jsonl")[:8]
-        + _files("controller/scenarios/*.jsonl")
+        + _files("simulators/scenarios/*.jsonl")
         + [
             b'{"at": 0.2, "step": "draw", "count": 3}\n{"at": 0.5, "step": "face_up"}\n'
             b'{"at": 1.0, "step": "garbage", "bytes": 40}\n{"at": 1.5, "step": "disconnect"}\n'

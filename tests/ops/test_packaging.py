@@ -6,6 +6,7 @@ installing one of them beside tablectl must not overwrite or delete our files (#
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -26,18 +27,17 @@ def source_packages() -> set[str]:
 
 
 def test_the_wheel_holds_every_package_under_tablectl_and_nothing_else(tmp_path):
+    # Built from a copy: setuptools reuses a build/ folder, which may hold packages since moved.
+    source = tmp_path / "source"
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, source / name)
+    for folder in FOLDERS:
+        shutil.copytree(
+            ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__")
+        )
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
         check=True,
         capture_output=True,
     )
@@ -52,7 +52,7 @@ def test_the_wheel_holds_every_package_under_tablectl_and_nothing_else(tmp_path)
     for folder in FOLDERS:
         assert f"tablectl/{folder}/py.typed" in names
     assert any(
-        n.startswith("tablectl/controller/scenarios/") and n.endswith(".jsonl") for n in names
+        n.startswith("tablectl/simulators/scenarios/") and n.endswith(".jsonl") for n in names
     )
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert (
@@ -74,3 +74,21 @@ def test_the_installed_package_is_the_one_imported():
 
     assert controller_package.__name__ == "tablectl.controller"
     assert Path(controller_package.__file__).resolve().parent == ROOT / "controller"
+
+
+def test_controller_holds_only_what_a_table_pc_runs():
+    """Play (the demo, the automatic dealer, the round generator) lives in simulators/:
+    no module of controller/ imports tablectl.simulators (the CLI only names the `demo` and
+    `sim` commands' modules, imported when those commands run)."""
+    import ast
+
+    offenders = []
+    for path in (ROOT / "controller").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if n.startswith("tablectl.simulators")]
+    assert offenders == []

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tablectl.controller.cards import STANDARD_DECK
 from tablectl.controller.engine import Engine
-from tablectl.controller.roundgen import legal_stream
 from tablectl.controller.table import TableSpec
+from tablectl.simulators.roundgen import legal_stream
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

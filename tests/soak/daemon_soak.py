@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tablectl.controller import demo
 from tablectl.controller.daemon import Daemon
 from tablectl.controller.logs import configure_logging
+from tablectl.simulators import demo
 from tablectl.simulators.autodealer import (
     ILLEGAL_IN_A_LEGAL_ROUND,
     RoundReport,

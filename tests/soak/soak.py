@@ -2,7 +2,7 @@
 
 Two paths, both checked after every round:
 - **engine** (the bulk, default 1,000,000 rounds): the bare round engine, fed legal rounds
-  from tablectl.controller.roundgen with faults from tests/soak/faults.py injected at a configurable
+  from tablectl.simulators.roundgen with faults from tests/soak/faults.py injected at a configurable
   rate, spread over worker processes. Fast: no journal, no metrics.
 - **service** (a subset, default 10,000 rounds): the same rounds through the real
   TableService with an on-disk SQLite journal (group commit) and the real prometheus
@@ -42,8 +42,8 @@ from typing import Any
 
 from tablectl.controller.engine import Engine
 from tablectl.controller.ledger import LedgerError
-from tablectl.controller.roundgen import legal_stream
 from tablectl.controller.table import TableSpec
+from tablectl.simulators.roundgen import legal_stream
 from tests.soak.faults import (
     FAULTS,
     TABLES,
@@ -60,7 +60,7 @@ DEFAULT_SERVICE_ROUNDS = 10_000
 DEFAULT_FAULT_RATE = 0.02
 MAX_SESSION_ROUNDS = 200
 MAX_FAILURES_KEPT = 20
-# Decisions a fault-free legal round must never draw (controller/roundgen.py's promise).
+# Decisions a fault-free legal round must never draw (simulators/roundgen.py's promise).
 NEVER_IN_A_LEGAL_ROUND = frozenset(
     {"void_round", "void_hand", "remove_deck", "deal_blocked", "procedure_violation", "rejected"}
 )

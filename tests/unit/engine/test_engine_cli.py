@@ -98,7 +98,7 @@ def test_diagram_renders_svg_with_graphviz(tmp_path, capsys):
 
 
 def test_bundled_scenarios_replay_for_make_demo(capsys):
-    from tablectl.controller.scenarios.__main__ import main
+    from tablectl.simulators.scenarios.__main__ import main
 
     assert main() == 0
     out = capsys.readouterr().out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from tablectl.controller.replay import replay
-from tablectl.controller.scenarios import bundled
+from tablectl.simulators.scenarios import bundled
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""Bundled scenarios, one per game: `make demo` replays them until the daemon exists."""
+"""Bundled scenarios, one per game: a first look at the rules without any device."""
 
 from __future__ import annotations
 
