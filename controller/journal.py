@@ -21,7 +21,7 @@ import sqlite3
 import stat
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -165,6 +165,9 @@ class Journal:
         self._pending: list[tuple[int, str, int | None, str, str, str, str]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._side_files_checked = False
+        # Told the last committed seq after each commit (the floor shipper wakes on it; it
+        # reads the rows from the file itself, so a listener never holds the table up).
+        self.commit_listeners: list[Callable[[int], None]] = []
         self._log = get_logger("journal", path=str(self.path))
         # The head (last seq and hash) goes to the system log at open and close: an anchor
         # outside the file, against which a truncated or wholly rewritten chain shows.
@@ -273,6 +276,8 @@ class Journal:
             raise JournalError(f"{self.path}: journal write failed: {error}") from error
         self._pending.clear()
         metrics.JOURNAL_WRITE_SECONDS.observe(time.perf_counter() - started)
+        for listener in self.commit_listeners:
+            listener(self._last_seq)
         if not self._side_files_checked:
             # The -wal appears with the first commit and lives as long as this connection.
             for suffix in ("-wal", "-shm"):
@@ -297,7 +302,7 @@ class Journal:
 
 def read_rows(path: str | Path) -> Iterator[JournalRow]:
     """Every committed row in seq order (read-only; the file must exist)."""
-    yield from (_to_row(raw) for raw in _raw_rows(path))
+    yield from (parse_row(raw) for raw in raw_rows(path))
 
 
 def _connect_read_only(path: str | Path) -> sqlite3.Connection:
@@ -311,10 +316,12 @@ def _connect_read_only(path: str | Path) -> sqlite3.Connection:
     return db
 
 
-_RawRow = tuple[int, str, int | None, str, str, str, str]
+#: a row's columns as stored, in CHAIN order: seq, kind, round, recorded_at, body, prev_hash, hash
+RawRow = tuple[int, str, int | None, str, str, str, str]
 
 
-def _raw_rows(path: str | Path) -> Iterator[_RawRow]:
+def raw_rows(path: str | Path) -> Iterator[RawRow]:
+    """Every committed row as stored (body as text), in storage order."""
     db = _connect_read_only(path)
     try:
         yield from db.execute(
@@ -325,7 +332,8 @@ def _raw_rows(path: str | Path) -> Iterator[_RawRow]:
         db.close()
 
 
-def _to_row(raw: _RawRow) -> JournalRow:
+def parse_row(raw: RawRow) -> JournalRow:
+    """A stored row (from this file or the floor's copy) with its body parsed."""
     seq, kind, round_number, recorded_at, body, prev_hash, digest = raw
     try:
         parsed = json.loads(body)
@@ -354,10 +362,19 @@ def verify_journal(path: str | Path) -> VerifyResult:
         highest = int(db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()[0])
     finally:
         db.close()
+    return verify_chain(raw_rows(path), highest)
+
+
+def verify_chain(rows: Iterable[RawRow], highest: int) -> VerifyResult:
+    """The chain check over stored rows in storage order, wherever they are stored.
+
+    One implementation for the local journal and the floor's copy (`tablectl floor verify`):
+    `highest` is the largest seq held, used to name where a moved row came from.
+    """
     expected_seq = 1
     prev_hash = GENESIS_HASH
     count = 0
-    for seq, kind, round_number, recorded_at, body, stored_prev, stored_hash in _raw_rows(path):
+    for seq, kind, round_number, recorded_at, body, stored_prev, stored_hash in rows:
         if seq > expected_seq:
             missing = (
                 f"row {expected_seq}"
@@ -472,7 +489,19 @@ def round_cards(
     Each card is `{"card", "to", "face_up"}` (Engine.dealt_cards()). Face-down cards are
     included: this reads the access-controlled journal for a dispute, never a log or status.
     """
-    rows = list(read_rows(path))
+    return replay_round(read_rows(path), round_number, engine_factory, where=str(path))
+
+
+def replay_round(
+    journal_rows: Iterable[JournalRow],
+    round_number: int,
+    engine_factory: EngineFactory = engine_from_table_row,
+    *,
+    where: str = "the journal",
+) -> list[dict[str, Any]]:
+    """`round_cards` over rows from any store (the local file or the floor's copy)."""
+    path = where
+    rows = list(journal_rows)
     tables = [row for row in rows if row.kind == "table"]
     if not tables:
         raise JournalError(f"{path}: no table row: the journal does not say which game it holds")
