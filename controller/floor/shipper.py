@@ -231,7 +231,9 @@ class FloorShipper:
                     self._publish()
                     if self._stopping.is_set():
                         break
-                    self._wake.wait(delay)
+                    # commits do not cut the back-off short (they come every few ms in
+                    # play); only a stop does
+                    self._stopping.wait(delay)
                     if isinstance(error, FloorDiverged) or error_kind(error) == "diverged":
                         delay = self.retry_max
                     else:

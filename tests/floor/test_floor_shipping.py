@@ -1,0 +1,273 @@
+"""Shipping to a real PostgreSQL: outages, kill -9, divergence, twenty tables at once."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import grp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tablectl.controller import metrics
+from tablectl.controller.daemon import Daemon
+from tablectl.controller.floor.shipper import FloorShipper
+from tablectl.controller.floor.store import compare, connect, verify_table
+from tablectl.controller.journal import Journal, verify_journal
+from tablectl.simulators import demo
+from tablectl.simulators.autodealer import RoundReport
+from tests.floor.floorkit import (
+    FloorDb,
+    local_rows,
+    rewrite_journal,
+    truncate_journal,
+    unique_table_id,
+    wait_for,
+)
+
+TABLECTL = [sys.executable, "-m", "tablectl.controller"]
+
+
+def demo_args(state_dir: Path, rounds: int, floor_db: FloorDb, table_id: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    return parser.parse_args(
+        [
+            "--rounds", str(rounds),
+            "--state-dir", str(state_dir),
+            "--metrics-listen", "127.0.0.1:0",
+            "--table-id", table_id,
+            "--floor-dsn", floor_db.config(table_id).dsn,
+            "--floor-passfile", str(floor_db.passfile),
+        ]
+    )  # fmt: skip
+
+
+def assert_floor_equals_local(floor_db: FloorDb, table_id: str, journal: Path) -> None:
+    """Every local row on the floor, once, in order, unchanged; the floor's chain intact."""
+    on_floor = floor_db.floor_rows(table_id)
+    here = local_rows(journal)
+    assert [row[0] for row in on_floor] == list(range(1, len(here) + 1))  # no gap, no duplicate
+    assert on_floor == here
+    with connect(floor_db.admin_dsn) as conn:
+        assert verify_table(conn, table_id).ok
+        assert compare(conn, table_id, journal).verdict == "identical"
+
+
+def test_postgres_stopped_mid_play_and_started_again(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """The daemon deals on while the floor is down; it catches up, no duplicate, no gap."""
+    table_id = unique_table_id()
+    floor_db.provision(table_id)
+    server = floor_db.server
+    seen: dict[str, Any] = {}
+
+    async def on_round(report: RoundReport, daemon: Daemon) -> None:
+        shipper = daemon.floor
+        assert shipper is not None
+        loop = asyncio.get_running_loop()
+        if report.number == 2:
+            shipper.retry_max = 0.5  # the test's patience, not the product's
+            await loop.run_in_executor(None, server.stop)
+            seen["stopped_at_seq"] = daemon.service.journal.last_seq
+        elif report.number == 6:
+            status = daemon.status()["floor"]
+            seen["while_down"] = status
+            seen["gauge_rows_behind"] = metrics.FLOOR_ROWS_BEHIND._value.get()
+            await loop.run_in_executor(None, server.start)
+            deadline = loop.time() + 20
+            while shipper.rows_behind or shipper.state != "caught_up":
+                assert loop.time() < deadline, shipper.status()
+                await asyncio.sleep(0.05)
+            seen["caught_up"] = daemon.status()["floor"]
+
+    args = demo_args(tmp_path / "table", 10, floor_db, table_id)
+    try:
+        status = asyncio.run(demo.play_demo(args, 11, "127.0.0.1", 0, on_round=on_round))
+    finally:
+        if not server.running:
+            server.start()
+    assert status == 0
+    down = seen["while_down"]
+    assert down["state"] in {"disconnected", "connecting"}, down
+    assert down["rows_behind"] > 0 and down["last_error"].startswith("connection"), down
+    assert seen["gauge_rows_behind"] > 0
+    assert seen["caught_up"]["rows_behind"] == 0
+    journal = tmp_path / "table" / "journal.sqlite"
+    assert seen["caught_up"]["acknowledged_seq"] > seen["stopped_at_seq"]
+    assert_floor_equals_local(floor_db, table_id, journal)
+
+
+def _table_config(path: Path, floor_db: FloorDb, table_id: str, state: Path) -> Path:
+    """The demo table's configuration without devices: the daemon restarted on its journal."""
+    options = demo.demo_table_options("three_card_21")
+    lines = [
+        "[table]",
+        f'id = "{table_id}"',
+        'game = "three_card_21"',
+        "[table.options]",
+        *(f'{key} = {value!r}'.replace("'", '"') for key, value in options.items()),
+        "[journal]",
+        f'path = "{state / "journal.sqlite"}"',
+        "[metrics]",
+        'listen = "127.0.0.1:0"',
+        "[operator]",
+        f'socket = "{state / "operator2.sock"}"',
+        f'group = "{grp.getgrgid(os.getgid()).gr_name}"',
+        "[floor]",
+        f'dsn = "{floor_db.config(table_id).dsn}"',
+        f'passfile = "{floor_db.passfile}"',
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_daemon_killed_while_shipping_resumes_without_loss_or_duplicate(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    table_id = unique_table_id()
+    floor_db.provision(table_id)
+    state = tmp_path / "table"
+    args = demo_args(state, 400, floor_db, table_id)
+    command = [*TABLECTL, "demo", *_argv(args)]
+    player = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: len(floor_db.floor_rows(table_id)) > 120, 60, "rows on the floor")
+    finally:
+        player.send_signal(signal.SIGKILL)
+        player.wait(10)
+    journal = state / "journal.sqlite"
+    assert verify_journal(journal).ok
+    shipped = floor_db.floor_rows(table_id)
+    here = local_rows(journal)
+    assert shipped == here[: len(shipped)]  # a prefix: what was acknowledged is intact
+    # the daemon again (`tablectl run`), on the same journal: it ships the rest and its own
+    # restart rows (controller_restarted, the void of the round cut short)
+    config = _table_config(tmp_path / "table.toml", floor_db, table_id, state)
+    daemon = subprocess.Popen(
+        [*TABLECTL, "run", "--config", str(config), "--log-format", "json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(
+            lambda: len(floor_db.floor_rows(table_id)) > len(here)
+            and len(floor_db.floor_rows(table_id)) == len(local_rows(journal)),
+            30,
+            "the restarted daemon to catch up",
+        )
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, errors = daemon.communicate(timeout=20)
+    assert daemon.returncode == 0, errors[-2000:]
+    assert "controller_restarted" in {row[4].split('"type":"')[-1].split('"')[0] for row in
+                                      local_rows(journal)[len(here):]}
+    assert_floor_equals_local(floor_db, table_id, journal)
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    return [
+        "--rounds", str(args.rounds),
+        "--state-dir", str(args.state_dir),
+        "--metrics-listen", args.metrics_listen,
+        "--table-id", args.table_id,
+        "--floor-dsn", args.floor_dsn,
+        "--floor-passfile", str(args.floor_passfile),
+        "--seed", "5",
+    ]  # fmt: skip
+
+
+def _ship(floor_db: FloorDb, tmp_path: Path, rows: int) -> tuple[str, Path]:
+    table_id = unique_table_id()
+    config = floor_db.provision(table_id)
+    journal = Journal(tmp_path / f"{table_id}.sqlite")
+    journal.append("table", {"type": "table", "game": "five_card_hilo"}, durable=True)
+    for index in range(rows - 1):
+        journal.append("event", {"type": "card_drawn", "index": index}, round_number=index // 10)
+    journal.close()
+    shipper = FloorShipper(table_id, journal.path, config, publish_metrics=False)
+    shipper.start()
+    try:
+        wait_for(lambda: shipper.head_known and shipper.rows_behind == 0, 20, "shipping")
+    finally:
+        shipper.stop()
+    return table_id, journal.path
+
+
+@pytest.mark.parametrize("damage", ["truncated", "rewritten"])
+def test_floor_compare_names_the_first_differing_row(
+    floor_db: FloorDb, tmp_path: Path, damage: str
+) -> None:
+    table_id, journal = _ship(floor_db, tmp_path, 60)
+    if damage == "truncated":
+        truncate_journal(journal, 41)
+        expected_seq = 42
+    else:
+        rewrite_journal(journal, 23, '{"type":"card_drawn","index":999}')
+        expected_seq = 23
+        assert verify_journal(journal).ok  # the local chain alone cannot tell
+    done = subprocess.run(
+        [*TABLECTL, "floor", "compare", "--dsn", floor_db.admin_dsn, "--journal", str(journal)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert damage in done.stderr
+    assert f"row {expected_seq}" in done.stderr or f"rows {expected_seq}-60" in done.stderr
+    with connect(floor_db.admin_dsn) as conn:
+        result = compare(conn, table_id, journal)
+    assert (result.verdict, result.first_differing_seq) == (damage, expected_seq)
+    # and the table's shipper refuses to go on from a journal that left the floor's copy
+    shipper = FloorShipper(table_id, journal, floor_db.config(table_id), publish_metrics=False)
+    shipper.start()
+    try:
+        wait_for(lambda: shipper.state == "diverged", 15, "the shipper to see the divergence")
+    finally:
+        shipper.stop()
+    assert shipper.last_error is not None and shipper.last_error.startswith("diverged")
+    assert len(floor_db.floor_rows(table_id)) == 60
+
+
+def test_twenty_tables_ship_at_once_into_one_server(floor_db: FloorDb) -> None:
+    """Twenty journals written in bursts at once, each shipped by its own thread."""
+    base = Path(tempfile.mkdtemp(prefix="tablectl-floor20-"))
+    tables = [unique_table_id() for _ in range(20)]
+    journals = {}
+    shippers = {}
+    for table_id in tables:
+        config = floor_db.provision(table_id)
+        journal = Journal(base / f"{table_id}.sqlite")
+        journal.append("table", {"type": "table", "game": "heads_up_holdem"}, durable=True)
+        shipper = FloorShipper(table_id, journal.path, config, publish_metrics=False)
+        journal.commit_listeners.append(shipper.notify)
+        shipper.start()
+        journals[table_id], shippers[table_id] = journal, shipper
+    try:
+        for burst in range(5):
+            for journal in journals.values():
+                for index in range(40):
+                    journal.append("event", {"type": "card_drawn", "i": index}, round_number=burst)
+                journal.flush()
+            started = time.monotonic()
+            wait_for(
+                lambda: all(s.head_known and s.rows_behind == 0 for s in shippers.values()),
+                30,
+                "every table caught up",
+            )
+            assert time.monotonic() - started < 30
+    finally:
+        for table_id in tables:
+            journals[table_id].close()
+            shippers[table_id].stop()
+    for table_id in tables:
+        assert_floor_equals_local(floor_db, table_id, journals[table_id].path)
