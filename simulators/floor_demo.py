@@ -5,8 +5,9 @@ A PostgreSQL server is initialised in the state dir and started as an unprivileg
 passwords in a libpq passfile, 0600, never in a configuration) and a read-only surveillance
 role. Three simulated tables of three games (each the whole daemon, as `tablectl demo` runs
 it, with a `[floor]` section) deal their rounds concurrently; the Heads Up Hold'em table deals
-from an automated shoe that jams now and then, so the floor holds voided rounds. Then the gaming day's report is written (CSV and HTML) and the demo prints its
-path and a `tablectl floor round` command, as surveillance would type it, for a voided round.
+from an automated shoe that jams now and then, so the floor holds voided rounds. Then the
+gaming day's report is written (CSV and HTML) and the demo prints its path and a `tablectl
+floor round` command, as surveillance would type it, for a voided round.
 The server is left running for those commands; the demo prints how to stop it.
 """
 
@@ -90,7 +91,9 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
     print(f"report as CSV: {csv_path}")
     if voided:
         print("a voided round, as surveillance reads it from the floor:")
-        print(f"  tablectl floor round --dsn '{reader_dsn}' --table {voided[0]} --round {voided[1]}")
+        print(
+            f"  tablectl floor round --dsn '{reader_dsn}' --table {voided[0]} --round {voided[1]}"
+        )
     else:
         print("no round was voided this time (run again, or with more --rounds)")
     stop = _stop_command(server)

@@ -10,6 +10,7 @@ connections are trusted (the DBA's role, `postgres`); TCP connections need a pas
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -142,10 +143,8 @@ class ThrowawayPostgres:
 
     def destroy(self) -> None:
         if self.running:
-            try:
+            with contextlib.suppress(PostgresUnavailable):
                 self.stop("immediate")
-            except PostgresUnavailable:
-                pass
         shutil.rmtree(self.root, ignore_errors=True)
 
     # -- connecting -----------------------------------------------------------------------------

@@ -198,12 +198,13 @@ def _round(args: argparse.Namespace) -> int:
         conn.close()
     where = f"floor table {args.table}"
     cards = replay_round(rows, args.round, where=where)
-    decisions = [
-        row.body for row in rows if row.kind == "decision" and row.round == args.round
-    ]
+    decisions = [row.body for row in rows if row.kind == "decision" and row.round == args.round]
     if args.json:
-        print(json.dumps({"table": args.table, "round": args.round, "cards": cards,
-                          "decisions": decisions}))
+        print(
+            json.dumps(
+                {"table": args.table, "round": args.round, "cards": cards, "decisions": decisions}
+            )
+        )
         return EXIT_OK
     print(f"{where}, round {args.round}: {len(cards)} cards in the order dealt")
     for index, card in enumerate(cards, start=1):

@@ -169,7 +169,9 @@ def build_report(conn: Any, day: datetime.date) -> FloorReport:
     tables = [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
     # recorded_at is UTC; a generous window around the day keeps the scan to a few days' rows
     low = (datetime.datetime.combine(day, datetime.time()) - datetime.timedelta(days=2)).isoformat()
-    high = (datetime.datetime.combine(day, datetime.time()) + datetime.timedelta(days=3)).isoformat()
+    high = (
+        datetime.datetime.combine(day, datetime.time()) + datetime.timedelta(days=3)
+    ).isoformat()
     days: list[TableDay] = []
     for table_id in tables:
         first = conn.execute(
@@ -199,7 +201,7 @@ def _rows_between(conn: Any, table_id: str, low: str, high: str) -> Iterable[Jou
             (table_id, low, high),
         )
         for raw in cursor:
-            yield parse_row(tuple(raw))  # type: ignore[arg-type]
+            yield parse_row(raw)
 
 
 # -- CSV -----------------------------------------------------------------------------------------
@@ -329,8 +331,10 @@ def write_html(report: FloorReport, path: Path) -> Path:
         out.append(f"<tr><td>{esc(table.table_id)}</td><td class='text'>{esc(table.game)}</td>")
         for name in COUNTS:
             flagged = name in ("voids", "misdeals", "deck_removals") and table.counts[name]
-            cell = f"<span class='alert'>{table.counts[name]}</span>" if flagged else str(
-                table.counts[name]
+            cell = (
+                f"<span class='alert'>{table.counts[name]}</span>"
+                if flagged
+                else str(table.counts[name])
             )
             out.append(f"<td>{cell}</td>")
         out.append(

@@ -61,9 +61,7 @@ def assert_floor_equals_local(floor_db: FloorDb, table_id: str, journal: Path) -
         assert compare(conn, table_id, journal).verdict == "identical"
 
 
-def test_postgres_stopped_mid_play_and_started_again(
-    floor_db: FloorDb, tmp_path: Path
-) -> None:
+def test_postgres_stopped_mid_play_and_started_again(floor_db: FloorDb, tmp_path: Path) -> None:
     """The daemon deals on while the floor is down; it catches up, no duplicate, no gap."""
     table_id = unique_table_id()
     floor_db.provision(table_id)
@@ -114,7 +112,7 @@ def _table_config(path: Path, floor_db: FloorDb, table_id: str, state: Path) -> 
         f'id = "{table_id}"',
         'game = "three_card_21"',
         "[table.options]",
-        *(f'{key} = {value!r}'.replace("'", '"') for key, value in options.items()),
+        *(f"{key} = {value!r}".replace("'", '"') for key, value in options.items()),
         "[journal]",
         f'path = "{state / "journal.sqlite"}"',
         "[metrics]",
@@ -160,8 +158,10 @@ def test_the_daemon_killed_while_shipping_resumes_without_loss_or_duplicate(
     )
     try:
         wait_for(
-            lambda: len(floor_db.floor_rows(table_id)) > len(here)
-            and len(floor_db.floor_rows(table_id)) == len(local_rows(journal)),
+            lambda: (
+                len(floor_db.floor_rows(table_id)) > len(here)
+                and len(floor_db.floor_rows(table_id)) == len(local_rows(journal))
+            ),
             30,
             "the restarted daemon to catch up",
         )
@@ -169,8 +169,9 @@ def test_the_daemon_killed_while_shipping_resumes_without_loss_or_duplicate(
         daemon.send_signal(signal.SIGTERM)
         _, errors = daemon.communicate(timeout=20)
     assert daemon.returncode == 0, errors[-2000:]
-    assert "controller_restarted" in {row[4].split('"type":"')[-1].split('"')[0] for row in
-                                      local_rows(journal)[len(here):]}
+    assert "controller_restarted" in {
+        row[4].split('"type":"')[-1].split('"')[0] for row in local_rows(journal)[len(here) :]
+    }
     assert_floor_equals_local(floor_db, table_id, journal)
 
 

@@ -33,6 +33,10 @@ KNOWN_METRICS = frozenset(
         "tablectl_journal_write_seconds",
         "tablectl_build_info",
         "tablectl_supervisor_notifications_pending",
+        "tablectl_floor_rows_behind",
+        "tablectl_floor_seconds_behind",
+        "tablectl_floor_ship_errors_total",
+        "tablectl_floor_last_error_timestamp_seconds",
     }
 )
 HISTOGRAMS = frozenset({"tablectl_event_processing_seconds", "tablectl_journal_write_seconds"})
