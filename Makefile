@@ -61,7 +61,7 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	@touch $(BENCH_STAMP)
 
-bench: $(BENCH_STAMP)
+bench: $(BENCH_STAMP) system-tools
 	$(BIN)/python -m tests.bench.harness $(BENCH_ARGS)
 
 # Proof at scale (docs/performance.md): SOAK_ARGS="--rounds 20000" for a shorter run.
