@@ -272,3 +272,34 @@ def test_twenty_tables_ship_at_once_into_one_server(floor_db: FloorDb) -> None:
             shippers[table_id].stop()
     for table_id in tables:
         assert_floor_equals_local(floor_db, table_id, journals[table_id].path)
+
+
+def test_a_backlog_ships_in_bounded_batches(
+    floor_db: FloorDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory is one batch whatever the backlog: 500 rows waiting go 40 at a time."""
+    table_id = unique_table_id()
+    journal = Journal(tmp_path / "backlog.sqlite")
+    journal.append("table", {"type": "table", "game": "asia_poker"}, durable=True)
+    for index in range(499):
+        journal.append("event", {"type": "card_drawn", "i": index}, round_number=1)
+    journal.close()
+    floor_db.provision(table_id)
+    batches: list[int] = []
+    original = FloorShipper._insert
+
+    def counting(self: FloorShipper, conn: Any, batch: list[Any]) -> None:
+        batches.append(len(batch))
+        original(self, conn, batch)
+
+    monkeypatch.setattr(FloorShipper, "_insert", counting)
+    shipper = FloorShipper(
+        table_id, journal.path, floor_db.config(table_id, batch_rows=40), publish_metrics=False
+    )
+    shipper.start()
+    try:
+        wait_for(lambda: shipper.head_known and shipper.rows_behind == 0, 20, "the backlog")
+    finally:
+        shipper.stop()
+    assert max(batches) == 40 and sum(batches) == 500
+    assert_floor_equals_local(floor_db, table_id, journal.path)
