@@ -227,6 +227,9 @@ class FloorShipper:
                         self.shipped_rows += len(batch)
                         self._oldest_waiting_at = None
                     self._publish()
+                    if len(batch) < self.floor.batch_rows and self.linger:
+                        # not a backlog: the table is playing; gather its next rows a while
+                        self._stopping.wait(self.linger)
                 except Exception as error:  # the thread must outlive any one failure
                     conn = self._close(conn)
                     if isinstance(error, sqlite3.Error) and local is not None:
