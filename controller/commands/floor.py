@@ -27,6 +27,8 @@ from tablectl.controller.journal import (
 )
 from tablectl.controller.operator_client import render_decision
 
+#: what `floor round` shows of each event besides its type (the cards are listed above)
+EVENT_FIELDS_SHOWN = ("time", "device", "fault", "positions", "by", "deck", "count")
 EXIT_OK = 0
 EXIT_FINDING = 1
 EXIT_ERROR = 2
@@ -199,10 +201,23 @@ def _round(args: argparse.Namespace) -> int:
     where = f"floor table {args.table}"
     cards = replay_round(rows, args.round, where=where)
     decisions = [row.body for row in rows if row.kind == "decision" and row.round == args.round]
+    # An event row carries the round before it was handled; the row after it (its decisions
+    # or the next event) carries the round after: the bets_closed that opened round N is N's.
+    events = [
+        row
+        for row, after in zip(rows, [*rows[1:], None], strict=True)
+        if row.kind == "event" and (after.round if after is not None else row.round) == args.round
+    ]
     if args.json:
         print(
             json.dumps(
-                {"table": args.table, "round": args.round, "cards": cards, "decisions": decisions}
+                {
+                    "table": args.table,
+                    "round": args.round,
+                    "cards": cards,
+                    "events": [{"seq": row.seq, **row.body} for row in events],
+                    "decisions": decisions,
+                }
             )
         )
         return EXIT_OK
@@ -213,6 +228,12 @@ def _round(args: argparse.Namespace) -> int:
     print("hands:")
     for name, hand in hands_in_deal_order(cards):
         print(f"  {name}: {' '.join(str(card['card']) for card in hand)}")
+    print(f"events ({len(events)}):")
+    for event in events:
+        said = ", ".join(
+            f"{key}={event.body[key]}" for key in EVENT_FIELDS_SHOWN if key in event.body
+        )
+        print(f"  seq {event.seq}: {event.body.get('type')}" + (f" ({said})" if said else ""))
     print(f"decisions ({len(decisions)}):")
     for decision in decisions:
         print(f"  seq {decision.get('at')}: {render_decision(decision)}")

@@ -96,6 +96,8 @@ def test_verify_round_and_report_from_the_floor(floor_db: FloorDb, tmp_path: Pat
     answer = json.loads(shown.stdout)
     assert answer["cards"] == round_cards(journal, number)
     assert {d["decision"] for d in answer["decisions"]} >= {"void_round"}
+    assert answer["events"][0]["type"] == "bets_closed"  # the event that opened the round
+    assert any(e.get("fault") == "jam" for e in answer["events"])
     assert all(d["rule_id"] and d["rule"] for d in answer["decisions"])
     text = tablectl(
         "floor", "round", "--dsn", floor_db.admin_dsn, "--table", table_id, "--round", str(number)
