@@ -298,12 +298,18 @@ def bar_chart(
 _CSS = """
 body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1100px; }
 table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #bbb; padding: 4px 10px; text-align: right; }
-th:first-child, td:first-child, td.text { text-align: left; }
+th, td { border: 1px solid #bbb; padding: 4px 10px; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child, td.text, th.text { text-align: left; }
 tr.total td { font-weight: bold; background: #f2f2f2; }
 .alert { color: #b00; font-weight: bold; }
 figure { margin: 1em 0; }
 """
+
+
+def _clock(stamp: str | None) -> str:
+    """An event's local time to the second, as a shift manager reads it."""
+    moment = _local_time(stamp) if stamp else None
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
 def write_html(report: FloorReport, path: Path) -> Path:
@@ -325,7 +331,7 @@ def write_html(report: FloorReport, path: Path) -> Path:
         "</tr></table>",
         "<h2>Per table</h2><table><tr><th>Table</th><th>Game</th>",
         *(f"<th>{esc(COUNT_TITLES[name])}</th>" for name in COUNTS),
-        "<th>First event</th><th>Last event</th></tr>",
+        "<th class='text'>First event</th><th class='text'>Last event</th></tr>",
     ]
     for table in report.tables:
         out.append(f"<tr><td>{esc(table.table_id)}</td><td class='text'>{esc(table.game)}</td>")
@@ -338,8 +344,8 @@ def write_html(report: FloorReport, path: Path) -> Path:
             )
             out.append(f"<td>{cell}</td>")
         out.append(
-            f"<td class='text'>{esc(table.first_event or '-')}</td>"
-            f"<td class='text'>{esc(table.last_event or '-')}</td></tr>"
+            f"<td class='text'>{esc(_clock(table.first_event))}</td>"
+            f"<td class='text'>{esc(_clock(table.last_event))}</td></tr>"
         )
     out.append("<tr class='total'><td>Floor</td><td></td>")
     out += [f"<td>{report.total(name)}</td>" for name in COUNTS]
@@ -382,7 +388,7 @@ def write_html(report: FloorReport, path: Path) -> Path:
         )
     decisions = report.decisions()
     names = report.rule_names()
-    out.append("<h2>Decisions by rule</h2><table><tr><th>Rule</th><th>Citation</th>")
+    out.append("<h2>Decisions by rule</h2><table><tr><th>Rule</th><th class='text'>Citation</th>")
     out += [f"<th>{esc(t.table_id)}</th>" for t in report.tables]
     out.append("<th>Floor</th></tr>")
     for rule in sorted(decisions):
