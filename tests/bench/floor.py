@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -199,6 +200,7 @@ async def _measure(quick: bool) -> dict[str, Any]:
         for floor in floors.values():
             floor.close()
         server.destroy()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def measure(quick: bool = False) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import csv
 import datetime
 import json
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -172,3 +173,4 @@ def test_demo_floor_prints_the_report_and_a_round_command_that_works() -> None:
         assert done.stdout.count(": intact:") == 3
     finally:
         stop_floor_server(state)
+        shutil.rmtree(state, ignore_errors=True)

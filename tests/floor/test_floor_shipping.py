@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -239,9 +238,9 @@ def test_floor_compare_names_the_first_differing_row(
     assert len(floor_db.floor_rows(table_id)) == 60
 
 
-def test_twenty_tables_ship_at_once_into_one_server(floor_db: FloorDb) -> None:
+def test_twenty_tables_ship_at_once_into_one_server(floor_db: FloorDb, tmp_path: Path) -> None:
     """Twenty journals written in bursts at once, each shipped by its own thread."""
-    base = Path(tempfile.mkdtemp(prefix="tablectl-floor20-"))
+    base = tmp_path
     tables = [unique_table_id() for _ in range(20)]
     journals = {}
     shippers = {}
