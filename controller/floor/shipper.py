@@ -78,6 +78,13 @@ def _unix_time(recorded_at: str) -> float | None:
     return moment.timestamp()
 
 
+def _json_value(value: Any) -> Any:
+    """A local column's value as JSON holds it: a BLOB as {"hex": ...}, the rest as it is."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"hex": bytes(value).hex()}
+    return value
+
+
 def error_kind(error: BaseException) -> str:
     """A bounded word for the metric label: what went wrong, not the message."""
     import psycopg
@@ -329,7 +336,7 @@ class FloorShipper:
         params = []
         for row in batch:
             values = row.values
-            extra = {k: v for k, v in values.items() if k not in CHAIN_COLUMNS}
+            extra = {k: _json_value(v) for k, v in values.items() if k not in CHAIN_COLUMNS}
             params.append(
                 (
                     self.table_id,

@@ -302,3 +302,48 @@ def test_a_backlog_ships_in_bounded_batches(
         shipper.stop()
     assert max(batches) == 40 and sum(batches) == 500
     assert_floor_equals_local(floor_db, table_id, journal.path)
+
+
+def test_new_row_kinds_and_columns_flow_without_a_change(floor_db: FloorDb, tmp_path: Path) -> None:
+    """A journal that grew a column and a row kind (say a seal) ships them as they are."""
+    import sqlite3
+
+    from tablectl.controller.journal import row_hash
+
+    table_id = unique_table_id()
+    journal = Journal(tmp_path / "grown.sqlite")
+    journal.append("table", {"type": "table", "game": "asia_poker"}, durable=True)
+    journal.append("event", {"type": "shuffle_started"}, round_number=0, durable=True)
+    journal.close()
+    db = sqlite3.connect(journal.path)
+    db.execute("ALTER TABLE journal ADD COLUMN epoch INTEGER DEFAULT 7")
+    db.execute("ALTER TABLE journal ADD COLUMN mac BLOB DEFAULT x'beef'")
+    prev = db.execute("SELECT hash FROM journal WHERE seq = 2").fetchone()[0]
+    body = '{"epoch":7,"type":"seal"}'
+    at = "2026-11-23T06:00:00.000000+00:00"
+    digest = row_hash(prev, 3, "seal", 0, at, body)
+    db.execute(
+        "INSERT INTO journal (seq, kind, round, recorded_at, body, prev_hash, hash, epoch, mac)"
+        " VALUES (3, 'seal', 0, ?, ?, ?, ?, 8, x'c0ffee')",
+        (at, body, prev, digest),
+    )
+    db.commit()
+    db.close()
+    floor_db.provision(table_id)
+    shipper = FloorShipper(table_id, journal.path, floor_db.config(table_id), publish_metrics=False)
+    shipper.start()
+    try:
+        wait_for(lambda: shipper.head_known and shipper.rows_behind == 0, 20, "shipping")
+    finally:
+        shipper.stop()
+    assert_floor_equals_local(floor_db, table_id, journal.path)
+    with floor_db.admin() as conn:
+        rows = list(
+            conn.execute(
+                "SELECT seq, kind, columns FROM floor.journal_rows WHERE table_id = %s"
+                " ORDER BY seq",
+                (table_id,),
+            )
+        )
+    assert rows[-1] == (3, "seal", {"epoch": 8, "mac": {"hex": "c0ffee"}})
+    assert rows[0][2] == {"epoch": 7, "mac": {"hex": "beef"}}
