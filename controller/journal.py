@@ -302,7 +302,7 @@ class Journal:
 
 def read_rows(path: str | Path) -> Iterator[JournalRow]:
     """Every committed row in seq order (read-only; the file must exist)."""
-    yield from (parse_row(raw) for raw in raw_rows(path))
+    yield from (_to_row(raw) for raw in _raw_rows(path))
 
 
 def _connect_read_only(path: str | Path) -> sqlite3.Connection:
@@ -316,12 +316,10 @@ def _connect_read_only(path: str | Path) -> sqlite3.Connection:
     return db
 
 
-#: a row's columns as stored, in CHAIN order: seq, kind, round, recorded_at, body, prev_hash, hash
-RawRow = tuple[int, str, int | None, str, str, str, str]
+_RawRow = tuple[int, str, int | None, str, str, str, str]
 
 
-def raw_rows(path: str | Path) -> Iterator[RawRow]:
-    """Every committed row as stored (body as text), in storage order."""
+def _raw_rows(path: str | Path) -> Iterator[_RawRow]:
     db = _connect_read_only(path)
     try:
         yield from db.execute(
@@ -332,14 +330,18 @@ def raw_rows(path: str | Path) -> Iterator[RawRow]:
         db.close()
 
 
-def parse_row(raw: RawRow) -> JournalRow:
-    """A stored row (from this file or the floor's copy) with its body parsed."""
+def _to_row(raw: _RawRow) -> JournalRow:
     seq, kind, round_number, recorded_at, body, prev_hash, digest = raw
     try:
         parsed = json.loads(body)
     except ValueError:
         parsed = {"unparseable": body}
     return JournalRow(seq, kind, round_number, recorded_at, parsed, prev_hash, digest)
+
+
+# The floor store (controller/floor) reads the same rows back from PostgreSQL.
+RawRow = _RawRow
+parse_row = _to_row
 
 
 @dataclass(frozen=True)
@@ -362,7 +364,7 @@ def verify_journal(path: str | Path) -> VerifyResult:
         highest = int(db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()[0])
     finally:
         db.close()
-    return verify_chain(raw_rows(path), highest)
+    return verify_chain(_raw_rows(path), highest)
 
 
 def verify_chain(rows: Iterable[RawRow], highest: int) -> VerifyResult:

@@ -25,6 +25,7 @@ from typing import Any
 
 from tablectl.controller import metrics
 from tablectl.controller.config import FloorConfig
+from tablectl.controller.floor.local import LocalJournal
 from tablectl.controller.floor.schema import (
     CHAIN_COLUMNS,
     SCHEMA,
@@ -198,7 +199,7 @@ class FloorShipper:
     # -- the thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
-        local: sqlite3.Connection | None = None
+        local: LocalJournal | None = None
         conn: Any = None
         delay = self.retry_min
         try:
@@ -209,8 +210,8 @@ class FloorShipper:
                     break  # a stop does not wait for a floor that is away: next start resumes
                 try:
                     if local is None:
-                        local = self._open_local()
-                        self.committed_seq = max(self.committed_seq, self._local_last_seq(local))
+                        local = LocalJournal(self.journal_path)
+                        self.committed_seq = max(self.committed_seq, local.last_seq())
                     if conn is None:
                         conn = self._connect()
                         self._resume(conn, local)
@@ -239,7 +240,7 @@ class FloorShipper:
                         self._stopping.wait(self.linger)
                 except Exception as error:  # the thread must outlive any one failure
                     conn = self._close(conn)
-                    if isinstance(error, sqlite3.Error) and local is not None:
+                    if isinstance(error, sqlite3.Error | OSError) and local is not None:
                         local.close()
                         local = None
                     self._failed(error)
@@ -265,17 +266,6 @@ class FloorShipper:
         with self._lock:
             self.state = state
 
-    def _open_local(self) -> sqlite3.Connection:
-        db = sqlite3.connect(
-            f"file:{self.journal_path.resolve()}?mode=ro", uri=True, check_same_thread=False
-        )
-        db.execute("SELECT 1 FROM journal LIMIT 1")
-        return db
-
-    @staticmethod
-    def _local_last_seq(local: sqlite3.Connection) -> int:
-        return int(local.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()[0])
-
     def _connect(self) -> Any:
         import psycopg
 
@@ -292,7 +282,7 @@ class FloorShipper:
             options["passfile"] = str(self.floor.passfile)
         return psycopg.connect(self.floor.dsn, **options)
 
-    def _resume(self, conn: Any, local: sqlite3.Connection) -> None:
+    def _resume(self, conn: Any, local: LocalJournal) -> None:
         """Read the floor's head for this table; the local row there must be the same row."""
         row = conn.execute(
             f"SELECT seq, hash FROM {SCHEMA}.journal_rows WHERE table_id = %s"
@@ -302,14 +292,14 @@ class FloorShipper:
         conn.commit()
         head_seq, head_hash = (int(row[0]), str(row[1])) if row else (0, None)
         if head_seq:
-            mine = local.execute("SELECT hash FROM journal WHERE seq = ?", (head_seq,)).fetchone()
+            mine = local.hash_at(head_seq)
             if mine is None:
                 raise FloorDiverged(
                     f"the floor holds table {self.table_id} up to row {head_seq}, the local "
-                    f"journal only to row {self._local_last_seq(local)}: it was cut "
+                    f"journal only to row {local.last_seq()}: it was cut "
                     f"(tablectl floor compare names the rows)"
                 )
-            if mine[0] != head_hash:
+            if mine != head_hash:
                 raise FloorDiverged(
                     f"row {head_seq} of the local journal differs from the floor's copy: the "
                     "journal was rewritten (tablectl floor compare names the first such row)"
@@ -319,13 +309,11 @@ class FloorShipper:
             self.head_known = True
         self._log.info("floor_connected", acknowledged_seq=head_seq)
 
-    def _read_batch(self, local: sqlite3.Connection) -> list[LocalRow]:
-        cursor = local.execute(
-            "SELECT * FROM journal WHERE seq > ? ORDER BY seq LIMIT ?",
-            (self.acknowledged_seq, self.floor.batch_rows),
-        )
-        names = [column[0] for column in cursor.description]
-        batch = [LocalRow(int(raw[0]), dict(zip(names, raw, strict=True))) for raw in cursor]
+    def _read_batch(self, local: LocalJournal) -> list[LocalRow]:
+        batch = [
+            LocalRow(int(values["seq"]), values)
+            for values in local.rows_after(self.acknowledged_seq, self.floor.batch_rows)
+        ]
         if batch:
             self.committed_seq = max(self.committed_seq, batch[-1].seq)
         return batch
@@ -358,16 +346,13 @@ class FloorShipper:
             if self._oldest_waiting_at is None:
                 self._oldest_waiting_at = _unix_time(first.recorded_at)
 
-    def _refresh_waiting(self, local: sqlite3.Connection) -> None:
+    def _refresh_waiting(self, local: LocalJournal) -> None:
         """While the floor is away: the oldest row waiting, for seconds behind."""
-        with contextlib.suppress(sqlite3.Error):
-            row = local.execute(
-                "SELECT recorded_at FROM journal WHERE seq > ? ORDER BY seq LIMIT 1",
-                (self.acknowledged_seq,),
-            ).fetchone()
-            self.committed_seq = max(self.committed_seq, self._local_last_seq(local))
+        with contextlib.suppress(sqlite3.Error, OSError):
+            rows = local.rows_after(self.acknowledged_seq, 1)
+            self.committed_seq = max(self.committed_seq, local.last_seq())
             with self._lock:
-                self._oldest_waiting_at = _unix_time(row[0]) if row else None
+                self._oldest_waiting_at = _unix_time(str(rows[0]["recorded_at"])) if rows else None
 
     def _failed(self, error: BaseException) -> None:
         kind = error_kind(error)

@@ -7,11 +7,13 @@ run over the floor's rows exactly as over the local file's.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from tablectl.controller.floor.local import journal_chain_rows
 from tablectl.controller.floor.schema import CHAIN_COLUMNS, SCHEMA
 from tablectl.controller.journal import (
     JournalError,
@@ -19,7 +21,6 @@ from tablectl.controller.journal import (
     RawRow,
     VerifyResult,
     parse_row,
-    raw_rows,
     verify_chain,
 )
 
@@ -100,9 +101,18 @@ class Comparison:
     first_differing_seq: int | None = None
 
 
+def _local_rows(journal: str | Path) -> Iterator[RawRow]:
+    """The local journal's rows (live file and closed segments, or a directory of them)."""
+    try:
+        for raw in journal_chain_rows(Path(journal)):
+            yield cast(RawRow, tuple(raw))
+    except (OSError, sqlite3.Error) as error:
+        raise JournalError(f"{journal}: not a readable journal: {error}") from error
+
+
 def identify_table(conn: Any, journal: str | Path) -> str:
     """The floor table whose first row is this journal's first row (row 1's hash is unique)."""
-    first = next(iter(raw_rows(journal)), None)
+    first = next(iter(_local_rows(journal)), None)
     if first is None:
         raise FloorError(f"{journal}: the journal is empty: name the table with --table")
     found = [
@@ -124,7 +134,7 @@ def compare(conn: Any, table_id: str, journal: str | Path) -> Comparison:
     """Walk both in seq order; name the first seq where the local journal leaves the floor's."""
     require_table(conn, table_id)
     floor_head, _ = head(conn, table_id)
-    local = raw_rows(journal)
+    local = _local_rows(journal)
     floor = floor_raw_rows(conn, table_id)
     count = 0
     last_local = 0

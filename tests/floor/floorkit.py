@@ -125,3 +125,47 @@ def rewrite_journal(path: Path, seq: int, new_body: str) -> None:
         db.commit()
     finally:
         db.close()
+
+
+def append_chain(path: Path, count: int, *, kind: str = "event") -> tuple[int, str]:
+    """Append `count` rows continuing the chain across `path`'s segments (as a journal split
+    by gaming day continues it); creates the live file when missing. Returns its head."""
+    from tablectl.controller.floor.local import LocalJournal
+    from tablectl.controller.journal import Journal
+
+    local = LocalJournal(path)
+    last = local.last_seq()
+    prev = (local.hash_at(last) or GENESIS_HASH) if last else GENESIS_HASH
+    local.close()
+    if not path.exists():
+        Journal(path).close()
+    db = sqlite3.connect(path)
+    try:
+        for seq in range(last + 1, last + count + 1):
+            body = f'{{"seq_note":{seq},"type":"card_drawn"}}'
+            at = f"2026-11-23T10:00:00.{seq:06d}+00:00"
+            digest = row_hash(prev, seq, kind, 1, at, body)
+            db.execute(
+                "INSERT INTO journal (seq, kind, round, recorded_at, body, prev_hash, hash)"
+                " VALUES (?, ?, 1, ?, ?, ?, ?)",
+                (seq, kind, at, body, prev, digest),
+            )
+            prev = digest
+        db.commit()
+    finally:
+        db.close()
+    return last + count, prev
+
+
+def roll_over(path: Path, day: str) -> Path:
+    """Close the live file as a segment beside it (`STEM-DAY-FIRSTSEQ.sqlite`), as the
+    journal's gaming-day roll-over does; the next rows go to a new live file."""
+    db = sqlite3.connect(path)
+    first = db.execute("SELECT min(seq) FROM journal").fetchone()[0]
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    closed = path.with_name(f"{path.stem}-{day}-{first:012d}{path.suffix}")
+    path.replace(closed)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return closed

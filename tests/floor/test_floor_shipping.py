@@ -347,3 +347,30 @@ def test_new_row_kinds_and_columns_flow_without_a_change(floor_db: FloorDb, tmp_
         )
     assert rows[-1] == (3, "seal", {"epoch": 8, "mac": {"hex": "c0ffee"}})
     assert rows[0][2] == {"epoch": 7, "mac": {"hex": "beef"}}
+
+
+def test_rows_ship_across_gaming_day_segments(floor_db: FloorDb, tmp_path: Path) -> None:
+    """Rows left in a closed segment ship from it; a roll-over under the shipper is followed."""
+    from tests.floor.floorkit import append_chain, roll_over
+
+    table_id = unique_table_id()
+    floor_db.provision(table_id)
+    live = tmp_path / "journal.sqlite"
+    append_chain(live, 60, kind="note")
+    roll_over(live, "2026-11-22")
+    append_chain(live, 20)
+    shipper = FloorShipper(table_id, live, floor_db.config(table_id), publish_metrics=False)
+    shipper.start()
+    try:
+        wait_for(lambda: shipper.acknowledged_seq == 80, 20, "both segments shipped")
+        roll_over(live, "2026-11-23")  # while the shipper holds the live file open
+        append_chain(live, 15)
+        shipper.notify(95)
+        wait_for(lambda: shipper.acknowledged_seq == 95, 20, "the new live file shipped")
+    finally:
+        shipper.stop()
+    assert [row[0] for row in floor_db.floor_rows(table_id)] == list(range(1, 96))
+    with connect(floor_db.admin_dsn) as conn:
+        assert verify_table(conn, table_id).ok
+        assert compare(conn, table_id, live).verdict == "identical"
+        assert compare(conn, table_id, tmp_path).verdict == "identical"  # the directory
