@@ -44,6 +44,7 @@ LINGER_SECONDS = 0.1
 #: how long a clean stop keeps shipping what is left before it gives up (the rest goes next start)
 DRAIN_SECONDS = 2.0
 CONNECT_TIMEOUT = 5
+STATEMENT_TIMEOUT_MS = 30_000
 #: while caught up the thread sleeps until the journal commits; this wakes it now and then to
 #: refresh the gauges (seconds behind) even if a notification was somehow missed
 IDLE_WAKE_SECONDS = 30.0
@@ -277,6 +278,9 @@ class FloorShipper:
             "keepalives_idle": 5,
             "keepalives_interval": 2,
             "keepalives_count": 3,
+            # a floor that accepts the connection but never answers fails the batch, which is
+            # tried again, rather than hang the shipper with its gauges frozen
+            "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
         }
         if self.floor.passfile is not None:
             options["passfile"] = str(self.floor.passfile)
