@@ -20,6 +20,7 @@ from tablectl.controller.daemon import Daemon
 from tablectl.controller.floor.shipper import FloorShipper
 from tablectl.controller.floor.store import compare, connect, verify_table
 from tablectl.controller.journal import Journal, verify_journal
+from tablectl.controller.operator_client import render_status
 from tablectl.simulators import demo
 from tablectl.simulators.autodealer import RoundReport
 from tests.floor.floorkit import (
@@ -78,6 +79,7 @@ def test_postgres_stopped_mid_play_and_started_again(floor_db: FloorDb, tmp_path
         elif report.number == 6:
             status = daemon.status()["floor"]
             seen["while_down"] = status
+            seen["rendered"] = render_status(daemon.status())
             seen["gauge_rows_behind"] = metrics.FLOOR_ROWS_BEHIND._value.get()
             await loop.run_in_executor(None, server.start)
             deadline = loop.time() + 20
@@ -97,6 +99,10 @@ def test_postgres_stopped_mid_play_and_started_again(floor_db: FloorDb, tmp_path
     assert down["state"] in {"disconnected", "connecting"}, down
     assert down["rows_behind"] > 0 and down["last_error"].startswith("connection"), down
     assert seen["gauge_rows_behind"] > 0
+    # `tablectl status` shows it (the operator client renders the daemon's status)
+    rendered = "\n".join(seen["rendered"])
+    assert "floor:" in rendered and "rows_behind: " in rendered
+    assert "last_error: connection" in rendered
     assert seen["caught_up"]["rows_behind"] == 0
     journal = tmp_path / "table" / "journal.sqlite"
     assert seen["caught_up"]["acknowledged_seq"] > seen["stopped_at_seq"]
