@@ -16,11 +16,13 @@ import argparse
 import datetime
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from tablectl.controller.journal import (
     JournalError,
+    JournalRow,
     hands_in_deal_order,
     recipient_name,
     replay_round,
@@ -195,7 +197,7 @@ def _round(args: argparse.Namespace) -> int:
     conn = _connect(args)
     try:
         require_table(conn, args.table)
-        rows = list(floor_rows(conn, args.table))
+        rows = list(_through_round(floor_rows(conn, args.table), args.round))
     finally:
         conn.close()
     where = f"floor table {args.table}"
@@ -238,6 +240,15 @@ def _round(args: argparse.Namespace) -> int:
     for decision in decisions:
         print(f"  seq {decision.get('at')}: {render_decision(decision)}")
     return EXIT_OK
+
+
+def _through_round(rows: Iterable[JournalRow], round_number: int) -> Iterator[JournalRow]:
+    """The rows up to the end of the round, and the one row after (it holds the round that
+    followed the round's last event): a round early in a long history reads little."""
+    for row in rows:
+        yield row
+        if row.round is not None and row.round > round_number:
+            return
 
 
 def _report(args: argparse.Namespace) -> int:
