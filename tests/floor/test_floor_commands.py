@@ -26,6 +26,8 @@ from tests.floor.floorkit import FloorDb, unique_table_id
 from tests.floor.test_floor_shipping import assert_floor_equals_local, demo_args
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]
+#: rounds of the table whose record the commands read (its automated shoe jams half the time)
+ROUNDS = 8
 
 
 def tablectl(*args: str) -> subprocess.CompletedProcess[str]:
@@ -36,7 +38,7 @@ def tablectl(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _play_hilo_with_faults(floor_db: FloorDb, state: Path, table_id: str) -> Path:
     floor_db.provision(table_id)
-    args = demo_args(state, 12, floor_db, table_id)
+    args = demo_args(state, ROUNDS, floor_db, table_id)
     args.game = "heads_up_holdem"
     args.faults = 0.5
     args.fault_kind = ["ads_jam"]
@@ -117,7 +119,7 @@ def test_verify_round_and_report_from_the_floor(floor_db: FloorDb, tmp_path: Pat
     mine = lines[table_id]
     decisions = [r.body for r in rows if r.kind == "decision"]
     assert int(mine["voids"]) == len(voided)
-    assert int(mine["rounds"]) == 12
+    assert int(mine["rounds"]) == ROUNDS
     by_rule = Counter(d["rule_id"] for d in decisions)
     for rule, count in by_rule.items():
         assert int(mine[f"rule_{rule}"]) == count
@@ -157,7 +159,7 @@ def test_unknown_table_and_unreachable_store_are_named(floor_db: FloorDb) -> Non
 
 def test_demo_floor_prints_the_report_and_a_round_command_that_works() -> None:
     state = Path(tempfile.mkdtemp(prefix="tablectl-demo-floor-"))
-    done = tablectl("demo", "--floor", "--rounds", "8", "--seed", "4", "--state-dir", str(state))
+    done = tablectl("demo", "--floor", "--rounds", "5", "--seed", "4", "--state-dir", str(state))
     try:
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         html = re.search(r"^report \(gaming day .*\): (\S+\.html)$", done.stdout, re.MULTILINE)
