@@ -251,11 +251,23 @@ def _passfile_field(text: str) -> str:
 
 
 def append_passfile(path: Path, dbname: str, role: str, password: str) -> None:
-    """One `host:port:dbname:user:password` line (libpq's format; any host and port), 0600."""
-    line = ":".join(_passfile_field(part) for part in ("*", "*", dbname, role, password))
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    """One `host:port:dbname:user:password` line (libpq's format; any host and port), 0600.
+
+    A line the file already holds for the same database and role is replaced (libpq takes the
+    first line that matches: an old password left above would lock the table out).
+    """
+    fields = ("*", "*", dbname, role)
+    line = ":".join(_passfile_field(part) for part in (*fields, password))
+    prefix = ":".join(_passfile_field(part) for part in fields) + ":"
+    kept: list[str] = []
+    if path.exists():
+        kept = [old for old in path.read_text().splitlines() if not old.startswith(prefix)]
+    temporary = path.with_name(f".{path.name}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.fchmod(descriptor, 0o600)
-        os.write(descriptor, (line + "\n").encode())
+        os.write(descriptor, ("\n".join([*kept, line]) + "\n").encode())
+        os.fsync(descriptor)
     finally:
         os.close(descriptor)
+    os.replace(temporary, path)

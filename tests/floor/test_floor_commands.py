@@ -63,6 +63,20 @@ def test_init_provisions_tables_with_a_passfile_and_no_password_anywhere_else(
     # idempotent: a second run changes nothing it should not
     again = tablectl("floor", "init", "--dsn", floor_db.admin_dsn)
     assert again.returncode == 0, again.stderr
+    # a table provisioned again gets a new password: its passfile line is replaced, and the
+    # role logs in with it
+    other = unique_table_id()
+    floor_db.passfile = passfile
+    floor_db.provision(other)
+    renewed = tablectl(
+        "floor", "init", "--dsn", floor_db.admin_dsn, "--table", table_id,
+        "--write-passfile", str(passfile),
+    )  # fmt: skip
+    assert renewed.returncode == 0, renewed.stderr
+    lines = passfile.read_text().splitlines()
+    assert len(lines) == 2 and password not in passfile.read_text()
+    with floor_db.as_writer(table_id) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (f"tablectl_table_{table_id}",)
 
 
 def test_a_password_in_the_configured_dsn_is_refused() -> None:
