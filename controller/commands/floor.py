@@ -20,13 +20,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.journal import (
-    JournalError,
-    JournalRow,
-    hands_in_deal_order,
-    recipient_name,
-    replay_round,
-)
+from tablectl.controller.commands.journal import print_cards
+from tablectl.controller.journal import JournalError, JournalRow, replay_round
 from tablectl.controller.operator_client import render_decision
 
 #: what `floor round` shows of each event besides its type (the cards are listed above)
@@ -223,13 +218,7 @@ def _round(args: argparse.Namespace) -> int:
             )
         )
         return EXIT_OK
-    print(f"{where}, round {args.round}: {len(cards)} cards in the order dealt")
-    for index, card in enumerate(cards, start=1):
-        face = "face up" if card.get("face_up") else "face down"
-        print(f"  {index:3d}. {card['card']:<3} to {recipient_name(card.get('to'))} ({face})")
-    print("hands:")
-    for name, hand in hands_in_deal_order(cards):
-        print(f"  {name}: {' '.join(str(card['card']) for card in hand)}")
+    print_cards(f"{where}, round {args.round}", cards)
     print(f"events ({len(events)}):")
     for event in events:
         said = ", ".join(

@@ -169,3 +169,30 @@ def roll_over(path: Path, day: str) -> Path:
     for suffix in ("-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     return closed
+
+
+def ship_until_caught_up(table_id: str, journal: Path, config: FloorConfig) -> None:
+    """A shipper on the journal until the floor holds every row, then stopped."""
+    from tablectl.controller.floor.shipper import FloorShipper
+
+    shipper = FloorShipper(table_id, journal, config, publish_metrics=False)
+    shipper.start()
+    try:
+        wait_for(lambda: shipper.head_known and shipper.rows_behind == 0, 20, "the rows shipped")
+    finally:
+        shipper.stop()
+
+
+def shipped_journal(floor_db: FloorDb, directory: Path, rows: int, game: str) -> tuple[str, Path]:
+    """A new table whose journal of `rows` rows (a table row, then events) is on the floor."""
+    from tablectl.controller.journal import Journal
+
+    table_id = unique_table_id()
+    config = floor_db.provision(table_id)
+    journal = Journal(directory / f"{table_id}.sqlite")
+    journal.append("table", {"type": "table", "game": game}, durable=True)
+    for index in range(rows - 1):
+        journal.append("event", {"type": "card_drawn", "index": index}, round_number=index // 10)
+    journal.close()
+    ship_until_caught_up(table_id, journal.path, config)
+    return table_id, journal.path

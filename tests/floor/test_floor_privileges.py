@@ -9,9 +9,7 @@ import psycopg
 import pytest
 
 from tablectl.controller.floor.schema import READER_GROUP, SCHEMA
-from tablectl.controller.floor.shipper import FloorShipper
-from tablectl.controller.journal import Journal
-from tests.floor.floorkit import FloorDb, unique_table_id, wait_for
+from tests.floor.floorkit import FloorDb, shipped_journal, unique_table_id
 
 INSERT = (
     f"INSERT INTO {SCHEMA}.journal_rows (table_id, seq, kind, round, recorded_at, body,"
@@ -20,21 +18,9 @@ INSERT = (
 
 
 def _shipped_table(floor_db: FloorDb, tmp_path: Path, rows: int = 5) -> tuple[str, Path]:
-    table_id = unique_table_id()
-    config = floor_db.provision(table_id)
-    journal = Journal(tmp_path / f"{table_id}.sqlite")
-    journal.append("table", {"type": "table", "game": "three_card_21"}, durable=True)
-    for index in range(rows - 1):
-        journal.append("event", {"type": "bets_closed", "n": index}, round_number=1)
-    journal.close()
-    shipper = FloorShipper(table_id, journal.path, config, publish_metrics=False)
-    shipper.start()
-    try:
-        wait_for(lambda: shipper.head_known and shipper.rows_behind == 0, 15, "the rows shipped")
-    finally:
-        shipper.stop()
+    table_id, journal = shipped_journal(floor_db, tmp_path, rows, "three_card_21")
     assert len(floor_db.floor_rows(table_id)) == rows
-    return table_id, journal.path
+    return table_id, journal
 
 
 def test_the_writer_role_is_refused_update_delete_and_truncate(

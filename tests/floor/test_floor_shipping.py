@@ -27,6 +27,8 @@ from tests.floor.floorkit import (
     FloorDb,
     local_rows,
     rewrite_journal,
+    ship_until_caught_up,
+    shipped_journal,
     truncate_journal,
     unique_table_id,
     wait_for,
@@ -193,20 +195,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
 
 
 def _ship(floor_db: FloorDb, tmp_path: Path, rows: int) -> tuple[str, Path]:
-    table_id = unique_table_id()
-    config = floor_db.provision(table_id)
-    journal = Journal(tmp_path / f"{table_id}.sqlite")
-    journal.append("table", {"type": "table", "game": "five_card_hilo"}, durable=True)
-    for index in range(rows - 1):
-        journal.append("event", {"type": "card_drawn", "index": index}, round_number=index // 10)
-    journal.close()
-    shipper = FloorShipper(table_id, journal.path, config, publish_metrics=False)
-    shipper.start()
-    try:
-        wait_for(lambda: shipper.head_known and shipper.rows_behind == 0, 20, "shipping")
-    finally:
-        shipper.stop()
-    return table_id, journal.path
+    return shipped_journal(floor_db, tmp_path, rows, "five_card_hilo")
 
 
 @pytest.mark.parametrize("damage", ["truncated", "rewritten"])
@@ -335,13 +324,7 @@ def test_new_row_kinds_and_columns_flow_without_a_change(floor_db: FloorDb, tmp_
     )
     db.commit()
     db.close()
-    floor_db.provision(table_id)
-    shipper = FloorShipper(table_id, journal.path, floor_db.config(table_id), publish_metrics=False)
-    shipper.start()
-    try:
-        wait_for(lambda: shipper.head_known and shipper.rows_behind == 0, 20, "shipping")
-    finally:
-        shipper.stop()
+    ship_until_caught_up(table_id, journal.path, floor_db.provision(table_id))
     assert_floor_equals_local(floor_db, table_id, journal.path)
     with floor_db.admin() as conn:
         rows = list(
