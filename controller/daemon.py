@@ -171,6 +171,7 @@ class AlarmCoalescer:
         self.window = window
         self._open: dict[tuple[str, str, str], int] = {}
         self._timers: dict[tuple[str, str, str], asyncio.TimerHandle] = {}
+        self._sending: set[asyncio.Future[None]] = set()
 
     @staticmethod
     def cause(message: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -208,7 +209,9 @@ class AlarmCoalescer:
                 summary["rule_id"] = rule_id
             if device:
                 summary["device"] = device
-            asyncio.ensure_future(self.publish(summary))
+            task = asyncio.ensure_future(self.publish(summary))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
 
     def close(self) -> None:
         for timer in self._timers.values():
