@@ -12,15 +12,13 @@ import asyncio
 import sys
 
 from tablectl.controller.config import ConfigError, load_config
-from tablectl.controller.daemon import (
-    DEFAULT_DEVICE_WAIT,
-    DEFAULT_FAIL_STOP_LINGER,
-    EXIT_REFUSED,
-    run_daemon,
-)
-from tablectl.controller.logs import configure_logging, get_logger
-from tablectl.controller.preflight import ERROR, preflight
 from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
+
+# Mirrors of controller.daemon's, which is imported only once the lock is held: a second
+# instance is told within a fraction of a second, before the daemon's imports (~0.5 s).
+DEFAULT_DEVICE_WAIT = 20.0
+DEFAULT_FAIL_STOP_LINGER = 20.0
+EXIT_REFUSED = 2
 
 EXIT_CODES = """exit status:
   0  stopped cleanly (SIGTERM or SIGINT; a second signal exits at once with 128+signal)
@@ -86,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     except LockError as error:
         lock_problem = f"{config.source}: journal.path: {error}"
+    from tablectl.controller.preflight import ERROR, preflight
+
     problems = preflight(config)
     failed = [p for p in problems if p.severity == ERROR]
     if failed or lock_problem:
@@ -99,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
             lock.release()
         return EXIT_REFUSED
     assert lock is not None
+    from tablectl.controller.daemon import run_daemon
+    from tablectl.controller.logs import configure_logging, get_logger
+
     configure_logging(config.log_level, mode=args.log_format)
     log = get_logger("daemon", table=config.table_id)
     for warning in problems:  # warnings only
