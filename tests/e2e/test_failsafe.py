@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 from tablectl.controller.journal import read_rows, verify_journal
 from tablectl.controller.operator_client import request
 from tablectl.drivers.protocol.messages import Msg
