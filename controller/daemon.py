@@ -415,7 +415,10 @@ class Daemon:
         engine = self.service.engine_status()
         down = sorted(name for name, up in self.service.devices_up.items() if not up)
         devices = f"down: {', '.join(down)}" if down else "all devices up"
-        return f"round {engine.get('round', 0)} {engine.get('state', '?')}; {devices}"
+        line = f"round {engine.get('round', 0)} {engine.get('state', '?')}; {devices}"
+        if self.interlocks.shoe:  # why the shoe deals no card now
+            line += f"; dealing held: {', '.join(sorted(self.interlocks.shoe))}"
+        return line
 
     # -- fail-stop ---------------------------------------------------------------------------
 

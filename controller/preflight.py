@@ -31,8 +31,9 @@ MIB = 1024 * 1024
 #: Below this much free space under the journal, `run` refuses to start: the journal's
 #: preallocated -wal (about 4.6 MiB) and a gaming day of rounds must fit with room to spare.
 MIN_FREE_BYTES = 64 * MIB
-#: Below this, `run` starts but warns (and check-config says so): roughly a week of play at the
-#: measured 2-3 KiB per round, 60 rounds an hour, around the clock, with a margin.
+#: Below this, `run` starts but warns (and check-config says so). The journal grows by about
+#: 8 KiB (Three Card 21) to 13 KiB (HILO, an ADS) per round, measured with `tablectl demo`:
+#: a week at 60 rounds an hour around the clock is 55-130 MiB; this is several weeks.
 WARN_FREE_BYTES = 512 * MIB
 
 
