@@ -8,6 +8,7 @@ import asyncio
 import io
 import os
 import re
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -232,12 +233,13 @@ def test_the_wire_and_the_event_language_spell_cards_alike() -> None:
 # -- a start failing while devices handshake: bounded, every time -----------------------------
 
 
-def test_a_start_failing_during_a_handshake_never_hangs(tmp_path: Path) -> None:
-    """20 starts whose operator group is missing, each while the devices are handshaking (the
-    handshake answers arrive 0-40 ms late): each returns EXIT_REFUSED within 2 s. With
-    asyncio.wait_for in the drivers, some hung for ever (a cancellation arriving with the
-    handshake's answer was swallowed, CPython gh-86296). run_daemon is called directly: the
-    preflight of `tablectl run` would refuse the missing group before any device is touched.
+@pytest.mark.parametrize("failure", ["busy_metrics_port", "missing_group"])
+def test_a_start_failing_during_a_handshake_never_hangs(tmp_path: Path, failure: str) -> None:
+    """20 starts that fail while the devices are handshaking (their answers arrive 0-10 ms
+    late): each returns EXIT_REFUSED within 2 s. With asyncio.wait_for in the drivers, some
+    hung for ever: a cancellation arriving with the handshake's answer was swallowed (CPython
+    gh-86296) and stop() awaited a supervisor that went on. run_daemon is called directly:
+    the preflight of `tablectl run` refuses both causes before any device is touched.
     """
 
     async def main() -> list[float]:
@@ -254,28 +256,34 @@ def test_a_start_failing_during_a_handshake_never_hangs(tmp_path: Path) -> None:
             }
             for name, sim in (("shuffler", shuffler), ("shoe", shoe))
         }
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
         path = tmp_path / "t.toml"
         path.write_text(
             table_toml(
                 "heads_up_holdem",
                 tmp_path,
                 devices,
-                metrics_port=0,
-                group="tablectl-no-such-group",
+                metrics_port=busy.getsockname()[1] if failure == "busy_metrics_port" else 0,
+                group="tablectl-no-such-group" if failure == "missing_group" else "root",
             )
         )
         config = load_config(path)
         durations = []
-        for attempt in range(20):
-            for wire in wires.values():
-                wire.slow(0.002 * attempt)
-            started = time.monotonic()
-            async with asyncio.timeout(2.0):
-                code = await run_daemon(config, handle_signals=False, device_wait=1)
-            durations.append(time.monotonic() - started)
-            assert code == EXIT_REFUSED
-        for attachment in ptys.values():
-            attachment.unplug()
+        try:
+            for attempt in range(20):
+                for wire in wires.values():
+                    wire.slow(0.0005 * attempt)
+                started = time.monotonic()
+                async with asyncio.timeout(2.0):
+                    code = await run_daemon(config, handle_signals=False, device_wait=1)
+                durations.append(time.monotonic() - started)
+                assert code == EXIT_REFUSED
+        finally:
+            busy.close()
+            for attachment in ptys.values():
+                attachment.unplug()
         return durations
 
     durations = asyncio.run(main())
