@@ -151,6 +151,7 @@ class OperatorServer:
         self._handle_event = handle_event
         self._status = status
         self._server: asyncio.AbstractServer | None = None
+        self._bound: tuple[int, int] | None = None  # (st_dev, st_ino) of the socket we bound
         self._subscribers: set[asyncio.StreamWriter] = set()
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._log = get_logger("operator")
@@ -196,6 +197,8 @@ class OperatorServer:
                 "operator_socket_group_unchanged", path=str(path), group=self.allowed_group
             )
         os.chmod(path, self.socket_mode)
+        bound = path.lstat()
+        self._bound = (bound.st_dev, bound.st_ino)
         self._log.info("operator_listening", path=str(path), group=self.allowed_group)
 
     async def close(self) -> None:
@@ -216,8 +219,12 @@ class OperatorServer:
             for task in stuck:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        # Only our own socket file: one bound at this path since (by whoever) is left alone.
         with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
+            now = self.socket_path.lstat()
+            if self._bound == (now.st_dev, now.st_ino):
+                self.socket_path.unlink()
+        self._bound = None
 
     async def publish(self, message: Mapping[str, Any]) -> None:
         """Push a decision, alarm or state change to every subscribed client.

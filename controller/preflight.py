@@ -50,16 +50,22 @@ class Problem:
         return f"{prefix}{source}: {self.key}: {self.message}"
 
 
-def preflight(config: TableConfig) -> list[Problem]:
-    """Every problem a start of this table would meet, errors and warnings, all at once."""
+def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
+    """Every problem a start of this table would meet, errors and warnings, all at once.
+
+    `running`: the table's daemon runs now (check-config beside it), so the metrics address
+    and the operator socket in use are its own, not problems.
+    """
     problems: list[Problem] = []
     problems += check_group(config.operator_group)
-    problems += check_metrics_address(config.metrics_host, config.metrics_port)
+    if not running:
+        problems += check_metrics_address(config.metrics_host, config.metrics_port)
     problems += check_directory("journal.path", config.journal_path)
     problems += check_journal_file(config.journal_path)
     problems += check_free_space("journal.path", config.journal_path)
     problems += check_directory("operator.socket", config.operator_socket)
-    problems += check_socket_path(config.operator_socket)
+    if not running:
+        problems += check_socket_path(config.operator_socket)
     problems += check_devices(config)
     return problems
 

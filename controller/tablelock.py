@@ -107,3 +107,25 @@ def acquire_table_lock(journal_path: str | Path) -> TableLock:
     except OSError:
         pass  # a full disk: the lock holds all the same; the message will lack the PID
     return TableLock(path, descriptor)
+
+
+def running_holder(journal_path: str | Path) -> int | None:
+    """The PID of the daemon running this table now (0 when unknown), or None when none is.
+
+    Read-only: creates nothing (a shared lock is tried on an existing lock file and dropped).
+    `check-config` uses it so that a running table's own port and socket are not reported.
+    """
+    path = lock_path_for(journal_path)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return holder_pid(path) or 0
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)  # closing drops a lock taken here
+    return None

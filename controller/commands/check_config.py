@@ -13,6 +13,7 @@ import sys
 
 from tablectl.controller.config import ConfigError, load_config
 from tablectl.controller.preflight import ERROR, preflight
+from tablectl.controller.tablelock import lock_path_for, running_holder
 
 EXIT_CODES = """exit status:
   0  the file is valid and `tablectl run` would start (warnings, if any, on stderr)
@@ -38,7 +39,15 @@ def run(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         print(f"{args.file}: {len(error.problems)} problem(s)", file=sys.stderr)
         return 1
-    problems = [] if args.file_only else preflight(config)
+    running = None if args.file_only else running_holder(config.journal_path)
+    if running is not None:
+        who = f"PID {running}" if running else "a process"
+        print(
+            f"{args.file}: note: this table is running ({who} holds "
+            f"{lock_path_for(config.journal_path)}); its metrics address and socket are its own",
+            file=sys.stderr,
+        )
+    problems = [] if args.file_only else preflight(config, running=running is not None)
     for found in problems:
         print(found.text(config.source), file=sys.stderr)
     failed = [p for p in problems if p.severity == ERROR]

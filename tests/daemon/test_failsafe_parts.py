@@ -21,6 +21,7 @@ from tablectl.controller.config import load_config
 from tablectl.controller.daemon import EXIT_REFUSED, AlarmCoalescer, run_daemon
 from tablectl.controller.journal import Journal, JournalError, read_rows
 from tablectl.controller.logs import configure_logging, mask_card_text
+from tablectl.controller.operator_client import request
 from tablectl.controller.tablelock import (
     TableLocked,
     acquire_table_lock,
@@ -288,3 +289,54 @@ def test_a_start_failing_during_a_handshake_never_hangs(tmp_path: Path, failure:
 
     durations = asyncio.run(main())
     assert max(durations) < 2.0, durations
+
+
+def test_run_mirrors_the_daemons_defaults_and_exit_codes() -> None:
+    """`tablectl run` imports the daemon only once the lock is held; its copies must agree."""
+    from tablectl.controller import daemon
+    from tablectl.controller.commands import run
+
+    assert run.DEFAULT_DEVICE_WAIT == daemon.DEFAULT_DEVICE_WAIT
+    assert run.DEFAULT_FAIL_STOP_LINGER == daemon.DEFAULT_FAIL_STOP_LINGER
+    assert run.EXIT_REFUSED == daemon.EXIT_REFUSED
+    for code in (daemon.EXIT_OK, daemon.EXIT_FAILED, daemon.EXIT_REFUSED):
+        assert f"  {code}  " in run.EXIT_CODES
+    assert f"  {daemon.EXIT_STOPPED_DEALING}  stopped dealing" in run.EXIT_CODES
+
+
+def test_running_holder_names_the_running_daemon_and_creates_nothing(tmp_path: Path) -> None:
+    from tablectl.controller.tablelock import running_holder
+
+    journal = tmp_path / "journal.sqlite"
+    assert running_holder(journal) is None
+    assert not list(tmp_path.iterdir())
+    with acquire_table_lock(journal):
+        assert running_holder(journal) == os.getpid()
+    assert running_holder(journal) is None
+
+
+def test_a_live_socket_is_never_taken_over_nor_removed_when_not_ours(tmp_path: Path) -> None:
+    from tablectl.controller.operator import OperatorError, OperatorServer
+
+    async def handler(event: Any, peer: Any) -> list[dict[str, Any]]:
+        return []
+
+    async def main() -> None:
+        path = tmp_path / "operator.sock"
+        first = OperatorServer(path, allowed_group="root", handle_event=handler, status=dict)
+        await first.start()
+        second = OperatorServer(path, allowed_group="root", handle_event=handler, status=dict)
+        with pytest.raises(OperatorError, match="another process accepts connections"):
+            await second.start()
+        reply = await asyncio.to_thread(request, path, {"type": "status"})
+        assert reply["reply"] == "status"  # still the first's
+        # someone removed the first's file and bound their own there: closing leaves it
+        path.unlink()
+        other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        other.bind(str(path))
+        other.listen()
+        await first.close()
+        assert path.is_socket()
+        other.close()
+
+    asyncio.run(main())

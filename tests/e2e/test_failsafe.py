@@ -72,6 +72,10 @@ def test_a_second_daemon_on_the_table_exits_2_at_once_and_the_first_keeps_servin
     assert second.returncode == 2, second.stderr
     assert seconds < 2.0, seconds  # measured ~0.3 s: it stops before the daemon's imports
     assert f"{table.journal}.lock" in second.stderr and f"PID {holder}" in second.stderr
+    # check-config beside the running table: its port and socket are its own, not problems
+    checked, _ = run_command("check-config", str(table.config_path))
+    assert checked.returncode == 0, checked.stderr
+    assert f"this table is running (PID {holder} holds" in checked.stderr
     # the first: its journal, socket, ports untouched; it still answers and decides
     assert [(r.seq, r.hash) for r in table.rows()] == rows_before
     assert table.socket_path.is_socket()
