@@ -378,3 +378,31 @@ def test_a_device_unplugged_mid_round_alarms_at_once(make_table: Any) -> None:
     assert table.status()["devices"]["shoe"] == "down"
     subscriber.close()
     assert table.stop() == 0
+
+
+def test_a_second_demo_on_a_state_dir_is_refused_before_touching_it(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "JOURNAL_STREAM")}
+    demo = [*tablectl("demo", "--state-dir", str(tmp_path), "--metrics-listen", "127.0.0.1:0")]
+    first = subprocess.Popen(
+        [*demo, "--seed", "1"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert first.stdout is not None
+        deadline = time.monotonic() + 20
+        while "ready in" not in first.stdout.readline():
+            assert time.monotonic() < deadline and first.poll() is None
+        links = sorted(p.name for p in (tmp_path / "dev").iterdir())
+        targets = {p.name: os.readlink(p) for p in (tmp_path / "dev").iterdir()}
+        second, seconds = run_command("demo", "--state-dir", str(tmp_path), "--rounds", "1")
+        assert second.returncode == 2, second.stderr
+        assert f"already run by PID {first.pid}" in second.stderr
+        assert seconds < 5.0
+        # the first's device links are as they were, and it keeps dealing
+        assert {p.name: os.readlink(p) for p in (tmp_path / "dev").iterdir()} == targets
+        assert links
+        before = sum(1 for r in read_rows(tmp_path / "journal.sqlite"))
+        time.sleep(1.0)
+        assert sum(1 for r in read_rows(tmp_path / "journal.sqlite")) > before
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(20) == 0
