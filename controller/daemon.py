@@ -48,7 +48,7 @@ from tablectl.controller.operator import (
     OperatorServer,
     PeerCredentials,
 )
-from tablectl.controller.preflight import free_bytes
+from tablectl.controller.preflight import WARN_FREE_BYTES, free_bytes
 from tablectl.controller.sdnotify import SdNotifier, Watchdog
 from tablectl.controller.service import (
     DEVICE_FAULT_EVENTS,
@@ -254,6 +254,8 @@ class Daemon:
         self._log = get_logger("daemon", table=config.table_id)
         self._alarms: AlarmCoalescer | None = None
         self._health: asyncio.Task[None] | None = None
+        self._health_round = -1
+        self._space_low = False
         #: Set when dealing stopped (fail-stop): {"reason", "since"}; status and STATUS= say it.
         self.dealing_stopped: dict[str, str] | None = None
         self.exit_code = EXIT_OK
@@ -473,9 +475,16 @@ class Daemon:
 
     def update_health(self) -> None:
         journal = self.service.journal
+        self._health_round = self.service.engine.round_number
         free = free_bytes(journal.path)
         if free is not None:
             metrics.JOURNAL_FREE_BYTES.set(free)
+            low = free < WARN_FREE_BYTES
+            if low and not self._space_low:
+                self._log.warning(
+                    "journal_space_low", free_bytes=free, warning_below=WARN_FREE_BYTES
+                )
+            self._space_low = low
         metrics.JOURNAL_SIZE_BYTES.set(journal.size_on_disk())
         rounds = self.service.engine.round_number
         if rounds > 0 and self.dealing_stopped is None:
@@ -484,6 +493,8 @@ class Daemon:
                 metrics.JOURNAL_BYTES_PER_ROUND.set(logical / rounds)
 
     def _update_status(self) -> None:
+        if self.service.engine.round_number != self._health_round:
+            self.update_health()  # the journal's growth per round, measured as rounds go by
         line = self.status_line()
         if self.ready.is_set() and line != self._last_status:
             self._last_status = line

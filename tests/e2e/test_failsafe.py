@@ -274,6 +274,9 @@ def test_a_full_disk_mid_round_stops_dealing_and_the_restart_agrees(make_table: 
         table.sim("call", "shoe", method="draw")
         table.until(lambda s: s["decks"]["A"]["cards_in_shoe"] == 51, what="a card drawn")
         assert table.metric("tablectl_journal_free_bytes") > 0
+        assert table.metric("tablectl_journal_size_bytes") > 0
+        assert table.metric("tablectl_journal_bytes_per_round") > 0  # measured at round 1
+        assert '"journal_space_low"' in table.log()  # 80 MiB is under the 512 MiB warning
         filler = fill(mount)  # the disk is full now
         acknowledged = 0
         refused: dict[str, Any] | None = None
