@@ -61,9 +61,24 @@ OPERATOR_EVENTS = frozenset(
 REQUESTS = frozenset({"status", "subscribe"})
 MAX_LINE = 64 * 1024
 SUBSCRIBER_BACKLOG = 1024 * 1024  # unread bytes after which a subscriber is dropped
-CLOSE_GRACE = 2.0  # seconds connections get to finish when the server closes
+CLOSE_GRACE = 0.5  # seconds connections get to finish when the server closes (stop is bounded)
 REFUSAL_LINGER = 0.5  # seconds a refused peer may take to send its line before we close
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+class NotDealing(RuntimeError):
+    """The table has stopped dealing (fail-stop); the message says why. No event is taken."""
+
+
+def socket_in_use(path: str | os.PathLike[str]) -> bool:
+    """Something accepts connections on this Unix socket now (a stale one refuses them)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect(os.fspath(path))
+        except OSError:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -136,6 +151,7 @@ class OperatorServer:
         self._handle_event = handle_event
         self._status = status
         self._server: asyncio.AbstractServer | None = None
+        self._bound: tuple[int, int] | None = None  # (st_dev, st_ino) of the socket we bound
         self._subscribers: set[asyncio.StreamWriter] = set()
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._log = get_logger("operator")
@@ -162,7 +178,12 @@ class OperatorServer:
         if path.exists() or path.is_symlink():
             if not stat.S_ISSOCK(path.lstat().st_mode):
                 raise OperatorError(f"{path}: exists and is not a socket; refusing to replace it")
-            path.unlink()
+            if socket_in_use(path):
+                # Another daemon (a copied configuration) serves it: never take it over.
+                raise OperatorError(
+                    f"{path}: another process accepts connections on it; refusing to replace it"
+                )
+            path.unlink()  # stale: left by a process that died
         try:
             self._server = await asyncio.start_unix_server(
                 self._serve, path=str(path), limit=MAX_LINE
@@ -176,6 +197,8 @@ class OperatorServer:
                 "operator_socket_group_unchanged", path=str(path), group=self.allowed_group
             )
         os.chmod(path, self.socket_mode)
+        bound = path.lstat()
+        self._bound = (bound.st_dev, bound.st_ino)
         self._log.info("operator_listening", path=str(path), group=self.allowed_group)
 
     async def close(self) -> None:
@@ -196,8 +219,12 @@ class OperatorServer:
             for task in stuck:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        # Only our own socket file: one bound at this path since (by whoever) is left alone.
         with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
+            now = self.socket_path.lstat()
+            if self._bound == (now.st_dev, now.st_ino):
+                self.socket_path.unlink()
+        self._bound = None
 
     async def publish(self, message: Mapping[str, Any]) -> None:
         """Push a decision, alarm or state change to every subscribed client.
@@ -245,7 +272,8 @@ class OperatorServer:
                 # Consume what the stranger already sent, so closing does not reset the
                 # connection before the refusal line is read; then close.
                 with contextlib.suppress(TimeoutError, ValueError):
-                    await asyncio.wait_for(reader.read(MAX_LINE), REFUSAL_LINGER)
+                    async with asyncio.timeout(REFUSAL_LINGER):  # not wait_for (gh-86296)
+                        await reader.read(MAX_LINE)
                 return
             self._log.info("operator_connected", uid=peer.uid, pid=peer.pid)
             await self._conversation(reader, writer, peer)
@@ -303,6 +331,8 @@ class OperatorServer:
         self._log.info("operator_event", type=kind, uid=peer.uid)
         try:
             decisions = await self._handle_event(request, peer)
+        except NotDealing as refused:
+            return {"reply": "error", "error": str(refused)}
         except Exception as error:  # the daemon must outlive a handler bug; the log has it
             self._log.exception("operator_event_failed", type=kind)
             name = type(error).__name__
