@@ -35,12 +35,11 @@ from typing import Any
 
 from tablectl.controller import metrics
 from tablectl.controller.config import DeviceConfig, TableConfig
-from tablectl.controller.events import SCHEMA
+from tablectl.controller.events import DEVICE_EVENTS
 from tablectl.controller.journal import Journal, JournalError, JournalRow, read_rows
 from tablectl.controller.logs import get_logger
 from tablectl.controller.metrics import MetricsServer, start_metrics_server
 from tablectl.controller.operator import (
-    OPERATOR_EVENTS,
     OperatorError,
     OperatorServer,
     PeerCredentials,
@@ -61,8 +60,6 @@ EXIT_FAILED = 1
 # reading): journaled as notes for the audit trail, never given to the engine. The drivers
 # own the list (drivers.base.STATUS_EVENTS), so a new report needs no change here.
 AUDITED_DEVICE_REPORTS = STATUS_EVENTS
-# The EVENTS.md events a device may send (operator events come from the operator socket only).
-DEVICE_EVENTS = frozenset(SCHEMA) - OPERATOR_EVENTS - {"controller_restarted"}
 # Reports too frequent and too meaningless to journal.
 IGNORED_DEVICE_REPORTS = frozenset({"shuffle_progress"})
 
