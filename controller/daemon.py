@@ -148,6 +148,9 @@ class Daemon:
         self._workers: list[asyncio.Task[None]] = []
         self._last_status = ""
         self._applied: dict[str, str] = {}  # device -> the last hold command it acknowledged
+        # The journal as read at start: the operator socket's answers to client ids come from
+        # it (a retry after a restart is answered, not applied twice); dropped once used.
+        self.journal_rows: list[JournalRow] = []
         self._log = get_logger("daemon", table=config.table_id)
 
     # -- assembly ----------------------------------------------------------------------------
@@ -187,9 +190,14 @@ class Daemon:
         operator = OperatorServer(
             self.config.operator_socket,
             allowed_group=self.config.operator_group,
+            supervisor_group=self.config.supervisor_group,
+            limits=self.config.operator_limits,
             handle_event=self.operator_event,
+            record_refusal=self.operator_refused,
             status=self.status,
         )
+        operator.remember(self.journal_rows)
+        self.journal_rows = []
         await operator.start()
         self.operator = operator
         self.service.publish = operator.publish
@@ -348,6 +356,17 @@ class Daemon:
             self._update_status()
             return decisions
 
+    async def operator_refused(self, refusal: Mapping[str, Any]) -> None:
+        """An operator event refused for its caller: journaled durably with who asked, an alarm."""
+        async with self._lock:
+            self.service.journal.append(
+                "note",
+                {"type": "operator_refused", **refusal},
+                round_number=self.service.engine.round_number,
+                durable=True,
+            )
+        await self._publish({"message": "alarm", "alarm": "operator_refused", **refusal})
+
     async def _device_refused(self, event: Mapping[str, Any]) -> None:
         """An identity refused at the handshake: journaled durably, counted, an operator alarm."""
         device = str(event.get("device"))
@@ -498,6 +517,7 @@ async def run_daemon(
             # other, so a void locks the shoe.
             rows = list(read_rows(journal.path))
             daemon.rebuild_interlocks(rows)
+            daemon.journal_rows = rows
             service.device_commands = daemon._device_commands
             await service.start(rows)
             await daemon.start()

@@ -201,8 +201,7 @@ def _position(name: str, value: Any) -> int | str:
 def _positions(name: str, value: Any) -> list[int]:
     if not isinstance(value, list) or len(value) > MAX_POSITION:
         raise EventError(
-            f"{name}: must be a list of at most {MAX_POSITION} position numbers, "
-            f"got {_show(value)}"
+            f"{name}: must be a list of at most {MAX_POSITION} position numbers, got {_show(value)}"
         )
     for item in value:
         if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= MAX_POSITION:
@@ -215,7 +214,7 @@ def _positions(name: str, value: Any) -> list[int]:
 def _hand_counts(name: str, value: Any) -> dict[str, int]:
     if not isinstance(value, Mapping) or len(value) > MAX_POSITION + 1:
         raise EventError(
-            f"{name}: must be an object like {{\"1\": 5, \"dealer\": 5}}, got {_show(value)}"
+            f'{name}: must be an object like {{"1": 5, "dealer": 5}}, got {_show(value)}'
         )
     out: dict[str, int] = {}
     for key, count in value.items():
@@ -270,7 +269,9 @@ DEVICE_KIND = FieldType(
 SHA256 = FieldType("64 lowercase hex digits", _pattern(r"[0-9a-f]{64}", "64 lowercase hex digits"))
 PERSON = FieldType(
     f"a person's user name or id: 1-{MAX_NAME} of letters, digits and `._@-`",
-    _pattern(rf"[^\W][\w.@-]{{0,{MAX_NAME - 1}}}", f"a user name (1-{MAX_NAME} of letters, digits, ._@-)"),
+    _pattern(
+        rf"[^\W][\w.@-]{{0,{MAX_NAME - 1}}}", f"a user name (1-{MAX_NAME} of letters, digits, ._@-)"
+    ),
 )
 CLIENT_ID = FieldType(
     f"1-{MAX_NAME} of `A-Z a-z 0-9 . _ : -`",
@@ -288,8 +289,9 @@ POSITIONS = FieldType(
 HAND_COUNTS = FieldType(
     'an object, position -> cards (`{"1": 5, "dealer": 5}`)', _hand_counts, _json_or_text
 )
-UNSIGNED = FieldType("a whole number 0-4294967295", lambda n, v: _whole(n, v, 0, 2**32 - 1),
-                     _int_from_text)  # fmt: skip
+UNSIGNED = FieldType(
+    "a whole number 0-4294967295", lambda n, v: _whole(n, v, 0, 2**32 - 1), _int_from_text
+)
 TIME = FieldType("an ISO-8601 local date-time (`2026-11-21T10:05:00`)", _time)
 CALLER = FieldType("an object: `uid`, `user`, `role`, `granted_by`", _caller)
 
@@ -322,8 +324,9 @@ class EventType:
 
 
 # Envelope fields: added by the drivers and the daemon, allowed in scenario files.
-TIME_FIELD = Field("time", TIME, "when the daemon received it (stamped; scenario files may give it)",
-                   stamped=True)  # fmt: skip
+TIME_FIELD = Field(
+    "time", TIME, "when the daemon received it (stamped; scenario files may give it)", stamped=True
+)
 DEVICE_FIELDS = (
     Field("device", DEVICE_NAME, "the configured name of the device that sent it (drivers add it)"),
     Field("kind", DEVICE_KIND, "that device's kind (drivers add it)"),
@@ -342,8 +345,12 @@ OPERATOR_FIELDS = (
     ),
 )
 FAULT_FIELDS = (
-    Field("fault", DEVICE_TEXT, "`jam`, `stopped`, `incomplete`, `sensor`, `hardware`, or the "
-          "device's own word", required=True),  # fmt: skip
+    Field(
+        "fault",
+        DEVICE_TEXT,
+        "`jam`, `stopped`, `incomplete`, `sensor`, `hardware`, or the device's own word",
+        required=True,
+    ),
     Field("detail", DEVICE_TEXT, "the device's own words about it"),
 )
 BY = Field(
@@ -460,7 +467,7 @@ EVENT_TYPES: dict[str, EventType] = {
             "bets_closed",
             '"no more bets"',
             "dealer",
-            "39.7(b), 40.7(b): the dealer announces \"No more bets\"",
+            '39.7(b), 40.7(b): the dealer announces "No more bets"',
             Field(
                 "positions",
                 POSITIONS,
@@ -493,8 +500,9 @@ EVENT_TYPES: dict[str, EventType] = {
             "2C.14(c): each new dealer burns a card before dealing",
         ),
         _operator("bonus_settled", "3C21: the bonus wagers were resolved", "dealer", DEALER_DEALS),
-        _operator("insurance_closed", "3C21: insurance is no longer offered", "dealer",
-                  DEALER_DEALS),  # fmt: skip
+        _operator(
+            "insurance_closed", "3C21: insurance is no longer offered", "dealer", DEALER_DEALS
+        ),
         _operator(
             "dealer_turn",
             "3C21: players are done; cards drawn now go to the dealer",
@@ -605,10 +613,8 @@ def validate(event: Mapping[str, Any], *, client: bool = False) -> dict[str, Any
             plain = isinstance(name, str) and len(name) <= 40 and name.isprintable()
             label = name if plain else _show(name)
             hint = _nearest(name, list(known)) if plain else ""
-            listed = ", ".join(known)
-            raise EventError(
-                f"{label}: unknown field of {spec.name}{hint} (its fields: {listed})"
-            )
+            listed = ", ".join(n for n, f in known.items() if not (client and f.stamped))
+            raise EventError(f"{label}: unknown field of {spec.name}{hint} (its fields: {listed})")
         if client and field.stamped:
             raise EventError(f"{name}: set by the table, not by a terminal")
     clean: dict[str, Any] = {"type": spec.name}
