@@ -116,7 +116,7 @@ class OperatorLimits:
     max_connections_per_caller: int = 8  # open connections of one uid
     privileged_connections: int = 16  # root's and the service user's own, outside the total
     events_per_second: float = 2.0  # operator events one uid may send, sustained ...
-    event_burst: int = 20  # ... and at once
+    event_burst: int = 5  # ... and at once (each is made durable before its answer)
     requests_per_second: float = 20.0  # every other line (status, subscribe, errors), sustained
     request_burst: int = 100  # ... and at once
 

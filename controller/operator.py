@@ -117,10 +117,16 @@ def supplementary_groups(pid: int, uid: int, gid: int) -> frozenset[int]:
     return frozenset(os.getgrouplist(name, gid)) | {gid}
 
 
-def peer_credentials(sock: socket.socket) -> PeerCredentials:
-    """SO_PEERCRED of a connected Unix socket, with the peer's supplementary groups."""
+def peer_ids(sock: socket.socket) -> tuple[int, int, int]:
+    """SO_PEERCRED of a connected Unix socket: pid, uid, gid (cheap: no file is read)."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
     pid, uid, gid = _UCRED.unpack(raw)
+    return pid, uid, gid
+
+
+def peer_credentials(sock: socket.socket) -> PeerCredentials:
+    """SO_PEERCRED of a connected Unix socket, with the peer's supplementary groups."""
+    pid, uid, gid = peer_ids(sock)
     return PeerCredentials(pid, uid, gid, supplementary_groups(pid, uid, gid))
 
 
@@ -372,17 +378,18 @@ class OperatorServer:
         counted: PeerCredentials | None = None
         try:
             sock = writer.get_extra_info("socket")
-            peer = peer_credentials(sock)
-            over = self._over_connection_limit(peer)
+            # The limit is checked on the uid alone, before /proc is read for the groups:
+            # a flood of connections costs the daemon as little as possible.
+            pid, uid, gid = peer_ids(sock)
+            over = self._over_connection_limit(PeerCredentials(pid, uid, gid, frozenset()))
             if over is not None:
                 # Refused before anything is read or kept: answered, closed, never counted.
-                self._warn_once(peer.uid, "operator_connection_refused", reason=over)
+                self._warn_once(uid, "operator_connection_refused", reason=over)
                 writer.write(
                     _encode({"reply": "refused", "error": f"too many connections: {over}"})
                 )
-                with contextlib.suppress(OSError):  # what it sent, so closing does not reset
-                    sock.recv(MAX_LINE, socket.MSG_DONTWAIT)
                 return
+            peer = PeerCredentials(pid, uid, gid, supplementary_groups(pid, uid, gid))
             counted = peer
             self._per_uid[peer.uid] = self._per_uid.get(peer.uid, 0) + 1
             if not self.is_privileged(peer):
@@ -472,9 +479,10 @@ class OperatorServer:
                 reply = await self._answer(line, writer, peer)
             except Refused as refused:
                 reply = {"reply": "refused", "error": str(refused)}
+            close = reply.pop("close", False)
             writer.write(_encode(reply))
             await writer.drain()
-            if reply.get("close"):
+            if close:
                 return
 
     def _bucket(
@@ -504,17 +512,17 @@ class OperatorServer:
             request = None
             problem = str(error)
         kind = request.get("type") if request is not None else None
-        if kind not in OPERATOR_EVENTS:
-            bucket = self._bucket(
-                self._request_buckets, peer.uid, limits.requests_per_second, limits.request_burst
-            )
-            if not bucket.take():
-                self._warn_once(peer.uid, "operator_requests_limited")
-                return {
-                    "reply": "refused",
-                    "error": f"more than {limits.requests_per_second:g} requests a second; closing",
-                    "close": True,
-                }
+        # Every line counts (a flood of bad lines costs replies); events also count below.
+        requests = self._bucket(
+            self._request_buckets, peer.uid, limits.requests_per_second, limits.request_burst
+        )
+        if not requests.take():
+            self._warn_once(peer.uid, "operator_requests_limited")
+            return {
+                "reply": "refused",
+                "error": f"more than {limits.requests_per_second:g} requests a second; closing",
+                "close": True,
+            }
         if request is None:
             return {"reply": "error", "error": problem}
         if not isinstance(kind, str):
@@ -527,19 +535,20 @@ class OperatorServer:
                 return {"reply": "status", "status": public_view(self._status())}
             self._subscribers.add(writer)
             return {"reply": "subscribed"}
+        try:
+            event = validate(request, client=True)
+        except EventError as error:
+            return {"reply": "error", "error": str(error)}
+        # Only a well-formed event reaches the table (and the journal): it is what is limited.
         bucket = self._bucket(
             self._event_buckets, peer.uid, limits.events_per_second, limits.event_burst
         )
-        if kind in OPERATOR_EVENTS and not bucket.take():
+        if not bucket.take():
             self._warn_once(peer.uid, "operator_events_limited")
             raise Refused(
                 f"rate limit: at most {limits.events_per_second:g} operator events a second "
                 f"(burst {limits.event_burst}) per caller; retry in {bucket.wait():.1f} s"
             )
-        try:
-            event = validate(request, client=True)
-        except EventError as error:
-            return {"reply": "error", "error": str(error)}
         event = await self._authorize(event, peer)
         client_id = event.get("id")
         if client_id is None:
