@@ -52,7 +52,6 @@ from tablectl.controller.config import OperatorLimits
 from tablectl.controller.events import (
     EVENT_TYPES,
     MAX_LINE,
-    OPERATOR_EVENTS,
     EventError,
     parse_json_object,
     validate,

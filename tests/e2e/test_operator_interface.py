@@ -8,7 +8,6 @@ LimitNOFILE (prlimit) and its real socket.
 
 from __future__ import annotations
 
-import grp
 import json
 import os
 import pwd
@@ -19,7 +18,6 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -446,9 +444,11 @@ sys.stdin.read()
 MISBEHAVE = r"""
 import socket, sys, time
 path, count, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-payloads = [b'{"type": "sta', b"garbage\n" * 64, b'{"type": "stub_counted", "count": NaN}\n',
-            b"[" * 30000 + b"\n", b"y" * 70000 + b"\n", b'{"type": "supervisor_ack", "by": "\\ud800"}\n',
-            b'{"type": "dealer_changed"}\n' * 8, b""]
+payloads = [
+    b'{"type": "sta', b"garbage\n" * 64, b'{"type": "stub_counted", "count": NaN}\n',
+    b"[" * 30000 + b"\n", b"y" * 70000 + b"\n",
+    b'{"type": "supervisor_ack", "by": "\\ud800"}\n', b'{"type": "dealer_changed"}\n' * 8, b"",
+]
 socks = []
 for i in range(count):
     sock = socket.socket(socket.AF_UNIX)
