@@ -166,6 +166,14 @@ def _device_text(name: str, value: Any) -> str:
     return value
 
 
+def _device_words(name: str, value: Any) -> str:
+    """What a device says of itself (model, serial, firmware): as the wire carries it, maybe
+    empty; a device is never refused here for its wording (the allow-list judges it)."""
+    if value == "":
+        return value
+    return _device_text(name, value)
+
+
 def _pattern(pattern: str, expected: str) -> Callable[[str, Any], str]:
     compiled = re.compile(pattern)
 
@@ -258,6 +266,7 @@ CARDS = FieldType(f"a list of 1-{MAX_CARDS} cards", _cards, _list_from_text(str)
 BOOL = FieldType("true or false", _bool, _bool_from_text)
 DECK = FieldType("`A` or `B`", _deck)
 DEVICE_TEXT = FieldType(f"text of 1-{MAX_TEXT} characters", _device_text)
+DEVICE_WORDS = FieldType(f"text of 0-{MAX_TEXT} characters", _device_words)
 DEVICE_NAME = FieldType(
     "a device name: 1-32 of `A-Z a-z 0-9 _ -`, starting with a letter",
     _pattern(r"[A-Za-z][A-Za-z0-9_-]{0,31}", "a device name (1-32 of A-Za-z0-9_-)"),
@@ -371,7 +380,7 @@ def _operator(name: str, doc: str, role: Role, basis: str, *fields: Field) -> Ev
     return EventType(name, "operator", doc, (*fields, *OPERATOR_FIELDS, TIME_FIELD), role, basis)
 
 
-DEALER_DEALS = "the dealer deals and runs the round (40.7, 39.7, 2C.14, 31.8)"
+DEALER_DEALS = "the dealer deals and runs the round (40.7, 39.7, 2C.6, 31.8)"
 ENVELOPE = (TIME_FIELD, *DEVICE_FIELDS, *OPERATOR_FIELDS)
 EVENT_TYPES: dict[str, EventType] = {
     e.name: e
@@ -441,9 +450,9 @@ EVENT_TYPES: dict[str, EventType] = {
             (
                 Field("device", DEVICE_NAME, "its configured name", required=True),
                 DEVICE_FIELDS[1],
-                Field("model", DEVICE_TEXT, "its model, as it says"),
-                Field("serial", DEVICE_TEXT, "its serial number"),
-                Field("firmware", DEVICE_TEXT, "its firmware version"),
+                Field("model", DEVICE_WORDS, "its model, as it says"),
+                Field("serial", DEVICE_WORDS, "its serial number"),
+                Field("firmware", DEVICE_WORDS, "its firmware version"),
                 Field("firmware_sha256", SHA256, "its firmware image's hash"),
                 TIME_FIELD,
             ),
@@ -497,7 +506,7 @@ EVENT_TYPES: dict[str, EventType] = {
             "dealer_changed",
             "a new dealer took the table",
             "dealer",
-            "2C.14(c): each new dealer burns a card before dealing",
+            "2C.6(c): each new dealer comes to the table and burns a card before dealing",
         ),
         _operator("bonus_settled", "3C21: the bonus wagers were resolved", "dealer", DEALER_DEALS),
         _operator(
