@@ -170,7 +170,7 @@ def _device_words(name: str, value: Any) -> str:
     """What a device says of itself (model, serial, firmware): as the wire carries it, maybe
     empty; a device is never refused here for its wording (the allow-list judges it)."""
     if value == "":
-        return value
+        return ""
     return _device_text(name, value)
 
 
