@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tablectl.controller.events import (
     EVENT_TYPES,
@@ -168,3 +171,29 @@ def test_the_documents_tables_are_the_schemas(document, what, body):
 def test_the_event_language_is_pointed_to_in_the_repository():
     for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         assert "shared/EVENTS.md" not in path.read_text(), path
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        st.recursive(
+            st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=20),
+            lambda inner: st.lists(inner, max_size=4)
+            | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+            max_leaves=30,
+        ).map(lambda v: json.dumps({"type": "stub_counted", "v": v})),
+    )
+)
+def test_any_line_is_an_event_or_an_event_error(line):
+    """Whatever a socket or a file holds, the answer is an object or EventError: no other
+    exception can reach a reply (RecursionError, UnicodeEncodeError, ValueError ...)."""
+    try:
+        event = parse_json_object(line)
+    except EventError:
+        return
+    try:
+        validate(event)
+        validate(event, client=True)
+    except EventError:
+        pass
