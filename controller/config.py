@@ -43,6 +43,7 @@ TABLE_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 DEVICE_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 DRIVER_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 SHA256_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+GROUP_NAME_PATTERN = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 HHMM_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 TOP_LEVEL_KEYS = ("table", "journal", "metrics", "operator", "devices")
@@ -442,7 +443,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         "group",
         "operator.group",
         default=OPERATOR_GROUP,
-        pattern=re.compile(r"^[a-z_][a-z0-9_-]{0,31}$"),
+        pattern=GROUP_NAME_PATTERN,
         what="a group name (e.g. 'tablectl-op')",
     )
 
@@ -452,7 +453,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         "supervisor_group",
         "operator.supervisor_group",
         default=SUPERVISOR_GROUP,
-        pattern=re.compile(r"^[a-z_][a-z0-9_-]{0,31}$"),
+        pattern=GROUP_NAME_PATTERN,
         what="a group name (e.g. 'tablectl-sup')",
     )
     limits = _operator_limits(problems, operator)

@@ -179,8 +179,10 @@ def test_the_event_language_is_pointed_to_in_the_repository():
         st.binary(max_size=300),
         st.recursive(
             st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=20),
-            lambda inner: st.lists(inner, max_size=4)
-            | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+            lambda inner: (
+                st.lists(inner, max_size=4)
+                | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+            ),
             max_leaves=30,
         ).map(lambda v: json.dumps({"type": "stub_counted", "v": v})),
     )
