@@ -43,6 +43,7 @@ from tablectl.controller.operator import (
     OperatorError,
     OperatorServer,
     PeerCredentials,
+    stamp_in_process,
 )
 from tablectl.controller.sdnotify import SdNotifier, Watchdog
 from tablectl.controller.service import ServiceError, TableService
@@ -350,6 +351,8 @@ class Daemon:
         self, event: dict[str, Any], peer: PeerCredentials | None = None
     ) -> list[dict[str, Any]]:
         """An operator event, as from the socket (in-process callers: the demo's dealer)."""
+        if peer is None:  # from inside the process: the service user, and journaled so
+            event = stamp_in_process(event)
         async with self._lock:
             decisions = await self.service.handle_operator_event(event, peer)
             self._follow(event, decisions)

@@ -143,6 +143,38 @@ def _group_id(name: str, key: str) -> int:
         ) from None
 
 
+async def _linger(reader: asyncio.StreamReader) -> None:
+    """Consume what the peer is still sending, for at most REFUSAL_LINGER seconds, so that
+    closing does not reset the connection before it has read our last line."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + REFUSAL_LINGER
+    with contextlib.suppress(TimeoutError, ValueError, ConnectionError):
+        while (left := deadline - loop.time()) > 0:
+            if not await asyncio.wait_for(reader.read(MAX_LINE), left):
+                return
+
+
+def stamp_in_process(event: Mapping[str, Any]) -> dict[str, Any]:
+    """An operator event from inside the daemon's process (the demo's dealer, tests): it acts
+    as the service user, and is journaled so, like any event from the socket."""
+    stamped = dict(event)
+    spec = EVENT_TYPES.get(str(stamped.get("type")))
+    if spec is None or spec.source != "operator" or "caller" in stamped:
+        return stamped  # the engine refuses what is wrong with it
+    user = PeerCredentials(os.getpid(), os.geteuid(), os.getegid(), frozenset()).user
+    for field in spec.fields:
+        if field.from_caller:
+            stamped.setdefault(field.name, user)
+    role = spec.role or "supervisor"
+    stamped["caller"] = {
+        "uid": os.geteuid(),
+        "user": user,
+        "role": role,
+        "granted_by": "service user",
+    }
+    return stamped
+
+
 def _content(event: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in event.items() if k not in _NOT_CONTENT}
 
@@ -416,10 +448,7 @@ class OperatorServer:
                     )
                 )
                 await writer.drain()
-                # Consume what the stranger already sent, so closing does not reset the
-                # connection before the refusal line is read; then close.
-                with contextlib.suppress(TimeoutError, ValueError):
-                    await asyncio.wait_for(reader.read(MAX_LINE), REFUSAL_LINGER)
+                await _linger(reader)
                 return
             self._log.debug("operator_connected", uid=peer.uid, pid=peer.pid)
             await self._conversation(reader, writer, peer)
@@ -446,7 +475,9 @@ class OperatorServer:
     ) -> None:
         while True:
             try:
-                if writer in self._subscribers:  # a subscriber listens; it need not speak
+                if writer in self._subscribers or self.is_privileged(peer):
+                    # a subscriber listens, it need not speak; root's and the service user's
+                    # connections come out of their own room, not the others'
                     line = await reader.readline()
                 else:
                     line = await asyncio.wait_for(reader.readline(), self.limits.idle_timeout)
@@ -469,6 +500,7 @@ class OperatorServer:
                     )
                 )
                 await writer.drain()
+                await _linger(reader)
                 return
             if not line:
                 return
@@ -512,10 +544,12 @@ class OperatorServer:
             problem = str(error)
         kind = request.get("type") if request is not None else None
         # Every line counts (a flood of bad lines costs replies); events also count below.
+        # Root and the service user are not limited: they own the journal and the daemon.
+        privileged = self.is_privileged(peer)
         requests = self._bucket(
             self._request_buckets, peer.uid, limits.requests_per_second, limits.request_burst
         )
-        if not requests.take():
+        if not privileged and not requests.take():
             self._warn_once(peer.uid, "operator_requests_limited")
             return {
                 "reply": "refused",
@@ -542,7 +576,7 @@ class OperatorServer:
         bucket = self._bucket(
             self._event_buckets, peer.uid, limits.events_per_second, limits.event_burst
         )
-        if not bucket.take():
+        if not privileged and not bucket.take():
             self._warn_once(peer.uid, "operator_events_limited")
             raise Refused(
                 f"rate limit: at most {limits.events_per_second:g} operator events a second "
