@@ -37,16 +37,16 @@ from typing import Any
 
 from tablectl.controller import metrics
 from tablectl.controller.config import DeviceConfig, TableConfig
-from tablectl.controller.events import SCHEMA
+from tablectl.controller.events import DEVICE_EVENTS
 from tablectl.controller.journal import Journal, JournalError, JournalRow, read_rows
 from tablectl.controller.logs import get_logger
 from tablectl.controller.metrics import MetricsServer, start_metrics_server
 from tablectl.controller.operator import (
-    OPERATOR_EVENTS,
     NotDealing,
     OperatorError,
     OperatorServer,
     PeerCredentials,
+    stamp_in_process,
 )
 from tablectl.controller.preflight import WARN_FREE_BYTES, free_bytes
 from tablectl.controller.sdnotify import SdNotifier, Watchdog
@@ -93,8 +93,6 @@ ALARM_COALESCE_SECONDS = 5.0
 # reading): journaled as notes for the audit trail, never given to the engine. The drivers
 # own the list (drivers.base.STATUS_EVENTS), so a new report needs no change here.
 AUDITED_DEVICE_REPORTS = STATUS_EVENTS
-# The EVENTS.md events a device may send (operator events come from the operator socket only).
-DEVICE_EVENTS = frozenset(SCHEMA) - OPERATOR_EVENTS - {"controller_restarted"}
 # Reports too frequent and too meaningless to journal.
 IGNORED_DEVICE_REPORTS = frozenset({"shuffle_progress"})
 
@@ -251,6 +249,9 @@ class Daemon:
         self._workers: list[asyncio.Task[None]] = []
         self._last_status = ""
         self._applied: dict[str, str] = {}  # device -> the last hold command it acknowledged
+        # The journal as read at start: the operator socket's answers to client ids come from
+        # it (a retry after a restart is answered, not applied twice); dropped once used.
+        self.journal_rows: list[JournalRow] = []
         self._log = get_logger("daemon", table=config.table_id)
         self._alarms: AlarmCoalescer | None = None
         self._health: asyncio.Task[None] | None = None
@@ -299,9 +300,14 @@ class Daemon:
         operator = OperatorServer(
             self.config.operator_socket,
             allowed_group=self.config.operator_group,
+            supervisor_group=self.config.supervisor_group,
+            limits=self.config.operator_limits,
             handle_event=self.operator_event,
+            record_refusal=self.operator_refused,
             status=self.status,
         )
+        operator.remember(self.journal_rows)
+        self.journal_rows = []
         await operator.start()
         self.operator = operator
         self._alarms = AlarmCoalescer(operator.publish)
@@ -569,6 +575,8 @@ class Daemon:
         NotDealing when dealing has stopped (or stops on this event's journal write): the
         operator is told, and the event counts as not taken.
         """
+        if peer is None:  # from inside the process: the service user, and journaled so
+            event = stamp_in_process(event)
         async with self._lock:
             if self.dealing_stopped is not None:
                 raise NotDealing(f"dealing stopped: {self.dealing_stopped['reason']}")
@@ -614,6 +622,20 @@ class Daemon:
                 ),
             }
         )
+
+    async def operator_refused(self, refusal: Mapping[str, Any]) -> None:
+        """An operator event refused for its caller: journaled durably with who asked, an alarm."""
+        async with self._lock:
+            try:
+                self.service.journal.append(
+                    "note",
+                    {"type": "operator_refused", **refusal},
+                    round_number=self.service.engine.round_number,
+                    durable=True,
+                )
+            except JournalError as error:
+                raise NotDealing(f"not recorded, dealing stopped: {error}") from error
+        await self._publish({"message": "alarm", "alarm": "operator_refused", **refusal})
 
     async def _device_refused(self, event: Mapping[str, Any]) -> None:
         """An identity refused at the handshake: journaled durably, counted, an operator alarm."""
@@ -795,6 +817,7 @@ async def run_daemon(
             # other, so a void locks the shoe.
             rows = list(read_rows(journal.path))
             daemon.rebuild_interlocks(rows)
+            daemon.journal_rows = rows
             service.device_commands = daemon._device_commands
             await service.start(rows)
             await daemon.start()

@@ -226,7 +226,11 @@ def demo_config(
         "table": {"id": "demo", "game": game, "options": dict(options), "log_level": "info"},
         "journal": {"path": str(state_dir / "journal.sqlite")},
         "metrics": {"listen": metrics_listen},
-        "operator": {"socket": str(state_dir / "operator.sock"), "group": _operator_group()},
+        "operator": {
+            "socket": str(state_dir / "operator.sock"),
+            "group": _operator_group(),
+            "supervisor_group": _operator_group(),
+        },
         "devices": devices,
     }
     return parse_config(data, "tablectl demo (generated)")

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         f"{args.file}: OK: table {config.table_id}, game {config.game}, "
         f"devices: {devices or 'none'}; journal {config.journal_path}; "
         f"metrics {config.metrics_host}:{config.metrics_port}; "
-        f"operator socket {config.operator_socket} (group {config.operator_group})"
+        f"operator socket {config.operator_socket} (group {config.operator_group}, "
+        f"supervisors {config.supervisor_group})"
     )
     return 0

@@ -231,7 +231,7 @@ def test_kill_9_mid_round_of_three_card_21_resumes_the_round(make_table: Any) ->
     """X1: Three Card 21's cards are face up, so the engine lets the round resume."""
     table = make_table("three_card_21")
     table.start()
-    table.op("reader_inspected", by="floor")
+    table.op("reader_inspected")  # by: the socket's caller (root)
     table.sim("shuffle")
     table.sim("to_shoe")
     table.sim("call", "shoe", method="draw")  # G2: the burn card
