@@ -127,6 +127,7 @@ def _table_config(path: Path, floor_db: FloorDb, table_id: str, state: Path) -> 
         "[operator]",
         f'socket = "{state / "operator2.sock"}"',
         f'group = "{grp.getgrgid(os.getgid()).gr_name}"',
+        f'supervisor_group = "{grp.getgrgid(os.getgid()).gr_name}"',
         "[floor]",
         f'dsn = "{floor_db.config(table_id).dsn}"',
         f'passfile = "{floor_db.passfile}"',
