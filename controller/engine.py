@@ -908,6 +908,47 @@ class Engine:
             return [self._rejected(f"deal_completed: no deal in progress (state {self.state})")]
         return self._complete_deal()
 
+    def _deal_count_check(self, rnd: Round) -> list[Decision]:
+        """At the end of the deal: the cards each target got against the deal's plan.
+
+        A stack's size is certain (the ADS says which stack went where). A card-by-card
+        count is not: a skipped position and a short last hand give the same tally, so
+        where the decision depends on whose hand is wrong the dealer is asked to check.
+        """
+        wrong = [
+            (target, rnd.tally.get(target, 0))
+            for target, n in rnd.expected.items()
+            if rnd.tally.get(target, 0) != n and target not in rnd.flagged
+        ]
+        over = rnd.tally.get(UNASSIGNED, 0)
+        if not wrong and not over:
+            return []
+        if self.method != "automated_shoe" and self.game != "three_card_21":
+            dealt = rnd.cards_tracked
+            planned = sum(rnd.expected.values())
+            counted = f"the shoe read {dealt} cards for a deal of {planned}"
+            if self.game == "five_card_hilo":
+                # M1/M2/M3 (40.12(d)) depend on whose hand is wrong, which a count cannot
+                # tell: never an order on a guess; the dealer's misdeal_reported decides.
+                rnd.order = []  # nor is a later card placed by what is left of the order
+                return [
+                    self._d(
+                        "misdeal_check_required",
+                        "M1",
+                        f"{counted}: check the hands and report the misdealt one",
+                    )
+                ]
+            if self.game == "heads_up_holdem":
+                return self._void_round("M4", counted)  # 39.12(c): any wrong count, all void
+            return self._void_round("S4", counted, reshuffle=False)  # 31.8(d)2
+        decisions: list[Decision] = []
+        for target, got in wrong:
+            rnd.flagged.add(target)
+            decisions += self._misdeal(target, got)
+            if self.state != "dealing":
+                break
+        return decisions
+
     def _complete_deal(self) -> list[Decision]:
         """Compare what each hand received with the deal (M1-M4, M6, S4), then play on."""
         rnd = self.round
@@ -921,13 +962,7 @@ class Engine:
             if not rnd.started:
                 return decisions
         if rnd.cards_tracked:
-            for target, expected in rnd.expected.items():
-                got = rnd.tally.get(target, 0)
-                if got != expected and target not in rnd.flagged:
-                    rnd.flagged.add(target)
-                    decisions += self._misdeal(target, got)
-                    if self.state != "dealing":
-                        return decisions
+            decisions += self._deal_count_check(rnd)
         if self.state == "dealing":
             self._fire("complete_deal")
         return decisions
@@ -1044,8 +1079,8 @@ class Engine:
         rnd.start_position = start
         self._fire("choose_start")
         position: int | str = int(start) if start.isdigit() else start
-        if self.options.ap_start != "computer":
-            return []  # the operator's event already records it; dealt_cards() shows it
+        # A1 (31.11(b), (c)): the start is a decision whatever chose it (dice, a number the
+        # dealer entered, or the controller's draw), so the journal shows where each deal began.
         return [
             self._d(
                 "starting_position",
@@ -1077,6 +1112,11 @@ class Engine:
         else:
             expected = deck.ledger.count(SHOE)
         misdealt: dict[str, int] = {}
+        # The cards out of the stub: each hand as the dealer reports it (else as the deal
+        # tracked it, else as planned), the board, and the cards set aside. The board is
+        # part of the 52 (39.7(e): the stub is counted after the community cards are dealt).
+        out = set_aside
+        over_dealt = 0
         if rnd is not None:
             for target, n in rnd.expected.items():
                 if target == COMMUNITY:
@@ -1086,6 +1126,20 @@ class Engine:
                     held = rnd.tally.get(target, 0)
                 if held is not None and held != n and target not in rnd.flagged:
                     misdealt[target] = held
+                if held is None:
+                    held = rnd.tally.get(target, 0) if rnd.cards_tracked else n
+                out += held
+            if self.profile.community_cards:
+                out += (
+                    rnd.tally.get(COMMUNITY, 0)
+                    if rnd.cards_tracked
+                    else self.profile.community_cards
+                )
+            if not hand_counts:
+                # a card drawn beyond the deal order lies on some hand: that hand holds
+                # more than its count (31.8(d)2, 40.7(f)2, 39.7(f)2), though none says which.
+                over_dealt = rnd.tally.get(UNASSIGNED, 0)
+                out += over_dealt
         if count == expected:
             self._counter(deck).rounds_since_count = 0  # S1: a verified count
             # the deck is whole; a hand the dealer found misdealt is the game's misdeal
@@ -1099,12 +1153,14 @@ class Engine:
                 decisions += self._misdeal(target, held)
             return decisions
         rule_id = "S4" if self.game == "asia_poker" else "S3"
+        was_misdealt = bool(misdealt) or over_dealt > 0
         if self.game == "asia_poker":
-            whole = bool(misdealt)  # S4 (31.8(d)2): a misdeal voids, no misdeal removes
+            # S4 (31.8(d)2): a misdeal voids, no misdeal removes
+            whole = was_misdealt
         else:
-            # S3: misdealt, yet the count, the hands and the cards set aside make the deck.
-            total = count + sum(hand_counts.values()) + set_aside
-            whole = bool(misdealt) and total == size
+            # S3 (40.7(f)2, 39.7(f)2): misdealt, "but 52 cards remain in the deck": the
+            # count, the hands, the board and the cards set aside make the deck.
+            whole = was_misdealt and count + out == size
         if whole:
             if rnd is not None and rnd.void_rule is None and self.state != "void":
                 return self._void_round(rule_id, "the cards were misdealt", reshuffle=False)
