@@ -102,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed",
         type=int,
         default=0,
-        help="seed for Asia Poker's computer-drawn starting position (ap_start=computer)",
+        help="seed for a computer-drawn starting position (ap_start=computer, A1)",
     )
 
 

@@ -25,7 +25,11 @@ RULE_IDS = [
 DOC = (ROOT / "docs" / "rules.md").read_text()
 TESTS = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
 CODE = "\n".join(
-    (ROOT / "controller" / name).read_text() for name in ("engine.py", "table.py", "cards.py")
+    p.read_text()
+    for p in [
+        *(ROOT / "controller" / n for n in ("engine.py", "machine.py", "table.py", "cards.py")),
+        *sorted((ROOT / "controller" / "games").glob("*.py")),
+    ]
 )
 
 
