@@ -48,7 +48,7 @@ class Ledger:
         held = self.places.get(source)
         if held is None or held[card] <= 0:
             # No card in the message: it may be face down, and an exception's text can reach
-            # a log line through a traceback (RULES.md H7). The journal holds the card.
+            # a log line through a traceback (docs/rules.md H7). The journal holds the card.
             raise LedgerError(f"the card moved from {source} to {target} is not in {source}")
         held[card] -= 1
         if held[card] == 0:

@@ -1,7 +1,7 @@
 """Prometheus metrics of the table service (issue 4), on prometheus-client's default registry.
 
 Labels carry only bounded, public words: games, outcomes, decisions, rule ids, device names,
-fault words, deck letters. Never a card, a hand or a player (RULES.md H7): every label value
+fault words, deck letters. Never a card, a hand or a player (docs/rules.md H7): every label value
 goes through `label_value`, which refuses anything shaped like a card.
 """
 
@@ -135,7 +135,7 @@ _RULE_ID = re.compile(r"^[A-Z][0-9]{1,2}$")
 
 
 def rule_id_label(rule_id: object) -> str:
-    """A RULES.md id (C1, S3, H7 ...) as it is written; 'none' when absent, else 'other'."""
+    """A rule ID (docs/rules.md: C1, S3, H7 ...) as written; 'none' when absent, else 'other'."""
     if rule_id is None or rule_id == "":
         return "none"
     text = str(rule_id)

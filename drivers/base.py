@@ -64,12 +64,12 @@ STATUS_EVENTS: frozenset[str] = frozenset(
 #: The driver's alarm: a device refused (allow-list, changed identity, kind, version).
 ALARM_EVENTS: frozenset[str] = frozenset({"device_refused"})
 
-#: Event fields that may carry a face-down card (RULES.md H7): never logged.
+#: Event fields that may carry a face-down card (docs/rules.md H7): never logged.
 CARD_FIELDS: frozenset[str] = frozenset({"card", "cards", "hole_card"})
 
 
 def loggable(event: Mapping[str, Any]) -> dict[str, Any]:
-    """The event without card identities: a stack keeps only its size (RULES.md H7)."""
+    """The event without card identities: a stack keeps only its size (docs/rules.md H7)."""
     out = {k: v for k, v in event.items() if k not in CARD_FIELDS}
     if isinstance(event.get("cards"), list):
         out["card_count"] = len(event["cards"])

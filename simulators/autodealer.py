@@ -32,7 +32,7 @@ Event = dict[str, Any]
 Decision = dict[str, Any]
 OperatorSink = Callable[[Event], Awaitable[list[Decision]]]
 
-#: the decisions a legal round must never draw (roundgen's contract, RULES.md)
+#: the decisions a legal round must never draw (roundgen's contract, docs/rules.md)
 ILLEGAL_IN_A_LEGAL_ROUND = frozenset(
     {"void_round", "void_hand", "procedure_violation", "remove_deck", "deal_blocked", "rejected"}
 )

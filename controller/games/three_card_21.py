@@ -247,7 +247,7 @@ class ThreeCard21(Engine):
     # The reader's H rules that gate its use: conditions on the chart's insert_reader.
 
     def H1_reader_inspected_today(self, day: date | str | None = None) -> bool:
-        """H1 (1.10D(e)): the reader is used only on a gaming day it was inspected."""
+        """H1 (1.10D(f)): the reader is used only on a gaming day it was inspected."""
         inspected = self.reader_inspected_day
         if inspected is None:
             return False
@@ -258,11 +258,11 @@ class ThreeCard21(Engine):
         return not self.reader_disabled
 
     def H4_bonus_settled(self, day: date | str | None = None) -> bool:
-        """H4 (2C.6(g)): the hole card goes in only after the bonus wagers are settled."""
+        """H4 (2C.6(e)): the hole card goes in only after the bonus wagers are settled."""
         return self.state not in ("dealing", "bonus")
 
     def H3_insurance_closed_on_an_ace(self, day: date | str | None = None) -> bool:
-        """H3 (2C.6(h)): with an ace up, insurance closes before the hole card goes in."""
+        """H3 (2C.7(a)2): with an ace up, insurance closes before the hole card goes in."""
         rnd = self.round
         up = rnd.up_card if rnd is not None else None
         ace_up = up is not None and up[0] == "A"
