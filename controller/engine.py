@@ -182,6 +182,17 @@ def _fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
     return dict(data)
 
 
+_HANDLER_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _handler_names(cls: type) -> tuple[str, ...]:
+    """The ``_on_<event type>`` methods of an engine class (found once per class)."""
+    names = _HANDLER_NAMES.get(cls)
+    if names is None:
+        names = _HANDLER_NAMES[cls] = tuple(n for n in dir(cls) if n.startswith("_on_"))
+    return names
+
+
 class Engine:
     """The rules of one table. ``handle(event, at) -> decisions``.
 
@@ -284,8 +295,9 @@ class Engine:
         # the shoe's at the next shoe_loaded.
         self.next_batch: str | None = None
         self._at = 0
+        # each event type's handler, found by name (``_on_<type>``, the game's if it has one)
         self._handlers: dict[str, Callable[[dict[str, Any]], list[Decision]]] = {
-            name[4:]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
+            name[4:]: getattr(self, name) for name in _handler_names(type(self))
         }
 
     # ------------------------------------------------------------------ public API
