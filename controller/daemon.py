@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -36,7 +37,8 @@ from typing import Any
 from tablectl.controller import metrics
 from tablectl.controller.config import DeviceConfig, TableConfig
 from tablectl.controller.events import SCHEMA
-from tablectl.controller.journal import Journal, JournalError, JournalRow, read_rows
+from tablectl.controller.journal import Journal, JournalError, JournalRow
+from tablectl.controller.journal_upkeep import JournalUpkeep, StartDamage, check_before_start
 from tablectl.controller.logs import get_logger
 from tablectl.controller.metrics import MetricsServer, start_metrics_server
 from tablectl.controller.operator import (
@@ -46,6 +48,7 @@ from tablectl.controller.operator import (
     PeerCredentials,
 )
 from tablectl.controller.sdnotify import SdNotifier, Watchdog
+from tablectl.controller.sealing import Sealer, SealingError
 from tablectl.controller.service import ServiceError, TableService
 from tablectl.drivers.base import STATUS_EVENTS, AllowList, DeviceDriver, DriverError
 from tablectl.drivers.registry import DriverNotFound, create_driver
@@ -56,6 +59,10 @@ DEFAULT_DEVICE_WAIT = 20.0
 #: Exit statuses of `run_daemon`.
 EXIT_OK = 0
 EXIT_FAILED = 1
+#: The journal failed its start check (docs/journal.md); `--accept-damaged-journal` overrides.
+EXIT_JOURNAL_DAMAGED = 2
+#: How much longer systemd should wait, told every REPLAY_PROGRESS_EVERY events of a replay.
+REPLAY_EXTEND_USEC = 30_000_000
 
 # Device reports that are not EVENTS.md events (the hardware confirming a lock, a status
 # reading): journaled as notes for the audit trail, never given to the engine. The drivers
@@ -151,6 +158,10 @@ class Daemon:
         self._workers: list[asyncio.Task[None]] = []
         self._last_status = ""
         self._applied: dict[str, str] = {}  # device -> the last hold command it acknowledged
+        self._replayed_event: Mapping[str, Any] | None = None
+        self._replayed_decisions: list[dict[str, Any]] = []
+        self.upkeep: JournalUpkeep | None = None
+        self.journal_damage: StartDamage | None = None
         self._log = get_logger("daemon", table=config.table_id)
 
     # -- assembly ----------------------------------------------------------------------------
@@ -256,6 +267,11 @@ class Daemon:
             with contextlib.suppress(Exception):
                 await driver.stop()
         await self.drain()
+        if self.upkeep is not None:
+            await self.upkeep.stop()
+            self.upkeep = None
+            async with self._lock:
+                self._journal_at_stop()
         for task in [*self._workers, *([self._consumer] if self._consumer else [])]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -266,6 +282,41 @@ class Daemon:
             self.metrics_server.close()
             self.metrics_server = None
         self.service.close()
+
+    def _journal_at_stop(self) -> None:
+        """A clean stop: a checkpoint when between rounds (a fast next start), then a seal."""
+        try:
+            if self.service.between_rounds():
+                self.service.checkpoint()
+            self.service.seal()
+        except Exception as error:  # the stop goes on: the journal is closed below regardless
+            self._log.exception("journal_stop_failed", error=str(error))
+
+    async def journal_damage_accepted(self, damage: StartDamage) -> None:
+        """Started on purpose on a damaged journal: the fact journaled, an alarm, a metric."""
+        self.journal_damage = damage
+        self.service.journal.append(
+            "note",
+            {
+                "type": "journal_damage_accepted",
+                "reason": damage.message,
+                "first_bad_seq": damage.first_bad_seq,
+            },
+            round_number=self.service.engine.round_number,
+            durable=True,
+        )
+        metrics.JOURNAL_START_DAMAGE.set(1)
+        self._log.error(
+            "journal_damage_accepted", reason=damage.message, first_bad_seq=damage.first_bad_seq
+        )
+        await self._publish(
+            {
+                "message": "alarm",
+                "alarm": "journal_damaged",
+                "reason": f"started on a damaged journal on purpose: {damage.message}",
+                "first_bad_seq": damage.first_bad_seq,
+            }
+        )
 
     # -- status ------------------------------------------------------------------------------
 
@@ -388,18 +439,37 @@ class Daemon:
 
     def rebuild_interlocks(self, rows: Iterable[JournalRow]) -> None:
         """The holds in force at the end of the journal's `rows` (replayed: no commands)."""
-        event: Mapping[str, Any] | None = None
-        decisions: list[dict[str, Any]] = []
         for row in rows:
-            if row.kind == "event":
-                if event is not None:
-                    self.interlocks.lift(event, decisions)
-                event, decisions = row.body, []
-            elif row.kind == "decision":
-                decisions.append(row.body)
-                self.interlocks.hold(row.body)
-        if event is not None:
-            self.interlocks.lift(event, decisions)
+            self.replay_row(row)
+        self.replay_done()
+
+    def restore_interlocks(self, checkpoint: Mapping[str, Any]) -> None:
+        """The holds in force at a checkpoint (its `interlocks`, as `Interlocks.as_dict`)."""
+        held = checkpoint.get("interlocks", {})
+        self.interlocks.shoe = set(held.get("shoe_locked", ()))
+        self.interlocks.shuffler = set(held.get("shuffler_deck_locked", ()))
+
+    def replay_row(self, row: JournalRow) -> None:
+        """One journaled row of the replay, folded into the holds (streamed: row by row)."""
+        if row.kind == "event":
+            if self._replayed_event is not None:
+                self.interlocks.lift(self._replayed_event, self._replayed_decisions)
+            self._replayed_event, self._replayed_decisions = row.body, []
+        elif row.kind == "decision":
+            self._replayed_decisions.append(row.body)
+            self.interlocks.hold(row.body)
+
+    def replay_done(self) -> None:
+        if self._replayed_event is not None:
+            self.interlocks.lift(self._replayed_event, self._replayed_decisions)
+        self._replayed_event, self._replayed_decisions = None, []
+
+    def replay_progress(self, events: int, seq: int, last_seq: int) -> None:
+        """A long replay: say how far it is and ask systemd for more time (sd_notify)."""
+        self.notifier.notify(
+            f"STATUS=replaying the journal: row {seq} of {last_seq} ({events} events)",
+            f"EXTEND_TIMEOUT_USEC={REPLAY_EXTEND_USEC}",
+        )
 
     def _sync(self, only: str | None = None) -> None:
         """Send each connected device the hold state it should be in, when it differs."""
@@ -458,6 +528,7 @@ async def run_daemon(
     on_ready: Callable[[Daemon], None] | None = None,
     device_wait: float = DEFAULT_DEVICE_WAIT,
     handle_signals: bool = True,
+    accept_damaged_journal: bool = False,
     **service_options: Any,
 ) -> int:
     """Run one table in the current event loop until `stop` is set or SIGTERM/SIGINT; exit status.
@@ -467,7 +538,9 @@ async def run_daemon(
     writer (default: from NOTIFY_SOCKET). `on_ready(daemon)` is called once READY was sent;
     `daemon.service`, `daemon.drivers`, `daemon.port` and `daemon.status()` are then usable.
     `service_options` go to `TableService` (e.g. `group_commit=True`, `random_source=`).
-    Returns 0 after a clean stop, 1 when the table cannot start (the error is logged).
+    Returns 0 after a clean stop, 1 when the table cannot start (the error is logged), 2 when
+    the journal fails its start check (`accept_damaged_journal=True` starts anyway: the fact is
+    journaled, an alarm raised, sequence numbers go on after the highest ever written).
     """
     loop = asyncio.get_running_loop()
     stop = stop if stop is not None else asyncio.Event()
@@ -496,15 +569,36 @@ async def run_daemon(
         daemon.started_at = started
         try:
             daemon.build_drivers()
-            # The journal is read once for both: the holds first; then the replay's restart
+            notifier.status("verifying the journal")
+            damage = check_before_start(journal)
+            if damage is not None and not accept_damaged_journal:
+                log.error(
+                    "journal_damaged", error=damage.message, first_bad_seq=damage.first_bad_seq
+                )
+                notifier.status(f"refusing to start: journal damaged: {damage.message}")
+                journal.discard()
+                return EXIT_JOURNAL_DAMAGED
+            if damage is not None and damage.cut_from is not None:
+                journal.continue_after(damage.cut_from)  # sequence numbers are never reused
+            service.sealer = open_sealer(config, log)
+            service.checkpoint_parts["interlocks"] = daemon.interlocks.as_dict
+            # The journal is streamed once for both: the holds, then the replay's restart
             # decisions (controller_restarted) go through the device-command seam like any
             # other, so a void locks the shoe.
-            rows = list(read_rows(journal.path))
-            daemon.rebuild_interlocks(rows)
             service.device_commands = daemon._device_commands
-            await service.start(rows)
+            notifier.status("replaying the journal")
+            await service.start(
+                on_row=daemon.replay_row,
+                on_checkpoint=daemon.restore_interlocks,
+                progress=daemon.replay_progress,
+            )
+            daemon.replay_done()
             await daemon.start()
-        except (DaemonError, OperatorError, ServiceError, OSError) as error:
+            if damage is not None:
+                await daemon.journal_damage_accepted(damage)
+            daemon.upkeep = JournalUpkeep(service, daemon._lock)
+            daemon.upkeep.start()
+        except (DaemonError, OperatorError, ServiceError, SealingError, OSError) as error:
             log.error("cannot_start", error=str(error))
             return EXIT_FAILED
         waiting = loop.create_task(daemon.wait_for_devices(device_wait))
@@ -531,3 +625,14 @@ async def run_daemon(
             loop.remove_signal_handler(sig)
         if notify is None:
             notifier.close()
+
+
+def open_sealer(config: TableConfig, log: Any) -> Sealer | None:
+    """The sealing key, when `journal setup-keys` wrote one; epochs missed while down dropped."""
+    path = config.sealing_key_path
+    if not path.exists():
+        log.warning("journal_unsealed", reason=f"no sealing key at {path} (journal setup-keys)")
+        return None
+    sealer = Sealer(path)
+    sealer.catch_up(datetime.datetime.now(datetime.UTC))
+    return sealer

@@ -23,7 +23,7 @@ import sqlite3
 import stat
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -151,6 +151,7 @@ class Journal:
         self._log = get_logger("journal", path=str(self.path))
         self._pending: list[tuple[int, str, int | None, str, str, str, str]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
         self._open()
         last = self._db.execute(
             "SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1"
@@ -372,8 +373,17 @@ class Journal:
                 _make_private(Path(f"{self.path}{suffix}"))
             self._side_files_checked = True
 
+    def discard(self) -> None:
+        """Close without recording the head (the daemon refused this journal at start)."""
+        if not self._closed:
+            self._closed = True
+            self._db.close()
+
     def close(self) -> None:
         """Flush pending rows and close the file."""
+        if self._closed:
+            return
+        self._closed = True
         self.flush()
         if self._timer is not None:
             self._timer.cancel()
@@ -440,6 +450,10 @@ def head_file(path: str | Path) -> Path:
 
 
 def write_head_file(path: str | Path, seq: int, digest: str) -> None:
+    """Record (seq, head); never lowers a recorded seq (a cut tail must stay visible)."""
+    recorded = read_head_file(path)
+    if recorded is not None and recorded[0] > seq:
+        return
     target = head_file(path)
     temporary = target.with_name(f".{target.name}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -844,6 +858,14 @@ def engine_from_table_row(table: Mapping[str, Any], random_source: Callable[[int
     return Engine(spec, random_source=random_source)
 
 
+def engine_from_checkpoint(
+    table: Mapping[str, Any], snapshot: Mapping[str, Any], random_source: Callable[[int], int]
+) -> Engine:
+    """The engine as it was at a checkpoint row: the table row's spec and its snapshot."""
+    spec = TableSpec.from_dict({"game": table["game"], "options": dict(table.get("options", {}))})
+    return Engine.from_snapshot(spec, snapshot, random_source=random_source)
+
+
 class ReplayedDraws:
     """Feeds the journaled random draws back to the engine, in order, each for its bound."""
 
@@ -852,6 +874,10 @@ class ReplayedDraws:
 
     def __len__(self) -> int:
         return len(self._draws)
+
+    def extend(self, draws: Iterable[Mapping[str, Any]]) -> None:
+        """More draws, read further on in a streamed replay (they follow their event's row)."""
+        self._draws.extend(draws)
 
     def __call__(self, bound: int) -> int:
         if not self._draws:

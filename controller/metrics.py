@@ -111,6 +111,19 @@ JOURNAL_WRITE_SECONDS = Histogram(
     "Time of one journal commit (a durable row or a group-committed batch)",
     buckets=LATENCY_BUCKETS,
 )
+# Ages as timestamps (Prometheus practice): an alert computes `time() - value`; 0 = never.
+JOURNAL_LAST_CHECKPOINT = Gauge(
+    "tablectl_journal_last_checkpoint_timestamp_seconds",
+    "Unix time of the journal's last checkpoint row (the state a start replays from)",
+)
+JOURNAL_LAST_SEAL = Gauge(
+    "tablectl_journal_last_seal_timestamp_seconds",
+    "Unix time of the journal's last forward-secure seal (0: never sealed, e.g. no key)",
+)
+JOURNAL_START_DAMAGE = Gauge(
+    "tablectl_journal_started_damaged",
+    "1 when the daemon was started on purpose on a journal that failed its start check",
+)
 BUILD_INFO = Info("tablectl_build", "The running tablectl's version")
 BUILD_INFO.info({"version": __version__, "python": platform.python_version()})
 

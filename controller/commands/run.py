@@ -24,6 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_DEVICE_WAIT:g})",
     )
     parser.add_argument(
+        "--accept-damaged-journal",
+        action="store_true",
+        help="start even when the journal fails its start check (exit 2 otherwise): the fact "
+        "is journaled and an alarm raised (docs/journal.md)",
+    )
+    parser.add_argument(
         "--log-format",
         choices=("auto", "journald", "json", "console"),
         default="auto",
@@ -43,4 +49,10 @@ def run(args: argparse.Namespace) -> int:
         print("tablectl run: --device-wait: must be 0 or more seconds", file=sys.stderr)
         return 2
     configure_logging(config.log_level, mode=args.log_format)
-    return asyncio.run(run_daemon(config, device_wait=args.device_wait))
+    return asyncio.run(
+        run_daemon(
+            config,
+            device_wait=args.device_wait,
+            accept_damaged_journal=args.accept_damaged_journal,
+        )
+    )
