@@ -581,6 +581,7 @@ async def run_daemon(
             if damage is not None and damage.cut_from is not None:
                 journal.continue_after(damage.cut_from)  # sequence numbers are never reused
             service.sealer = open_sealer(config, log)
+            service.seal_unsealed_at_start()
             service.checkpoint_parts["interlocks"] = daemon.interlocks.as_dict
             # The journal is streamed once for both: the holds, then the replay's restart
             # decisions (controller_restarted) go through the device-command seam like any
@@ -628,11 +629,9 @@ async def run_daemon(
 
 
 def open_sealer(config: TableConfig, log: Any) -> Sealer | None:
-    """The sealing key, when `journal setup-keys` wrote one; epochs missed while down dropped."""
+    """The sealing key, when `journal setup-keys` wrote one (None: the journal goes unsealed)."""
     path = config.sealing_key_path
     if not path.exists():
         log.warning("journal_unsealed", reason=f"no sealing key at {path} (journal setup-keys)")
         return None
-    sealer = Sealer(path)
-    sealer.catch_up(datetime.datetime.now(datetime.UTC))
-    return sealer
+    return Sealer(path)

@@ -315,6 +315,20 @@ class TableService:
         self._log.info("sealed", seq=seq, epoch=body["epoch"])
         return seq
 
+    def seal_unsealed_at_start(self, now: datetime.datetime | None = None) -> None:
+        """Before anything new: rows left unsealed (a crash) get the held key's seal, then the
+        keys of the epochs that passed while the daemon was down are erased unused."""
+        if self.sealer is None:
+            return
+        moment = now or datetime.datetime.now(datetime.UTC)
+        last_seal = self.journal.last_of_kind("seal")
+        unsealed = self.journal.last_seq > (last_seal.seq if last_seal is not None else 0)
+        if unsealed and self.sealer.due(moment):
+            self.seal(moment)
+        self.sealer.catch_up(moment)
+        if last_seal is not None:
+            metrics.JOURNAL_LAST_SEAL.set(_row_time(last_seal))
+
     def roll_segment(self, gaming_day: datetime.date, closing_day: str) -> Path:
         """Close the live segment (sealed to its end) and begin `gaming_day`'s; the closed file.
 
