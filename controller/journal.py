@@ -863,7 +863,7 @@ def engine_from_checkpoint(
 ) -> Engine:
     """The engine as it was at a checkpoint row: the table row's spec and its snapshot."""
     spec = TableSpec.from_dict({"game": table["game"], "options": dict(table.get("options", {}))})
-    return Engine.from_snapshot(spec, snapshot, random_source=random_source)
+    return Engine.restore(spec, snapshot, random_source=random_source)
 
 
 class ReplayedDraws:
