@@ -20,6 +20,7 @@ from tablectl.controller.sealing import VerificationKey
 from tests.journal.sealed import build_sealed
 
 CASES = 300
+VERIFY = [sys.executable, "-m", "tablectl.controller", "journal", "verify"]
 
 
 def damage(data: bytearray, rng: random.Random) -> bytearray:
@@ -68,7 +69,6 @@ def test_every_random_damage_gets_a_verdict(tmp_path: Path, pristine) -> None:
         outcomes[result.exit_code] += 1
         path.unlink()
     # the damage is real: most cases are found, in both ways
-    print(outcomes)
     assert outcomes[1] > CASES // 10 and outcomes[2] > CASES // 10, outcomes
 
 
@@ -79,8 +79,7 @@ def test_the_command_line_never_ends_in_a_traceback(tmp_path: Path, pristine) ->
         path = tmp_path / f"cli{case}.sqlite"
         path.write_bytes(bytes(damage(bytearray(data), rng)))
         done = subprocess.run(
-            [sys.executable, "-m", "tablectl.controller", "journal", "verify", str(path)]
-            + ["--verify-key", str(key)],
+            [*VERIFY, str(path), "--verify-key", str(key)],
             capture_output=True,
             text=True,
             check=False,
