@@ -155,7 +155,10 @@ class JournalUpkeep:
         while True:
             await asyncio.sleep(self.tick)
             async with self.lock:
-                self.step(self.clock())
+                try:
+                    self.step(self.clock())
+                except Exception as error:  # a seal or a roll-over that failed: said, retried
+                    self._log.exception("journal_upkeep_failed", error=str(error))
 
     def step(self, now: datetime.datetime) -> None:
         """Whatever is due at `now`: a seal, a new segment (with retention)."""

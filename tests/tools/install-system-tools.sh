@@ -12,6 +12,7 @@ need systemd-sysusers systemd
 need systemd-tmpfiles systemd
 need udevadm udev
 need umockdev-run umockdev
+need faketime faketime  # the daemon's clock across a gaming-day boundary (tests/journal)
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         # Not root: say what is missing and go on; the tests that need a tool skip
