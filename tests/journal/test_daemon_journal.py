@@ -178,7 +178,14 @@ def test_the_segment_rolls_over_at_the_gaming_day_while_the_daemon_runs(tmp_path
         time.sleep(0.2)
     assert closed.exists(), "no segment closed at 06:00"
     done = subprocess.run(
-        [*TABLECTL, "op", "--socket", str(directory / "op.sock"), "reader_inspected", "--by=floor"],
+        [
+            *TABLECTL,
+            "op",
+            "--socket",
+            str(directory / "op.sock"),
+            *("reader_inspected", "--by"),
+            "floor",
+        ],
         capture_output=True,
         text=True,
         check=False,
