@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import datetime
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -895,33 +896,73 @@ def round_cards(
 ) -> list[dict[str, Any]]:
     """The round's cards in the order dealt, rebuilt by replaying the journaled events.
 
-    Each card is `{"card", "to", "face_up"}` (Engine.dealt_cards()). Face-down cards are
-    included: this reads the access-controlled journal for a dispute, never a log or status.
+    The replay starts from the last checkpoint before the round (or the file's table row when
+    there is none), so a round of any segment is rebuilt from that segment alone. Each card is
+    `{"card", "to", "face_up"}` (Engine.dealt_cards()). Face-down cards are included: this
+    reads the access-controlled journal for a dispute, never a log or status.
     """
-    rows = list(read_rows(path))
-    tables = [row for row in rows if row.kind == "table"]
-    if not tables:
-        raise JournalError(f"{path}: no table row: the journal does not say which game it holds")
-    draws = [r.body for r in rows if r.kind == "note" and r.body.get("type") == RANDOM_DRAW]
-    engine = engine_factory(tables[0].body, ReplayedDraws(draws))
-    snapshot: list[dict[str, Any]] | None = None
-    for row in rows:
-        if row.kind != "event":
-            continue
-        engine.handle(row.body, row.seq)
-        if engine.round_number == round_number:
-            cards = [dict(card) for card in engine.dealt_cards()]
-            # The engine clears its dealt cards when the round ends (hands_collected) while
-            # round_number stays until the next deal: keep the last non-empty view.
-            if snapshot is None or cards:
-                snapshot = cards
-        elif engine.round_number > round_number:
-            break
+    db = _connect_read_only(path)
+    try:
+        table = next((_to_row(r) for r in _raw_rows(path, db) if r[1] == "table"), None)
+        if table is None:
+            raise JournalError(
+                f"{path}: no table row: the journal does not say which game it holds"
+            )
+        found = db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " WHERE kind = 'checkpoint' AND round < ? ORDER BY seq DESC LIMIT 1",
+            (round_number,),
+        ).fetchone()
+        draws = ReplayedDraws(())
+        engine: EngineLike
+        if found is not None:
+            checkpoint = _to_row(found)
+            engine = engine_from_checkpoint(table.body, checkpoint.body["engine"], draws)
+            start = checkpoint.seq + 1
+        else:
+            engine = engine_factory(table.body, draws)
+            start = table.seq
+        cursor = db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " WHERE seq >= ? ORDER BY seq",
+            (start,),
+        )
+        snapshot = _replay_round(engine, draws, (_to_row(r) for r in cursor), round_number)
+    except sqlite3.Error as error:
+        raise JournalError(f"{path}: cannot read the journal: {error}") from error
+    finally:
+        db.close()
     if snapshot is None:
         raise JournalError(
             f"{path}: round {round_number} is not in the journal "
-            f"(it holds rounds 1-{engine.round_number})"
+            f"(it holds rounds up to {engine.round_number})"
         )
+    return snapshot
+
+
+def _replay_round(
+    engine: EngineLike, draws: ReplayedDraws, rows: Iterator[JournalRow], round_number: int
+) -> list[dict[str, Any]] | None:
+    """Replay events (each with the draws journaled after it) until `round_number` is over."""
+    snapshot: list[dict[str, Any]] | None = None
+    pending: JournalRow | None = None
+    for row in itertools.chain(rows, [None]):
+        if row is not None and row.kind == "note" and row.body.get("type") == RANDOM_DRAW:
+            draws.extend([row.body])
+            continue
+        if row is not None and row.kind != "event":
+            continue
+        if pending is not None:
+            engine.handle(pending.body, pending.seq)
+            if engine.round_number == round_number:
+                cards = [dict(card) for card in engine.dealt_cards()]
+                # The engine clears its dealt cards when the round ends (hands_collected)
+                # while round_number stays until the next deal: keep the last non-empty view.
+                if snapshot is None or cards:
+                    snapshot = cards
+            elif engine.round_number > round_number:
+                break
+        pending = row
     return snapshot
 
 
