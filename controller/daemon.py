@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
