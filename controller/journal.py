@@ -253,6 +253,18 @@ class Journal:
         ).fetchone()
         return _to_row(raw) if raw else None
 
+    def first_of_kind(self, kind: str, *, within: int) -> JournalRow | None:
+        """The first row of `kind` among the segment's first `within` rows."""
+        first = self.first_row()
+        if first is None:
+            return None
+        raw = self._db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " WHERE seq >= ? AND seq < ? AND kind = ? ORDER BY seq LIMIT 1",
+            (first.seq, first.seq + within, kind),
+        ).fetchone()
+        return _to_row(raw) if raw else None
+
     def raw_rows_from(self, seq: int) -> Iterator[_RawRow]:
         """Committed rows from `seq` on, streamed (one row in memory at a time)."""
         self.flush()

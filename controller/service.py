@@ -212,13 +212,8 @@ class TableService:
         first = self.journal.first_row()
         if first is None:
             return None, None
-        table = None
-        for raw in self.journal.raw_rows_from(first.seq):
-            if raw[1] == "table":
-                table = _to_row(raw)
-                break
-            if raw[1] not in ("segment", "seal", "note"):
-                break
+        # the table row opens the journal, or follows the segment row (and a seal) at most
+        table = self.journal.first_of_kind("table", within=4)
         if table is None:
             raise ServiceError(
                 f"{self.journal.path}: row {first.seq} begins the journal but it holds no table "

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import structlog
 
-from tablectl.controller.config import load_config
+from tablectl.controller.config import DEFAULT_CHECKPOINT_ROUNDS, load_config
 from tablectl.controller.engine import Engine
 from tablectl.controller.journal import Journal
 from tablectl.controller.logs import configure_logging
@@ -62,7 +62,7 @@ def write_config(
     directory: Path,
     *,
     game: str = "five_card_hilo",
-    checkpoint_rounds: int = 100,
+    checkpoint_rounds: int = DEFAULT_CHECKPOINT_ROUNDS,
     day_start: str = "06:00",
     journal_extra: str = "",
 ) -> Path:
@@ -85,7 +85,12 @@ def write_config(
 
 
 def build_history(
-    config_path: Path, rounds: int, *, seed: int = 1, chunk: int = 500
+    config_path: Path,
+    rounds: int,
+    *,
+    seed: int = 1,
+    chunk: int = 500,
+    checkpoint_last: bool = True,
 ) -> tuple[int, int]:
     """Play `rounds` legal rounds into the configured journal: (rounds, rows) it then holds.
 
@@ -93,7 +98,8 @@ def build_history(
     stamped event, its decisions, a checkpoint at the end of every `checkpoint_rounds`-th
     round): the daemon's replay checks them against its own engine, so a row written
     differently here shows as a divergence there. A made history, not a lived one: batches
-    are not fsynced and there are no devices, logs or metrics.
+    are not fsynced and there are no devices, logs or metrics. `checkpoint_last=False`: no
+    checkpoint after the last round, so a start replays the rounds since the one before.
     """
     config = load_config(config_path)
     spec = TableSpec.from_dict(config.table_dict())
@@ -106,8 +112,9 @@ def build_history(
     try:
         with Journal(config.journal_path, max_batch=8192) as journal:
             journal._db.execute("PRAGMA synchronous=OFF")
-            if journal.last_seq == 0:
-                journal.append("table", config.table_dict())
+            if journal.last_seq != 0:
+                raise RuntimeError(f"{config.journal_path}: a history is built into a new journal")
+            journal.append("table", config.table_dict())
             while engine.round_number < rounds:
                 for event in legal_stream(spec, rng, min(chunk, rounds - engine.round_number)):
                     moment += step
@@ -119,7 +126,8 @@ def build_history(
                             "decision", decision.to_dict(), round_number=engine.round_number
                         )
                     ended = event["type"] == "hands_collected"
-                    if ended and engine.round_number % config.checkpoint_rounds == 0:
+                    due = ended and engine.round_number % config.checkpoint_rounds == 0
+                    if due and (checkpoint_last or engine.round_number < rounds):
                         journal.append(
                             "checkpoint",
                             {

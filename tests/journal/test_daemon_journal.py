@@ -49,7 +49,7 @@ def tamper(path: Path, statement: str) -> None:
 @pytest.fixture
 def table(tmp_path: Path) -> Path:
     """A table's configuration and 30 rounds of history (no checkpoint yet: every 100)."""
-    config = write_config(tmp_path / "t")
+    config = write_config(tmp_path / "t", checkpoint_rounds=100)
     build_history(config, 30)
     return config
 
@@ -122,8 +122,9 @@ def test_the_daemon_seals_every_epoch_and_at_a_clean_stop(table: Path):
     assert held["key"] != key.seed.hex()
 
 
-def test_verify_at_start_fails_a_seal_rewritten_in_the_live_segment(table: Path):
+def test_verify_at_start_refuses_an_edited_checkpoint(tmp_path: Path):
     """A checkpoint row edited (the state a start would restore) is refused at start."""
+    table = write_config(tmp_path / "c", checkpoint_rounds=100)
     journal = table.parent / "journal.sqlite"
     build_history(table, 130)  # a checkpoint at round 100
     checkpoint = next(r for r in read_rows(journal) if r.kind == "checkpoint")
