@@ -214,3 +214,17 @@ def test_the_segment_rolls_over_at_the_gaming_day_while_the_daemon_runs(tmp_path
     again = start_daemon(config, timeout=20)  # restored from the new segment's checkpoint
     assert again.ready_seconds is not None and again.stop() == 0
     assert verify_journal(directory, verification_key=key).ok
+
+
+def test_a_long_replay_reports_progress_and_asks_systemd_for_time(tmp_path: Path):
+    """No checkpoint yet (an old journal): ~4,600 events replayed, told every 2,000."""
+    table = write_config(tmp_path / "p", checkpoint_rounds=1000)
+    build_history(table, 150)
+    started = start_daemon(table, timeout=30)
+    assert started.ready_seconds is not None
+    assert started.stop() == 0
+    progress = [n for n in started.notifications if "EXTEND_TIMEOUT_USEC=" in n]
+    assert len(progress) >= 2, started.notifications
+    assert all("STATUS=replaying the journal: row " in n for n in progress)
+    first_ready = next(i for i, n in enumerate(started.notifications) if "READY=1" in n)
+    assert started.notifications.index(progress[-1]) < first_ready
