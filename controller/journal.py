@@ -523,11 +523,11 @@ def backup_journal(live: Path, dest: Path) -> tuple[list[Path], VerifyResult]:
     copied: list[Path] = []
     for segment in live_segments(live):
         target = dest / segment.name
+        target.unlink(missing_ok=True)  # an earlier copy (closed segments are 0400)
         if segment != live:
             shutil.copyfile(segment, target)
             os.chmod(target, 0o400)
         else:
-            target.unlink(missing_ok=True)
             descriptor = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
             os.close(descriptor)
             source = _connect_read_only(segment)

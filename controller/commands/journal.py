@@ -106,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
     except (JournalError, SealingError) as error:
         print(f"tablectl journal: {error}", file=sys.stderr)
         return EXIT_UNREADABLE
+    except OSError as error:  # a backup's destination, a key file's directory
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"tablectl journal {args.action}: {where}{error.strerror}", file=sys.stderr)
+        return EXIT_UNREADABLE
     except ConfigError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)

@@ -186,3 +186,19 @@ def test_the_backup_command_prints_rows_head_and_last_seal(tmp_path: Path, capsy
         check=False,
     )
     assert done.returncode == 0 and f"head {last.hash}" in done.stdout
+
+
+def test_a_backup_over_an_earlier_one_and_into_an_unwritable_place(tmp_path: Path, capsys) -> None:
+    config_path = write_config(tmp_path / "t")
+    build_history(config_path, 3)
+    live = config_path.parent / "journal.sqlite"
+    closed = config_path.parent / "journal-2026-01-01-000000000001.sqlite"
+    closed.write_bytes(live.read_bytes())  # stands in for a closed segment
+    dest = tmp_path / "b"
+    for _ in range(2):  # the second copy replaces the first, read-only files and all
+        copied, _result = backup_journal(live, dest)
+        assert {p.name for p in copied} == {closed.name, live.name}
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    code = cli.main(["journal", "backup", str(blocked / "x"), "--journal", str(live)])
+    assert code == 2 and "Not a directory" in capsys.readouterr().err
