@@ -326,9 +326,22 @@ class Daemon:
             name: driver.health.get("identity") for name, driver in self.drivers.items()
         }
         status["interlocks"] = self.interlocks.as_dict()
+        status["journal"] = self.journal_status()
         if self.refusals:
             status["refused_devices"] = dict(self.refusals)
         return status
+
+    def journal_status(self) -> dict[str, Any]:
+        """The journal's state for `tablectl status`: where it is, sealed or not, damaged."""
+        journal = self.service.journal
+        sealer = self.service.sealer
+        return {
+            "last_seq": journal.last_seq,
+            "gaming_day": self.upkeep.segment_day.isoformat() if self.upkeep else None,
+            "sealed": sealer is not None,
+            "last_sealed_epoch": sealer.last_sealed_epoch if sealer is not None else None,
+            "started_damaged": self.journal_damage is not None,
+        }
 
     def status_line(self) -> str:
         """One line for systemd's STATUS=: the round, its state, and any device down."""

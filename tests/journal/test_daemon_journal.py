@@ -228,3 +228,21 @@ def test_a_long_replay_reports_progress_and_asks_systemd_for_time(tmp_path: Path
     assert all("STATUS=replaying the journal: row " in n for n in progress)
     first_ready = next(i for i, n in enumerate(started.notifications) if "READY=1" in n)
     assert started.notifications.index(progress[-1]) < first_ready
+
+
+def test_status_shows_the_journal(table: Path):
+    started = start_daemon(table, timeout=20)
+    try:
+        assert started.ready_seconds is not None
+        shown = subprocess.run(
+            [*TABLECTL, "status", "--socket", str(table.parent / "op.sock"), "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        started.stop()
+    assert shown.returncode == 0, shown.stderr
+    journal = json.loads(shown.stdout)["journal"]
+    assert journal["sealed"] is False and journal["started_damaged"] is False
+    assert journal["last_seq"] > 900 and journal["gaming_day"]
