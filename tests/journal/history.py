@@ -55,6 +55,7 @@ listen = "127.0.0.1:0"
 [operator]
 socket = "{socket}"
 group = "{group}"
+supervisor_group = "{group}"
 """
 
 

@@ -184,8 +184,7 @@ def test_the_segment_rolls_over_at_the_gaming_day_while_the_daemon_runs(tmp_path
             "op",
             "--socket",
             str(directory / "op.sock"),
-            *("reader_inspected", "--by"),
-            "floor",
+            "reader_inspected",  # `by` is the caller the socket names
         ],
         capture_output=True,
         text=True,
