@@ -155,7 +155,7 @@ class TableConfig:
         return self.journal_path.parent / SEALING_KEY_NAME
 
     def table_dict(self) -> dict[str, Any]:
-        """The scenario/journal header line describing this table (EVENTS.md)."""
+        """The scenario/journal header line describing this table (docs/events.md)."""
         return {"type": "table", "game": self.game, "options": dict(self.options)}
 
 

@@ -99,7 +99,7 @@ REPLAY_EXTEND_USEC = 30_000_000
 #: (a retry after a restart is answered, not applied twice): bounded, whatever the history.
 OPERATOR_MEMORY_ROWS = 8192
 
-# Device reports that are not EVENTS.md events (the hardware confirming a lock, a status
+# Device reports that are not docs/events.md events (the hardware confirming a lock, a status
 # reading): journaled as notes for the audit trail, never given to the engine. The drivers
 # own the list (drivers.base.STATUS_EVENTS), so a new report needs no change here.
 AUDITED_DEVICE_REPORTS = STATUS_EVENTS
