@@ -176,7 +176,9 @@ class Started:
         raise RuntimeError("no VmHWM in /proc")
 
     def stop(self) -> int:
-        """SIGTERM (a clean stop), the exit status; the memory limit undone."""
+        """SIGTERM (a clean stop), the exit status; the memory limit undone (once)."""
+        if self.listener.fileno() == -1:
+            return self.process.wait()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
@@ -264,6 +266,10 @@ def memory_limit(limit: int = MEMORY_LIMIT) -> Limit:
     return Limit([], rlimit, f"RLIMIT_AS={limit * 2} (no systemd or writable cgroup here)")
 
 
+#: Every daemon started here: tests/journal/conftest.py stops what a failed test left running.
+STARTED: list[Started] = []
+
+
 def start_daemon(
     config_path: Path,
     *,
@@ -290,6 +296,7 @@ def start_daemon(
         stderr=subprocess.PIPE,
     )
     result = Started(process, None, limit, listener, notify_path)
+    STARTED.append(result)
     while time.monotonic() - started < timeout and process.poll() is None:
         try:
             message = listener.recv(4096).decode()
