@@ -69,11 +69,15 @@ class JournalError(RuntimeError):
     """The journal cannot be opened or written; the message says which file and why."""
 
 
+# json.dumps builds an encoder per call with these options; one, built once, says the same.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(value: Any) -> str:
     """One spelling per value: sorted keys, no spaces, UTF-8, no NaN."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL.encode(value)
 
 
 # json's own string encoder (the C one when available): what canonical_json writes for a str.
@@ -226,7 +230,7 @@ class Journal:
             raise ValueError(f"journal row kind {kind!r} is not one of {ROW_KINDS}")
         seq = self._last_seq + 1
         recorded_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
-        body_text = canonical_json(dict(body))
+        body_text = canonical_json(body if type(body) is dict else dict(body))
         digest = row_hash(self._last_hash, seq, kind, round_number, recorded_at, body_text)
         self._pending.append(
             (seq, kind, round_number, recorded_at, body_text, self._last_hash, digest)
