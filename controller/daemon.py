@@ -282,10 +282,10 @@ class Daemon:
 
     def status_line(self) -> str:
         """One line for systemd's STATUS=: the round, its state, and any device down."""
-        engine = self.service.engine_status()
+        engine = self.service.engine  # round and state only: no status built per event
         down = sorted(name for name, up in self.service.devices_up.items() if not up)
         devices = f"down: {', '.join(down)}" if down else "all devices up"
-        return f"round {engine.get('round', 0)} {engine.get('state', '?')}; {devices}"
+        return f"round {engine.round_number} {engine.state}; {devices}"
 
     def _update_status(self) -> None:
         line = self.status_line()
