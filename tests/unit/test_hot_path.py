@@ -179,7 +179,11 @@ def test_status_gauges_follow_within_the_refresh_and_at_close(tmp_path) -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | text,
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | text,
         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
         max_leaves=12,
     )
