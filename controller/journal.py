@@ -120,6 +120,29 @@ def row_hash(
     return hashlib.sha256((prev_hash + content).encode()).hexdigest()
 
 
+class UtcTimestamp:
+    """`datetime.now(UTC).isoformat(timespec="microseconds")`, at a fraction of its cost.
+
+    It stamps every row: formatting an aware datetime calls back into Python for its offset
+    (~3 us), while the date and time to the second change once a second, so they are
+    formatted then and kept; the microseconds are appended.
+    """
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, nanoseconds: int | None = None) -> str:
+        """The UTC time `nanoseconds` after the epoch (default: now), in ISO 8601."""
+        micros = (time.time_ns() if nanoseconds is None else nanoseconds) // 1000
+        second, fraction = divmod(micros, 1_000_000)
+        if second != self._second:
+            moment = datetime.datetime.fromtimestamp(second, datetime.UTC)
+            self._prefix = moment.isoformat(timespec="seconds")[:-6]  # without "+00:00"
+            self._second = second
+        return f"{self._prefix}.{fraction:06d}+00:00"
+
+
 @dataclass(frozen=True)
 class JournalRow:
     seq: int
@@ -169,6 +192,7 @@ class Journal:
         self._pending: list[tuple[int, str, int | None, str, str, str, str]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._side_files_checked = False
+        self._utc_now = UtcTimestamp()
         self._log = get_logger("journal", path=str(self.path))
         # The head (last seq and hash) goes to the system log at open and close: an anchor
         # outside the file, against which a truncated or wholly rewritten chain shows.
@@ -229,7 +253,7 @@ class Journal:
         if kind not in ROW_KINDS:
             raise ValueError(f"journal row kind {kind!r} is not one of {ROW_KINDS}")
         seq = self._last_seq + 1
-        recorded_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
+        recorded_at = self._utc_now()
         body_text = canonical_json(body if type(body) is dict else dict(body))
         digest = row_hash(self._last_hash, seq, kind, round_number, recorded_at, body_text)
         self._pending.append(

@@ -194,3 +194,20 @@ def test_canonical_json_is_jsons_own_spelling(value) -> None:
     assert canonical_json(value) == json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=(2**33) * 10**9))
+def test_utc_timestamp_is_datetimes_isoformat(nanoseconds: int) -> None:
+    import datetime
+
+    from tablectl.controller.journal import UtcTimestamp
+
+    stamp = UtcTimestamp()
+    moment = datetime.datetime.fromtimestamp(nanoseconds // 1000 // 10**6, datetime.UTC)
+    expected = moment.replace(microsecond=nanoseconds // 1000 % 10**6).isoformat(
+        timespec="microseconds"
+    )
+    assert stamp(nanoseconds) == expected
+    assert stamp(nanoseconds) == expected  # from the kept second too
+    assert stamp(nanoseconds + 1_000_000_000) != expected
