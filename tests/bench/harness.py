@@ -127,6 +127,9 @@ def latency_section(run: Run) -> Part:
         f"p99 {e2e['p99_us']} µs; {figures['overhead_median_us']} µs median above the floors",
         f"  pty frame -> driver event:  median {pty['median_us']} µs, p99 {pty['p99_us']} µs",
         f"  one durable SQLite commit:  median {commit['median_us']} µs, p99 {commit['p99_us']} µs",
+        f"  (the journal's own commit inside the e2e samples: median "
+        f"{figures['e2e_journal_commit']['median_us']} µs, p99 "
+        f"{figures['e2e_journal_commit']['p99_us']} µs)",
         f"  information: the {figures['frame_bytes']}-byte frame's wire time at 115200 baud is "
         f"{figures['wire_time_us']} µs: e2e median {figures['e2e_median_vs_wire']}x, "
         f"p99 {figures['e2e_p99_vs_wire']}x of it",

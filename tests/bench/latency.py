@@ -21,9 +21,10 @@ then falls on all three alike, and each floor runs in the rhythm the daemon's ow
 commit run in (one per event, between other work), not back to back. Measured back to back in
 blocks of 100 in the same minute, the floors came out 20-37% lower (a hot CPU and disk queue
 that no table gives the daemon), while the journal's own commit inside the end-to-end samples
-(`e2e_journal_commit` in details.json) matched the turn-taking commit floor within 7%. The goals are ratios
-(DESIGN.md): end-to-end median <= 1.25x (pty floor median + commit floor median), p99 <= 2x
-(pty floor p99 + commit floor p99).
+(`e2e_journal_commit` in details.json) matched the turn-taking commit floor within 7%.
+
+The goals are ratios (DESIGN.md): end-to-end median <= 1.25x (pty floor median + commit floor
+median), p99 <= 2x (pty floor p99 + commit floor p99).
 The wire time of the frame at 115200 baud stays as a line of information.
 """
 
