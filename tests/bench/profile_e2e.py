@@ -4,7 +4,7 @@ The rig of tests/bench/latency.py (run_daemon, a simulated manual shoe on a pty,
 journal) deals cards under pyinstrument; the profile covers the event loop's whole wall time,
 so the pty wake-up and the fsync show as what they are next to the daemon's own Python.
 
-    python -m tests.bench.profile_e2e [--samples N] [--html PATH] [--show-all]
+    python -m tests.bench.profile_e2e [--samples N] [--sync-off] [--html PATH] [--show-all]
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from tablectl.controller.logs import configure_logging
 from tests.bench.latency import DaemonRig
 
 
-async def deal(samples: int, profile: bool, interval: float) -> tuple[str, str]:
+async def deal(samples: int, profile: bool, interval: float, sync_off: bool) -> tuple[str, str]:
     from pyinstrument import Profiler
 
     with tempfile.TemporaryDirectory(prefix="tablectl-profile-") as tmp:
         rig = DaemonRig(Path(tmp))
         await rig.start()
+        if sync_off:  # the Python alone, without the disk's minute-to-minute noise
+            assert rig.daemon is not None
+            rig.daemon.service.journal._db.execute("PRAGMA synchronous=OFF")
         for _ in range(100):
             await rig.sample()
         profiler = Profiler(interval=interval, async_mode="disabled")
@@ -42,10 +45,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.0001, help="sampling seconds")
     parser.add_argument("--html", type=Path, help="also write pyinstrument's HTML view here")
     parser.add_argument("--show-all", action="store_true", help="library frames too")
+    parser.add_argument(
+        "--sync-off",
+        action="store_true",
+        help="journal with synchronous=OFF: the Python's share without the fsync (never the "
+        "daemon's setting; for reading the profile only)",
+    )
     args = parser.parse_args(argv)
     with open("/dev/null", "w") as sink:
         configure_logging("info", mode="json", stream=sink)
-        text, html = asyncio.run(deal(args.samples, args.show_all, args.interval))
+        text, html = asyncio.run(deal(args.samples, args.show_all, args.interval, args.sync_off))
     print(text)
     if args.html is not None:
         args.html.write_text(html)
