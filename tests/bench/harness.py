@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from tablectl.controller.logs import configure_logging
 from tests.bench import device_latency, engine, latency, ready, service
 
@@ -323,20 +325,24 @@ def run(quick: bool, png: Path, out: Path, only: list[str] | None = None) -> dic
     chosen = [s for s in SECTIONS if only is None or s.name in only]
     out.mkdir(parents=True, exist_ok=True)
     # Logs rendered as the daemon's are (JSON lines, info and up, card fields stripped).
-    with (out / "bench.log").open("w") as log_file:
-        configure_logging("info", mode="json", stream=log_file)
-        context = Run(quick, out, png)
-        results = _load(out / "results.json") if only else {}
-        details = _load(out / "details.json") if only else {}
-        details["machine"] = machine()
-        details["quick"] = quick
-        lines: list[str] = []
-        for section in chosen:
-            print(f"{section.name}: {section.title} ...", flush=True)
-            part = section.measure(context)
-            results.update(part.results)
-            details[section.name] = part.details
-            lines += part.lines
+    logging_before = structlog.get_config()
+    context = Run(quick, out, png)
+    results = _load(out / "results.json") if only else {}
+    details = _load(out / "details.json") if only else {}
+    details["machine"] = machine()
+    details["quick"] = quick
+    lines: list[str] = []
+    try:
+        with (out / "bench.log").open("w") as log_file:
+            configure_logging("info", mode="json", stream=log_file)
+            for section in chosen:
+                print(f"{section.name}: {section.title} ...", flush=True)
+                part = section.measure(context)
+                results.update(part.results)
+                details[section.name] = part.details
+                lines += part.lines
+    finally:
+        structlog.configure(**logging_before)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "details.json").write_text(json.dumps(details, indent=2) + "\n")
     print()
