@@ -22,7 +22,7 @@ class CardError(ValueError):
 def parse_card(value: object) -> str:
     """Return the canonical spelling of ``value`` or raise CardError naming it."""
     if not isinstance(value, str):
-        raise CardError(f"a card must be a string like 'As' or 'JK', got {value!r}")
+        raise CardError(f"a card must be a string like 'As' or 'JK', got {type(value).__name__}")
     text = value.strip()
     if text.upper() == JOKER:
         return JOKER
@@ -32,8 +32,10 @@ def parse_card(value: object) -> str:
         rank, suit = text[0].upper(), text[1].lower()
         if rank in RANKS and suit in SUITS:
             return rank + suit
+    # The value is not echoed: a misspelled card is still a card, maybe face down (H7).
     raise CardError(
-        f"bad card {value!r}: expected a rank of {' '.join(RANKS)} (or 10) followed by "
+        f"bad card ({len(value)} characters, not shown): expected a rank of "
+        f"{' '.join(RANKS)} (or 10) followed by "
         f"a suit of {' '.join(SUITS)}, or JK for the joker"
     )
 

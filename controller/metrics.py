@@ -111,6 +111,30 @@ JOURNAL_WRITE_SECONDS = Histogram(
     "Time of one journal commit (a durable row or a group-committed batch)",
     buckets=LATENCY_BUCKETS,
 )
+JOURNAL_WRITE_ERRORS = Counter(
+    "tablectl_journal_write_errors_total",
+    "Journal commits that failed (a full disk, an I/O error): each stops dealing (fail-stop)",
+)
+JOURNAL_FREE_BYTES = Gauge(
+    "tablectl_journal_free_bytes", "Free bytes, for the service user, under the journal"
+)
+JOURNAL_SIZE_BYTES = Gauge(
+    "tablectl_journal_size_bytes", "The journal's size on disk (database, -wal and -shm)"
+)
+JOURNAL_BYTES_PER_ROUND = Gauge(
+    "tablectl_journal_bytes_per_round",
+    "The journal's measured growth per round (its size over the rounds it holds)",
+)
+DEALING_STOPPED = Gauge(
+    "tablectl_dealing_stopped",
+    "1 while the daemon has stopped dealing and locked the dispensing devices (fail-stop)",
+    ["reason"],
+)
+ALARMS_COALESCED = Counter(
+    "tablectl_alarms_coalesced_total",
+    "Repeats of an alarm folded into one message with a count (the first stays visible)",
+    ["alarm"],
+)
 BUILD_INFO = Info("tablectl_build", "The running tablectl's version")
 BUILD_INFO.info({"version": __version__, "python": platform.python_version()})
 

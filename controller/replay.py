@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from tablectl.controller.engine import Engine
-from tablectl.controller.events import EventError, validate
+from tablectl.controller.events import EventError, parse_json_object, validate
 from tablectl.controller.table import TableSpec, TableSpecError
 
 
@@ -35,13 +35,10 @@ def read_lines(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
         if not text or text.startswith("#"):
             continue
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ScenarioError(
-                number, f"not valid JSON: {error.msg} (column {error.colno})"
-            ) from None
-        if not isinstance(obj, dict):
-            raise ScenarioError(number, f"an event must be a JSON object, got {text[:40]}")
+            # the same guards as the operator socket's: no NaN, no deep nesting, no surrogate
+            obj = parse_json_object(text)
+        except EventError as error:
+            raise ScenarioError(number, str(error)) from None
         if not isinstance(obj.get("type"), str):
             raise ScenarioError(number, 'the object has no "type" string')
         yield number, obj

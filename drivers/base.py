@@ -60,10 +60,28 @@ STATUS_EVENTS: frozenset[str] = frozenset(
         "deck_released",
         "dispensing_locked",
         "reader_self_test",
+        "device_fault",
     }
 )
+#: The `fault` of the fault event a driver emits for a frame it cannot decode.
+UNDECODABLE_FRAME = "undecodable_frame"
+#: Each kind's fault event (EVENTS.md); a kind without one reports `device_fault` (a status
+#: event: journaled and alarmed by the daemon, not given to the round engine).
+FAULT_EVENTS: dict[str, str] = {
+    "shuffler": "shuffler_fault",
+    "shoe": "shoe_fault",
+    "hole_card_reader": "reader_fault",
+}
+DEVICE_FAULT = "device_fault"
+
 #: The driver's alarm: a device refused (allow-list, changed identity, kind, version).
 ALARM_EVENTS: frozenset[str] = frozenset({"device_refused"})
+
+#: Seconds a driver's stop() waits for its supervisor to end, and again for the transport to
+#: close: every stop is bounded, so SIGTERM ends a start in a handshake within 2 s.
+STOP_DEADLINE = 0.5
+#: ... and for the transport to close (a serial port drains what is queued for up to 1 s).
+TEARDOWN_DEADLINE = 1.2
 
 #: Event fields that may carry a face-down card (RULES.md H7): never logged.
 CARD_FIELDS: frozenset[str] = frozenset({"card", "cards", "hole_card"})
@@ -211,7 +229,8 @@ class DeviceDriver(abc.ABC):
         if self._connected is None:
             raise DriverError(f"{self.name}: driver not started")
         try:
-            await asyncio.wait_for(self._connected.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._connected.wait()
         except TimeoutError:
             return False
         return True
@@ -235,9 +254,18 @@ class DeviceDriver(abc.ABC):
         task, self._supervisor = self._supervisor, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self._teardown("driver stopped")
+            # Bounded: a supervisor that does not end within the deadline (a vendor driver
+            # catching CancelledError) is left behind, logged, rather than hanging the stop.
+            done, _ = await asyncio.wait({task}, timeout=STOP_DEADLINE)
+            if not done:
+                self.log.error("driver_stop_overran", seconds=STOP_DEADLINE)
+            elif not task.cancelled() and task.exception() is not None:
+                self.log.warning("driver_stopped_with_error", error=repr(task.exception()))
+        try:
+            async with asyncio.timeout(TEARDOWN_DEADLINE):
+                await self._teardown("driver stopped")
+        except TimeoutError:
+            self.log.error("driver_teardown_overran", seconds=TEARDOWN_DEADLINE)
         self.up = False
 
     # -- for subclasses ------------------------------------------------------
@@ -258,6 +286,17 @@ class DeviceDriver(abc.ABC):
                 self._on_event(event)
             except Exception:
                 self.log.exception("on_event_failed", event_type=event_type)
+
+    def undecodable_frame(self, message: str) -> None:
+        """A frame that arrived intact but cannot be decoded: the kind's fault event.
+
+        `message` names the frame's type only: its payload is never echoed (it may be a card).
+        """
+        self.emit(
+            FAULT_EVENTS.get(self.kind, DEVICE_FAULT),
+            fault=UNDECODABLE_FRAME,
+            detail=f"a {message} frame the driver cannot decode",
+        )
 
     def session_lost(self, reason: str) -> None:
         """The session is over (transport lost, link failure, device reset)."""

@@ -75,7 +75,10 @@ class ReferenceSession(DeviceDriver):
         self.send(Msg.HELLO, m.pack_hello(*m.PROTOCOL_VERSIONS))
         timeout = self.settings.handshake_timeout
         try:
-            version, identity = await asyncio.wait_for(hello, timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # arrives with the result (CPython gh-86296), and stop() would wait for ever.
+            async with asyncio.timeout(timeout):
+                version, identity = await hello
         except TimeoutError:
             self.count_error("timeout")
             raise DeviceTimeout(
@@ -230,8 +233,16 @@ class ReferenceSession(DeviceDriver):
                 else:
                     self.emit(event[0], **event[1])
         except PayloadError as bad:
+            # Arrived intact (the link layer acknowledged it) but undecodable: a device fault,
+            # never a frame dropped as fine: a card may have left the shoe unseen.
             self.count_error("payload")
-            self.log.warning("bad_payload", msg_type=frame.type, error=str(bad))
+            try:
+                name = Msg(frame.type).name
+            except ValueError:
+                name = f"0x{frame.type:02x}"
+            self.log.warning("bad_payload", msg_type=name, error=str(bad))
+            if self._in_session:  # a handshake frame fails the handshake instead
+                self.undecodable_frame(name)
 
     def _on_identity(self, frame: Frame) -> None:
         version, identity = m.unpack_identity(frame.payload)
@@ -267,7 +278,8 @@ class ReferenceSession(DeviceDriver):
         self._pending[seq] = future
         timeout = self.settings.command_timeout
         try:
-            code, text = await asyncio.wait_for(future, timeout)
+            async with asyncio.timeout(timeout):
+                code, text = await future
         except TimeoutError:
             self._pending.pop(seq, None)
             self.count_error("timeout")
@@ -288,7 +300,8 @@ class ReferenceSession(DeviceDriver):
         self._waiters.setdefault(answer, []).append(waiter)
         try:
             await self.command(msg, payload)
-            return await asyncio.wait_for(waiter, self.settings.command_timeout)
+            async with asyncio.timeout(self.settings.command_timeout):
+                return await waiter
         except TimeoutError:
             self.count_error("timeout")
             raise DeviceTimeout(f"{self.name}: no {answer.name} after {msg.name}") from None

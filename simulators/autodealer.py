@@ -285,7 +285,7 @@ class AutoDealer:
             return
         day = self._gaming_day()
         if self._inspected_day != day:
-            await self.say("reader_inspected", by="floor")
+            await self.say("reader_inspected")  # by: the terminal's user, from the socket
             self._inspected_day = day
             self.reader_usable = True
 
@@ -500,7 +500,7 @@ class AutoDealer:
     async def _after_faults(self) -> None:
         if self.has_reader and not self.reader_usable:
             self.table.reader.repair()
-            await self.say("reader_inspected", by="floor")
+            await self.say("reader_inspected")  # by: the terminal's user, from the socket
             self.reader_usable = True
         await self._acknowledge()
 
@@ -509,7 +509,7 @@ class AutoDealer:
         if self._report is None:
             return
         if any(d.get("decision") == "notify_supervisor" for d in self._report.decisions):
-            await self.say("supervisor_ack", by="floor")
+            await self.say("supervisor_ack")  # by: the terminal's user, from the socket
 
     # -- rounds -------------------------------------------------------------------------------
 

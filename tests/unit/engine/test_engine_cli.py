@@ -122,7 +122,10 @@ def test_the_charts_in_docs_match_the_machines(game):
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
-        ('{"type": "card_drawn", "card": "1h"}', "line 2: card: bad card '1h'"),
+        (
+            '{"type": "card_drawn", "card": "1h"}',
+            "line 2: card: bad card (2 characters, not shown)",
+        ),
         ('{"type": "card_drawn", "card": 10}', "line 2: card:"),
         ('{"type": "card_drawn"}', "line 2: card: missing"),
         ('{"type": "card_burned", "card": "As"}', "line 2: type: unknown event type"),
