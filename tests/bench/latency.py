@@ -76,6 +76,7 @@ listen = "127.0.0.1:0"
 [operator]
 socket = "{directory}/operator.sock"
 group = "root"
+supervisor_group = "root"
 """
 
 
