@@ -1,4 +1,4 @@
-"""Cards as EVENTS.md spells them, and the deck compositions the four games use.
+"""Cards as docs/events.md spells them, and the deck compositions the four games use.
 
 A card is a two-character string: rank ``A 2 3 4 5 6 7 8 9 T J Q K`` then suit
 ``c d h s``; the joker is ``JK``. Input may say ``10h``; output always says ``Th``.
@@ -16,7 +16,7 @@ STANDARD_DECK: tuple[str, ...] = tuple(r + s for s in SUITS for r in RANKS)
 
 
 class CardError(ValueError):
-    """A card or a composition that EVENTS.md does not allow; the message names the value."""
+    """A card or a composition that docs/events.md does not allow; the message names the value."""
 
 
 def parse_card(value: object) -> str:

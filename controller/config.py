@@ -140,7 +140,7 @@ class TableConfig:
     operator_limits: OperatorLimits = OperatorLimits()
 
     def table_dict(self) -> dict[str, Any]:
-        """The scenario/journal header line describing this table (EVENTS.md)."""
+        """The scenario/journal header line describing this table (docs/events.md)."""
         return {"type": "table", "game": self.game, "options": dict(self.options)}
 
 

@@ -89,7 +89,7 @@ DRAIN_DEADLINE = 1.0
 #: Seconds within which repeats of one alarm are folded into one message with a count.
 ALARM_COALESCE_SECONDS = 5.0
 
-# Device reports that are not EVENTS.md events (the hardware confirming a lock, a status
+# Device reports that are not docs/events.md events (the hardware confirming a lock, a status
 # reading): journaled as notes for the audit trail, never given to the engine. The drivers
 # own the list (drivers.base.STATUS_EVENTS), so a new report needs no change here.
 AUDITED_DEVICE_REPORTS = STATUS_EVENTS

@@ -7,7 +7,7 @@ DELETE through SQLite itself. A row that precedes a device command is appended w
 `durable=True`: committed with synchronous=FULL (fsync) before `append` returns. Other rows are
 group-committed: batched and flushed by a short timer on the running asyncio loop, when the
 batch is full, on `flush()`, and by the next durable append. The file and its -wal/-shm are
-mode 0600: the journal holds face-down cards and is for the service user only (RULES.md H7).
+mode 0600: the journal holds face-down cards and is for the service user only (docs/rules.md H7).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Under systemd (`JOURNAL_STREAM` names our stderr) each line is `<N>{json}`: jour
 syslog priority prefix and stamps the time itself, so no timestamp is written. Elsewhere, a TTY
 gets structlog's console renderer and a pipe gets timestamped JSON lines.
 
-Face-down cards must never reach a logger (RULES.md H7); callers never pass them. As a guard
+Face-down cards must never reach a logger (docs/rules.md H7); callers never pass them. As a guard
 in addition, `strip_cards` runs on every line: it removes fields whose name says they hold
 cards and masks any value shaped like a card, and names what it removed in `redacted`.
 """
@@ -33,7 +33,7 @@ LEVELS = {
     "critical": logging.CRITICAL,
 }
 
-# Field names that hold cards by their nature (EVENTS.md: card, cards; the engine's dealt cards).
+# Field names that hold cards by their nature (docs/events.md: card, cards; dealt cards).
 CARD_FIELDS = frozenset(
     {"card", "cards", "hole_card", "dealt_cards", "hand", "hands", "deck_order", "order", "stack"}
 )

@@ -1,7 +1,7 @@
 """Prometheus metrics of the table service (issue 4), on prometheus-client's default registry.
 
 Labels carry only bounded, public words: games, outcomes, decisions, rule ids, device names,
-fault words, deck letters. Never a card, a hand or a player (RULES.md H7): every label value
+fault words, deck letters. Never a card, a hand or a player (docs/rules.md H7): every label value
 goes through `label_value`, which refuses anything shaped like a card.
 """
 
@@ -146,7 +146,7 @@ OTHER = "other"
 def label_value(text: object) -> str:
     """A safe label value: a short lower-case word, never card-shaped; anything else is 'other'.
 
-    Device fault words come from untrusted firmware ("or another word", EVENTS.md), so they are
+    Device fault words come from untrusted firmware ("or another word", docs/events.md), so they are
     bounded here both for cardinality and so a card can never be smuggled into a label.
     """
     word = str(text).strip().lower()
@@ -159,7 +159,7 @@ _RULE_ID = re.compile(r"^[A-Z][0-9]{1,2}$")
 
 
 def rule_id_label(rule_id: object) -> str:
-    """A RULES.md id (C1, S3, H7 ...) as it is written; 'none' when absent, else 'other'."""
+    """A rule ID (docs/rules.md: C1, S3, H7 ...) as written; 'none' when absent, else 'other'."""
     if rule_id is None or rule_id == "":
         return "none"
     text = str(rule_id)
@@ -167,7 +167,7 @@ def rule_id_label(rule_id: object) -> str:
 
 
 def deck_label(deck: object) -> str:
-    """A deck letter as EVENTS.md writes it (`A`, `B`); a single deck is `main`."""
+    """A deck letter as docs/events.md writes it (`A`, `B`); a single deck is `main`."""
     text = str(deck) if deck is not None else "main"
     if len(text) == 1 and text.isalpha():
         return text.upper()

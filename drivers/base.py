@@ -5,7 +5,7 @@ supervisor (open, handshake, reconnect with exponential backoff), health
 (``up``, ``device_lost`` / ``device_connected``), the allow-list and identity
 pinning, structlog logging that never carries a card, and driver-level
 prometheus metrics. A concrete driver supplies the protocol: how to hold a
-session over the transport and how frames become EVENTS.md events.
+session over the transport and how frames become docs/events.md events.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ RECONNECTS = Counter(
     "tablectl_driver_reconnect_attempts_total", "Attempts to reopen and handshake", ["device"]
 )
 
-#: Events the drivers add to EVENTS.md (docs/protocol.md): device status for the status
+#: Events the drivers add to docs/events.md (docs/protocol.md): device status for the status
 #: interface, metrics and logs, not round events; the round engine does not take them.
 STATUS_EVENTS: frozenset[str] = frozenset(
     {
@@ -65,7 +65,7 @@ STATUS_EVENTS: frozenset[str] = frozenset(
 )
 #: The `fault` of the fault event a driver emits for a frame it cannot decode.
 UNDECODABLE_FRAME = "undecodable_frame"
-#: Each kind's fault event (EVENTS.md); a kind without one reports `device_fault` (a status
+#: Each kind's fault event (docs/events.md); a kind without one reports `device_fault` (a status
 #: event: journaled and alarmed by the daemon, not given to the round engine).
 FAULT_EVENTS: dict[str, str] = {
     "shuffler": "shuffler_fault",
@@ -83,12 +83,12 @@ STOP_DEADLINE = 0.5
 #: ... and for the transport to close (a serial port drains what is queued for up to 1 s).
 TEARDOWN_DEADLINE = 1.2
 
-#: Event fields that may carry a face-down card (RULES.md H7): never logged.
+#: Event fields that may carry a face-down card (docs/rules.md H7): never logged.
 CARD_FIELDS: frozenset[str] = frozenset({"card", "cards", "hole_card"})
 
 
 def loggable(event: Mapping[str, Any]) -> dict[str, Any]:
-    """The event without card identities: a stack keeps only its size (RULES.md H7)."""
+    """The event without card identities: a stack keeps only its size (docs/rules.md H7)."""
     out = {k: v for k, v in event.items() if k not in CARD_FIELDS}
     if isinstance(event.get("cards"), list):
         out["card_count"] = len(event["cards"])
@@ -277,7 +277,7 @@ class DeviceDriver(abc.ABC):
         return self._loop
 
     def emit(self, event_type: str, **fields: Any) -> None:
-        """Deliver an EVENTS.md event, naming the device and its kind; logged without any card."""
+        """Deliver an event (docs/events.md), naming the device and its kind; logged card-free."""
         event: Event = {"type": event_type, **fields, "device": self.name, "kind": self.kind}
         if self._log_events:
             self.log.debug("device_event", **loggable(event))

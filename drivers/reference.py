@@ -3,7 +3,7 @@
 ``ReferenceSession`` holds a session over any Transport with the sans-I/O
 link layer (drivers.protocol.link): handshake, commands awaiting their RESULT,
 retransmission timers and a heartbeat. Each reference driver adds how its
-kind's frames become EVENTS.md events and how its commands are sent.
+kind's frames become docs/events.md events and how its commands are sent.
 """
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ class ReferenceSession(DeviceDriver):
 
     @abc.abstractmethod
     def frame_event(self, frame: Frame) -> EventFields | None:
-        """The EVENTS.md event for a device frame, or None for a type this kind lacks."""
+        """The docs/events.md event for a device frame, or None for a type this kind lacks."""
 
 
 def _deck(deck: str | None) -> dict[str, Any]:

@@ -100,7 +100,7 @@ class ResultCode(enum.IntEnum):
 
 
 class Fault(enum.IntEnum):
-    """Fault codes of SHUFFLER_FAULT, SHOE_FAULT and READER_FAULT (EVENTS.md ``fault``)."""
+    """Fault codes of SHUFFLER_FAULT, SHOE_FAULT and READER_FAULT (docs/events.md ``fault``)."""
 
     JAM = 1
     STOPPED = 2
@@ -116,10 +116,10 @@ _CARD = re.compile(r"^(?:[A2-9TJQK][cdhs]|JK)$")
 
 
 def check_card(card: str) -> str:
-    """The card if it is spelled as EVENTS.md says, else PayloadError (never echoing it: H7)."""
+    """The card if spelled as docs/events.md says, else PayloadError (never echoing it: H7)."""
     if not _CARD.match(card):
         raise PayloadError(
-            "bad card (not shown: it may be face down): expected the EVENTS.md spelling, "
+            "bad card (not shown: it may be face down): expected the docs/events.md spelling, "
             "rank A23456789TJQK then suit cdhs, or JK"
         )
     return card
@@ -271,7 +271,7 @@ def unpack_result(payload: bytes) -> tuple[int, int, str]:
 
 
 def fault_name(code: int, text: str) -> str:
-    """The EVENTS.md ``fault`` word: jam/stopped/incomplete/..., or the device's own word."""
+    """The docs/events.md ``fault`` word: jam/stopped/incomplete/..., or the device's own word."""
     try:
         fault = Fault(code)
     except ValueError:
