@@ -45,7 +45,7 @@ from typing import Any
 import structlog
 
 from tablectl.controller.logs import configure_logging
-from tests.bench import device_latency, engine, latency, ready, service
+from tests.bench import device_latency, engine, floor, latency, ready, service
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ GOALS: dict[str, Goal] = {
     ),
     "ready_ms": Goal("<=", 300),
     "idle_rss_mib": Goal("<=", 40),
+    **{key: Goal(sense, bound) for key, (sense, bound) in floor.GOALS.items()},
 }
 
 
@@ -201,6 +202,13 @@ def device_section(run: Run) -> Part:
     return Part({}, details, [f"journal: {details['journal']}"])
 
 
+def floor_section(run: Run) -> Part:
+    """The floor store: twenty tables shipping to one PostgreSQL (tests/bench/floor.py)."""
+    figures = floor.measure(run.quick)
+    results = {key: figures[key] for key in floor.RESULT_KEYS}
+    return Part(results, figures, [f"floor store: {results}"])
+
+
 SECTIONS: list[Section] = [
     Section("latency", "one event through the daemon, pty and commit floors", latency_section),
     Section("engine", "engine vs bare transitions trigger", engine_section),
@@ -208,6 +216,7 @@ SECTIONS: list[Section] = [
     Section("rounds", "rounds per second (in-process)", rounds_section),
     Section("ready", "start to READY, idle RSS", ready_section),
     Section("device", "device layer, journal, service", device_section),
+    Section("floor", "floor store: twenty tables shipping to PostgreSQL", floor_section),
 ]
 
 
