@@ -503,10 +503,10 @@ class Daemon:
         """One line for systemd's STATUS=: why dealing stopped, or the round, state, devices."""
         if self.dealing_stopped:
             return f"STOPPED DEALING: {self.dealing_stopped['reason']}; devices locked"
-        engine = self.service.engine_status()
+        engine = self.service.engine  # round and state only: no status built per event
         down = sorted(name for name, up in self.service.devices_up.items() if not up)
         devices = f"down: {', '.join(down)}" if down else "all devices up"
-        line = f"round {engine.get('round', 0)} {engine.get('state', '?')}; {devices}"
+        line = f"round {engine.round_number} {engine.state}; {devices}"
         if self.interlocks.shoe:  # why the shoe deals no card now
             line += f"; dealing held: {', '.join(sorted(self.interlocks.shoe))}"
         return line

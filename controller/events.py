@@ -579,6 +579,10 @@ EVENT_TYPES: dict[str, EventType] = {
 
 OPERATOR_EVENTS = frozenset(n for n, e in EVENT_TYPES.items() if e.source == "operator")
 DEVICE_EVENTS = frozenset(n for n, e in EVENT_TYPES.items() if e.source == "device")
+# Built once, not per event validated (validate runs for every event the engine sees).
+_ALL_NAMES = sorted(EVENT_TYPES)
+_OPERATOR_NAMES = sorted(OPERATOR_EVENTS)
+_FIELDS = {name: {f.name: f for f in spec.fields} for name, spec in EVENT_TYPES.items()}
 
 
 def _nearest(word: str, choices: list[str]) -> str:
@@ -592,8 +596,8 @@ def event_type(kind: Any, *, client: bool = False) -> EventType:
         raise EventError("type: missing")
     if not isinstance(kind, str):
         raise EventError(f"type: must be an event name, got {_show(kind)}")
-    names = sorted(OPERATOR_EVENTS if client else EVENT_TYPES)
     spec = EVENT_TYPES.get(kind)
+    names = _OPERATOR_NAMES if client else _ALL_NAMES  # sorted once: for the messages only
     if spec is None:
         raise EventError(f"type: unknown event type {_show(kind)}{_nearest(kind, names)}")
     if client and spec.source != "operator":
@@ -613,7 +617,7 @@ def validate(event: Mapping[str, Any], *, client: bool = False) -> dict[str, Any
     if not isinstance(event, Mapping):
         raise EventError(f"an event must be an object, got {_kind_of(event)}")
     spec = event_type(event.get("type"), client=client)
-    known = {f.name: f for f in spec.fields}
+    known = _FIELDS[spec.name]
     for name in event:
         if name == "type":
             continue

@@ -398,6 +398,8 @@ class OperatorServer:
         Never waits for a client: a terminal that stops reading must not stall the table. One
         whose unread backlog passes SUBSCRIBER_BACKLOG bytes is disconnected (and logged).
         """
+        if not self._subscribers:
+            return  # nobody to tell: not even the encoding is needed
         data = _encode(message)
         for writer in list(self._subscribers):
             if writer.is_closing():

@@ -14,6 +14,7 @@ progress resumes or is voided (engine-api.md), and that decision is journaled li
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import secrets
 import time
@@ -61,6 +62,8 @@ ALARM_DECISIONS = frozenset(
     {"notify_supervisor", "procedure_violation", "deal_blocked", "remove_deck", "void_round"}
 )
 DEVICE_FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault"})
+# How stale the status gauges (rounds since stub count, pending notifications) may be.
+GAUGE_REFRESH_SECONDS = 0.05
 
 DeviceCommandSink = Callable[[Mapping[str, Any]], Awaitable[None]]
 Publisher = Callable[[Mapping[str, Any]], Awaitable[None]]
@@ -123,9 +126,11 @@ class TableService:
         self._draws = _ReplaySource(self)
         self.table_row = config.table_dict()
         self.engine = engine_builder(self.table_row, self._draws)
-        # The engine's status as of the last event handled: gauges, the operator's state push
-        # and the daemon's STATUS= line all read it per event; built once per event, not thrice.
+        # The engine's status as of the last event handled, built on first read after an event
+        # (`tablectl status`, the gauges); the per-event readers take state and round directly.
         self._engine_status: Mapping[str, Any] | None = None
+        # The status gauges are refreshed at most every GAUGE_REFRESH_SECONDS, not per event.
+        self._gauges_timer: asyncio.TimerHandle | None = None
         self.replayed_events = 0
         self.replay_divergences: list[int] = []
         # A checkpoint at the end of every `checkpoint_rounds`-th round; seals when a key is set.
@@ -411,6 +416,9 @@ class TableService:
         return self._engine_status
 
     def close(self) -> None:
+        if self._gauges_timer is not None:
+            self._gauges_timer.cancel()
+            self._refresh_gauges()
         self.journal.close()
 
     # -- after the journal -----------------------------------------------------------------------
@@ -443,6 +451,21 @@ class TableService:
             self._round_voided = True
         if kind == "hands_collected" and not rejected:
             self._end_round_if_open(self.engine.round_number)
+        self._schedule_gauges()
+
+    def _schedule_gauges(self) -> None:
+        """Refresh the status gauges soon: once per GAUGE_REFRESH_SECONDS at most.
+
+        Building the engine's status for them cost more per event than the engine's own work
+        on a card; a gauge scraped every few seconds loses nothing by lagging 50 ms.
+        """
+        if self._gauges_timer is None:
+            self._gauges_timer = asyncio.get_running_loop().call_later(
+                GAUGE_REFRESH_SECONDS, self._refresh_gauges
+            )
+
+    def _refresh_gauges(self) -> None:
+        self._gauges_timer = None
         self._update_gauges()
 
     def _end_round_if_open(self, round_number: int) -> None:
@@ -475,7 +498,7 @@ class TableService:
             for decision in decisions:
                 message = "alarm" if decision.get("decision") in ALARM_DECISIONS else "decision"
                 await self.publish({"message": message, **decision})
-            await self.publish({"message": "state", "state": self.engine_status().get("state")})
+            await self.publish({"message": "state", "state": self.engine.state})
 
 
 async def open_service(config: TableConfig, **options: Any) -> TableService:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -195,6 +196,10 @@ class DeviceDriver(abc.ABC):
         self.identity: Identity | None = None  # pinned at the first accepted handshake
         self.up = False
         self.log = log.bind(device=self.name, kind=self.kind)
+        # A filtered-out debug line still costs its fields (loggable copies every event); the
+        # bound logger's level is fixed when it is bound, so asking once is asking always.
+        is_enabled_for = getattr(self.log, "is_enabled_for", None)
+        self._log_events = is_enabled_for is None or bool(is_enabled_for(logging.DEBUG))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_event: EventCallback | None = None
         self._supervisor: asyncio.Task[None] | None = None
@@ -274,7 +279,8 @@ class DeviceDriver(abc.ABC):
     def emit(self, event_type: str, **fields: Any) -> None:
         """Deliver an event (docs/events.md), naming the device and its kind; logged card-free."""
         event: Event = {"type": event_type, **fields, "device": self.name, "kind": self.kind}
-        self.log.debug("device_event", **loggable(event))
+        if self._log_events:
+            self.log.debug("device_event", **loggable(event))
         if self._on_event is not None:
             try:
                 self._on_event(event)

@@ -51,6 +51,7 @@ class ReferenceSession(DeviceDriver):
         self._early: list[Frame] | None = None
         self._link_timer: asyncio.TimerHandle | None = None
         self._heartbeat: asyncio.TimerHandle | None = None
+        self._last_heard = 0.0  # loop time of the last frame from the device
         #: the ACKs of frames just delivered, written from the loop right after them
         self._ack_handle: asyncio.Handle | None = None
         self._frames_sent = FRAMES_SENT.labels(self.name)
@@ -97,6 +98,7 @@ class ReferenceSession(DeviceDriver):
         early, self._early = self._early, None
         for frame in early or []:
             self._handle(frame)
+        self._last_heard = self.loop.time()
         self._arm_heartbeat()
 
     def session_lost(self, reason: str) -> None:
@@ -174,12 +176,24 @@ class ReferenceSession(DeviceDriver):
             self._heartbeat = None
         interval = self.settings.heartbeat_interval
         if interval is not None and self._in_session:
-            self._heartbeat = self.loop.call_later(interval, self._beat)
+            self._heartbeat = self.loop.call_at(self._last_heard + interval, self._beat)
 
     def _beat(self) -> None:
+        """A PING after `heartbeat_interval` without a frame from the device.
+
+        Frames received meanwhile only move `_last_heard`: the timer, when it fires early,
+        re-arms itself for the rest of the silence (no cancel and re-arm per frame).
+        """
         self._heartbeat = None
-        if self._in_session and self.link.idle:
+        interval = self.settings.heartbeat_interval
+        if not self._in_session or interval is None:
+            return
+        if self.loop.time() < self._last_heard + interval:
+            self._heartbeat = self.loop.call_at(self._last_heard + interval, self._beat)
+            return
+        if self.link.idle:
             self.send(Msg.PING)
+        self._last_heard = self.loop.time()
         self._arm_heartbeat()
 
     def on_data(self, data: bytes) -> None:
@@ -193,7 +207,7 @@ class ReferenceSession(DeviceDriver):
         # the device's ACK timeout (LinkSettings.ack_timeout).
         for frame in frames:
             self._handle(frame)
-        self._arm_heartbeat()
+        self._last_heard = self.loop.time()  # the heartbeat counts silence from here
         if self._ack_handle is None:
             self._ack_handle = self.loop.call_soon(self._send_acks)
 

@@ -92,13 +92,10 @@ def test_the_wal_is_preallocated_and_a_killed_writer_loses_no_durable_row(tmp_pa
     assert verify_journal(path).ok
 
 
-def test_service_status_is_built_once_per_event_and_follows_every_event(tmp_path) -> None:
-    import asyncio
-
+def _hilo_config(tmp_path):
     from tablectl.controller.config import parse_config
-    from tablectl.controller.service import TableService
 
-    config = parse_config(
+    return parse_config(
         {
             "table": {"id": "t1", "game": "five_card_hilo", "options": {"dealing": "manual_shoe"}},
             "journal": {"path": str(tmp_path / "j.sqlite")},
@@ -106,24 +103,111 @@ def test_service_status_is_built_once_per_event_and_follows_every_event(tmp_path
         "t.toml",
     )
 
+
+def test_no_status_is_built_per_event_and_status_follows_every_event(tmp_path) -> None:
+    import asyncio
+
+    from tablectl.controller.service import TableService
+
+    config = _hilo_config(tmp_path)
+
     async def go() -> None:
         service = TableService(config, Journal(config.journal_path))
         await service.start()
         built = 0
-        engine_status = service.engine.status  # type: ignore[attr-defined]
+        engine_status = service.engine.status
 
         def counting() -> dict:
             nonlocal built
             built += 1
             return engine_status()
 
-        service.engine.status = counting  # type: ignore[attr-defined]
+        service.engine.status = counting  # type: ignore[method-assign]
         await service.handle_event({"type": "shuffle_started"}, source="operator")
-        assert built == 1  # the gauges' read
-        first = service.engine_status()
-        assert service.status()["state"] == first["state"] and built == 1
         await service.handle_event({"type": "shuffle_completed", "count": 52}, source="operator")
-        assert built == 2 and service.engine_status()["state"] != first["state"]
+        await service.handle_event({"type": "bets_closed", "positions": [1, 2]}, source="operator")
+        for card in ("As", "Kd", "Qh", "Jc", "Ts"):
+            await service.handle_event({"type": "card_drawn", "card": card, "face_up": False})
+        assert built == 0  # handling events, the daemon's STATUS= and state pushes built none
+        assert service.status()["state"] == service.engine.state == "dealing"
+        assert built == 1
+        service.engine_status()
+        assert built == 1  # cached until the next event
+        await service.handle_event({"type": "card_drawn", "card": "9s", "face_up": False})
+        assert service.status()["state"] == "dealing" and built == 2
         service.close()
 
     asyncio.run(go())
+
+
+def test_status_gauges_follow_within_the_refresh_and_at_close(tmp_path) -> None:
+    import asyncio
+    import random
+
+    from tablectl.controller import metrics
+    from tablectl.controller.service import GAUGE_REFRESH_SECONDS, TableService
+    from tablectl.controller.table import TableSpec
+    from tablectl.simulators.roundgen import legal_stream
+
+    config = _hilo_config(tmp_path)
+    spec = TableSpec.from_dict({"game": "five_card_hilo", "options": {"dealing": "manual_shoe"}})
+    events = legal_stream(spec, random.Random(3), 2)
+    dealt = next(i for i, e in enumerate(events) if e["type"] == "deal_completed")
+    counted = next(i for i, e in enumerate(events) if e["type"] == "stub_counted")
+
+    async def go() -> None:
+        service = TableService(config, Journal(config.journal_path))
+        await service.start()
+        for event in events[: dealt + 1]:  # a deal completed, its stub not yet counted
+            await service.handle_event(event)
+        await asyncio.sleep(GAUGE_REFRESH_SECONDS * 3)
+        assert metrics.ROUNDS_SINCE_STUB_COUNT.value("A") == 1
+        for event in events[dealt + 1 : counted + 1]:
+            await service.handle_event(event)
+        await asyncio.sleep(GAUGE_REFRESH_SECONDS * 3)
+        assert metrics.ROUNDS_SINCE_STUB_COUNT.value("A") == 0
+        for event in events[counted + 1 :]:  # the next deal completes; close at once
+            await service.handle_event(event)
+            if event["type"] == "deal_completed":
+                break
+        service.close()
+        assert metrics.ROUNDS_SINCE_STUB_COUNT.value("A") == 1
+
+    asyncio.run(go())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | text,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+        max_leaves=12,
+    )
+)
+def test_canonical_json_is_jsons_own_spelling(value) -> None:
+    import json
+
+    assert canonical_json(value) == json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=(2**33) * 10**9))
+def test_utc_timestamp_is_datetimes_isoformat(nanoseconds: int) -> None:
+    import datetime
+
+    from tablectl.controller.journal import UtcTimestamp
+
+    stamp = UtcTimestamp()
+    moment = datetime.datetime.fromtimestamp(nanoseconds // 1000 // 10**6, datetime.UTC)
+    expected = moment.replace(microsecond=nanoseconds // 1000 % 10**6).isoformat(
+        timespec="microseconds"
+    )
+    assert stamp(nanoseconds) == expected
+    assert stamp(nanoseconds) == expected  # from the kept second too
+    assert stamp(nanoseconds + 1_000_000_000) != expected
