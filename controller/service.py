@@ -123,6 +123,7 @@ class TableService:
         self.devices_up: dict[str, bool] = {device.name: False for device in config.devices}
         for name in self.devices_up:
             metrics.set_device_up(name, False)
+        metrics.initialise_table(config.table_id, config.game, self.devices_up)
 
     # -- start: rebuild from the journal ---------------------------------------------------------
 
