@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams \
-	soak fuzz
+	soak fuzz watch-screenshot
 
 help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
@@ -46,6 +46,11 @@ test: venv system-tools lint typecheck unit
 # The daemon on a simulated table until Ctrl-C; e.g. make demo DEMO_ARGS="--game asia_poker --faults"
 demo: venv
 	$(BIN)/tablectl demo $(DEMO_ARGS)
+
+# The README's picture of `tablectl watch`: the headless test's screen at its C9 notification.
+watch-screenshot: venv
+	TABLECTL_WATCH_SCREENSHOT=docs/watch.svg $(BIN)/python -m pytest -q \
+		tests/e2e/test_watch.py -k follows -p no:cacheprovider
 
 # One harness (tests/bench/harness.py): .bench/results.json, details.json, latency.png.
 BENCH_ARGS ?=

@@ -59,6 +59,10 @@ COMMANDS: dict[str, Command] = {
     "status": Command(
         "tablectl.controller.commands.status", "show the running table's public status"
     ),
+    "watch": Command(
+        "tablectl.controller.watch",
+        "a live view of the running table; a supervisor acknowledges with a key",
+    ),
     "run": Command(
         "tablectl.controller.commands.run", "run a table's daemon (tablectl@TABLE.service)"
     ),

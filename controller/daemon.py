@@ -278,7 +278,26 @@ class Daemon:
         status["interlocks"] = self.interlocks.as_dict()
         if self.refusals:
             status["refused_devices"] = dict(self.refusals)
+        since = status.pop("devices_since", {})
+        status["devices_down"] = {
+            name: {"since": since.get(name), "reason": self.why_down(name)}
+            for name, state in status["devices"].items()
+            if state != "up"
+        }
         return status
+
+    def why_down(self, name: str) -> str:
+        """Why a device is down, in the words of its driver (refusal, transport error ...)."""
+        if name in self.refusals:
+            return f"refused: {self.refusals[name]}"
+        driver = self.drivers.get(name)
+        if driver is None:
+            return "not started"
+        if driver.last_error:
+            return str(driver.last_error)
+        if driver.sessions == 0:
+            return "has not answered the handshake since the daemon started"
+        return "lost, reconnecting"
 
     def status_line(self) -> str:
         """One line for systemd's STATUS=: the round, its state, and any device down."""

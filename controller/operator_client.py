@@ -5,6 +5,7 @@ Kept free of the daemon's dependencies so a dealer's terminal needs nothing but 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -58,6 +59,39 @@ def request(
             if not chunk:
                 break
             data += chunk
+    return _reply(socket_path, data)
+
+
+async def request_async(
+    socket_path: str | Path, message: Mapping[str, Any], timeout: float = 5.0
+) -> dict[str, Any]:
+    """`request` on a running event loop (`tablectl watch`): one line out, one reply back."""
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_unix_connection(str(socket_path), limit=1024 * 1024), timeout
+        )
+    except TimeoutError:
+        raise OperatorClientError(f"{socket_path}: no answer within {timeout} s") from None
+    except OSError as error:
+        raise OperatorClientError(f"{socket_path}: cannot connect: {error.strerror}") from error
+    try:
+        with contextlib.suppress(ConnectionError):
+            writer.write((json.dumps(dict(message)) + "\n").encode())
+            await writer.drain()
+        try:
+            line = await asyncio.wait_for(reader.readline(), timeout)
+        except TimeoutError:
+            raise OperatorClientError(f"{socket_path}: no answer within {timeout} s") from None
+        except (ConnectionError, ValueError) as error:
+            raise OperatorClientError(f"{socket_path}: {error}") from error
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    return _reply(socket_path, line)
+
+
+def _reply(socket_path: str | Path, data: bytes) -> dict[str, Any]:
     if not data:
         raise OperatorClientError(
             f"{socket_path}: the daemon closed the connection without answering"
@@ -99,25 +133,6 @@ def parse_fields(tokens: Sequence[str]) -> dict[str, Any]:
         fields[name.replace("-", "_")] = parse_value(value)
         index += 1
     return fields
-
-
-def render_status(status: Mapping[str, Any], indent: int = 0) -> list[str]:
-    """A readable, indented rendering of the daemon's public status."""
-    lines: list[str] = []
-    pad = "  " * indent
-    for key, value in status.items():
-        if isinstance(value, Mapping):
-            lines.append(f"{pad}{key}:")
-            lines.extend(render_status(value, indent + 1))
-        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-            lines.append(f"{pad}{key}:")
-            for item in value:
-                lines.append(f"{pad}  - " + ", ".join(f"{k}={v}" for k, v in item.items()))
-        elif isinstance(value, list):
-            lines.append(f"{pad}{key}: {', '.join(str(v) for v in value) or '(none)'}")
-        else:
-            lines.append(f"{pad}{key}: {value}")
-    return lines
 
 
 def render_decision(decision: Mapping[str, Any]) -> str:
