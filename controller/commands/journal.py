@@ -1,11 +1,15 @@
-"""`tablectl journal verify PATH` and `tablectl journal show PATH --round N`."""
+"""`tablectl journal verify PATH`, `journal show PATH --round N` and `journal export PATH`."""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
 import json
 import sys
+from typing import Any, TextIO
 
+from tablectl.controller.export import COLUMNS, export_records
 from tablectl.controller.journal import (
     JournalError,
     hands_in_deal_order,
@@ -23,12 +27,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("path", metavar="PATH", help="the journal's SQLite file")
     show.add_argument("--round", type=int, required=True, metavar="N", help="the round number")
     show.add_argument("--json", action="store_true", help="the cards as JSON, in the order dealt")
+    export = actions.add_parser(
+        "export",
+        help="rounds, decisions with rule IDs and device faults as CSV or JSON lines",
+        description="Rounds, decisions (with rule IDs and citations) and device faults, one "
+        "record per line. A round's cards are included once the round is over; the round in "
+        "progress never shows one.",
+    )
+    export.add_argument("path", metavar="PATH", help="the journal's SQLite file")
+    export.add_argument("--format", choices=("csv", "jsonl"), default="csv")
+    export.add_argument(
+        "--gaming-day", type=_day, default=None, metavar="YYYY-MM-DD", help="only this gaming day"
+    )
+    export.add_argument("--no-cards", action="store_true", help="leave every card out")
+    export.add_argument(
+        "--output", "-o", default="-", metavar="FILE", help="write to FILE (default stdout)"
+    )
+
+
+def _day(text: str) -> str:
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "verify":
             return _verify(args.path)
+        if args.action == "export":
+            return _export(args)
         return _show(args.path, args.round, as_json=args.json)
     except JournalError as error:
         print(f"tablectl journal: {error}", file=sys.stderr)
@@ -57,3 +86,27 @@ def _show(path: str, round_number: int, *, as_json: bool) -> int:
     for name, hand in hands_in_deal_order(cards):
         print(f"  {name}: {' '.join(str(card['card']) for card in hand)}")
     return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    records = export_records(args.path, day=args.gaming_day, cards=not args.no_cards)
+    if args.output == "-":
+        _write(records, args.format, sys.stdout)
+        return 0
+    try:
+        with open(args.output, "w", newline="", encoding="utf-8") as out:
+            _write(records, args.format, out)
+    except OSError as error:
+        print(f"tablectl journal: {args.output}: {error.strerror}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _write(records: Any, form: str, out: TextIO) -> None:
+    if form == "jsonl":
+        for item in records:
+            out.write(json.dumps(item) + "\n")
+        return
+    writer = csv.DictWriter(out, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(records)
