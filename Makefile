@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams \
-	soak fuzz watch-screenshot
+	soak fuzz watch-screenshot manuals
 
 help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
@@ -46,6 +46,11 @@ test: venv system-tools lint typecheck unit
 # The daemon on a simulated table until Ctrl-C; e.g. make demo DEMO_ARGS="--game asia_poker --faults"
 demo: venv
 	$(BIN)/tablectl demo $(DEMO_ARGS)
+
+# Shell completion (bash, zsh) and man page, generated from the parser into controller/share/
+# (shipped in the wheel; tests/unit/test_manuals.py fails when they are stale).
+manuals: venv
+	$(BIN)/python -m tablectl.controller.manuals
 
 # The README's picture of `tablectl watch`: the headless test's screen at its C9 notification.
 watch-screenshot: venv

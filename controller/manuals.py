@@ -1,7 +1,7 @@
 """Generate the shell completions and the man page from the command line's parser.
 
 `make manuals` (`python -m tablectl.controller.manuals`) rewrites controller/share/:
-tablectl.bash and _tablectl (shtab), tablectl.1 (argparse-manpage). They are committed and
+bash-completion/tablectl and zsh/_tablectl (shtab), man/tablectl.1 (argparse-manpage). They are committed and
 shipped; tests/unit/test_manuals.py fails when they no longer match the parser. shtab and
 argparse-manpage are needed only here (the `test` extra), never at run time.
 """
@@ -20,7 +20,7 @@ MANUAL_DATE = "November 2026"
 
 
 def generated() -> dict[str, str]:
-    """File name under share/ -> its content, generated now."""
+    """Path under share/ -> its content, generated now."""
     import shtab
     from argparse_manpage.manpage import Manpage
 
@@ -36,16 +36,16 @@ def generated() -> dict[str, str]:
         },
     )
     return {
-        "tablectl.bash": shtab.complete(parser, shell="bash"),
-        "_tablectl": shtab.complete(parser, shell="zsh"),
-        "tablectl.1": str(page),
+        "bash-completion/tablectl": shtab.complete(parser, shell="bash"),
+        "zsh/_tablectl": shtab.complete(parser, shell="zsh"),
+        "man/tablectl.1": str(page),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     target = Path(argv[0]) if argv else SHARE
-    target.mkdir(parents=True, exist_ok=True)
     for name, text in generated().items():
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
         (target / name).write_text(text)
         print(f"wrote {target / name}")
     return 0

@@ -14,7 +14,7 @@ import sys
 from importlib import resources
 
 #: shell -> the shipped file under tablectl/controller/share/
-SCRIPTS = {"bash": "tablectl.bash", "zsh": "_tablectl"}
+SCRIPTS = {"bash": "bash-completion/tablectl", "zsh": "zsh/_tablectl"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def shipped(name: str) -> str:
     """A file of tablectl/controller/share/, as text."""
-    return resources.files("tablectl.controller").joinpath("share", name).read_text()
+    return resources.files("tablectl.controller").joinpath("share", *name.split("/")).read_text()
 
 
 def run(args: argparse.Namespace) -> int:
