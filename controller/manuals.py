@@ -1,9 +1,10 @@
 """Generate the shell completions and the man page from the command line's parser.
 
 `make manuals` (`python -m tablectl.controller.manuals`) rewrites controller/share/:
-bash-completion/tablectl and zsh/_tablectl (shtab), man/tablectl.1 (argparse-manpage). They are committed and
-shipped; tests/unit/test_manuals.py fails when they no longer match the parser. shtab and
-argparse-manpage are needed only here (the `test` extra), never at run time.
+bash-completion/tablectl and zsh/_tablectl (shtab), man/tablectl.1 (argparse-manpage).
+They are committed and shipped; tests/unit/test_manuals.py fails when they no longer match
+the parser. shtab and argparse-manpage are needed only here (the `test` extra), never at
+run time.
 """
 
 from __future__ import annotations

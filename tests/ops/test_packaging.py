@@ -61,10 +61,22 @@ def test_the_wheel_holds_every_package_under_tablectl_and_nothing_else(tmp_path)
         "share/zsh/site-functions/_tablectl",
         "share/man/man1/tablectl.1",
     }
+    # installed under a prefix of its own; --ignore-installed, or pip would first uninstall
+    # the tablectl of the environment running the tests
     prefix = tmp_path / "prefix"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--prefix", str(prefix)]
-        + [str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--ignore-installed",
+            "-q",
+            "--prefix",
+            str(prefix),
+            wheel,
+        ],
         check=True,
         capture_output=True,
     )
