@@ -5,7 +5,6 @@ Kept free of the daemon's dependencies so a dealer's terminal needs nothing but 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import socket
@@ -59,39 +58,10 @@ def request(
             if not chunk:
                 break
             data += chunk
-    return _reply(socket_path, data)
+    return reply_of(socket_path, data)
 
 
-async def request_async(
-    socket_path: str | Path, message: Mapping[str, Any], timeout: float = 5.0
-) -> dict[str, Any]:
-    """`request` on a running event loop (`tablectl watch`): one line out, one reply back."""
-    try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_unix_connection(str(socket_path), limit=1024 * 1024), timeout
-        )
-    except TimeoutError:
-        raise OperatorClientError(f"{socket_path}: no answer within {timeout} s") from None
-    except OSError as error:
-        raise OperatorClientError(f"{socket_path}: cannot connect: {error.strerror}") from error
-    try:
-        with contextlib.suppress(ConnectionError):
-            writer.write((json.dumps(dict(message)) + "\n").encode())
-            await writer.drain()
-        try:
-            line = await asyncio.wait_for(reader.readline(), timeout)
-        except TimeoutError:
-            raise OperatorClientError(f"{socket_path}: no answer within {timeout} s") from None
-        except (ConnectionError, ValueError) as error:
-            raise OperatorClientError(f"{socket_path}: {error}") from error
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
-    return _reply(socket_path, line)
-
-
-def _reply(socket_path: str | Path, data: bytes) -> dict[str, Any]:
+def reply_of(socket_path: str | Path, data: bytes) -> dict[str, Any]:
     if not data:
         raise OperatorClientError(
             f"{socket_path}: the daemon closed the connection without answering"

@@ -30,11 +30,7 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
-from tablectl.controller.operator_client import (
-    OperatorClientError,
-    default_socket,
-    request_async,
-)
+from tablectl.controller.operator_client import OperatorClientError, default_socket, reply_of
 from tablectl.controller.status_words import (
     cards_dealt_line,
     deck_state,
@@ -49,6 +45,39 @@ from tablectl.controller.status_words import (
 REFRESH_SECONDS = 2.0
 #: seconds before the subscription is tried again after the daemon went away
 RECONNECT_SECONDS = 1.0
+
+
+async def request_async(
+    socket_path: str | Path, message: Mapping[str, Any], timeout: float = 5.0
+) -> dict[str, Any]:
+    """`request` on a running event loop: one line out, one reply back.
+
+    Here rather than in operator_client, which `tablectl op` and `status` import: they need
+    not pay for asyncio at start.
+    """
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_unix_connection(str(socket_path), limit=1024 * 1024), timeout
+        )
+    except TimeoutError:
+        raise OperatorClientError(f"{socket_path}: no answer within {timeout} s") from None
+    except OSError as error:
+        raise OperatorClientError(f"{socket_path}: cannot connect: {error.strerror}") from error
+    try:
+        with contextlib.suppress(ConnectionError):
+            writer.write((json.dumps(dict(message)) + "\n").encode())
+            await writer.drain()
+        try:
+            line = await asyncio.wait_for(reader.readline(), timeout)
+        except TimeoutError:
+            raise OperatorClientError(f"{socket_path}: no answer within {timeout} s") from None
+        except (ConnectionError, ValueError) as error:
+            raise OperatorClientError(f"{socket_path}: {error}") from error
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    return reply_of(socket_path, line)
 
 
 def _clock() -> str:
