@@ -5,7 +5,8 @@ one connection subscribed to decisions, alarms and state changes, and a `status`
 after each of them (and every few seconds, so "down since" stays current). It shows the
 round and how many cards each hand has been dealt, each deck's state and stub-count
 cadence, every device (and why one is down), alarms as they come and the supervisor
-notifications waiting; `a` sends `supervisor_ack` (the daemon decides who may).
+notifications waiting; `a` sends `supervisor_ack`: the daemon takes who acknowledges from
+the socket's peer credentials and refuses anyone but a supervisor (docs/operations.md, Roles).
 
 What it shows comes from the public status and from decisions' rule and reason, never a
 card (RULES.md H7): the status holds counts, and a decision's extra fields are not shown.
@@ -102,11 +103,12 @@ class TableWatch(App[int]):
     ]
 
     def __init__(
-        self, socket_path: str | Path, *, by: str, refresh_seconds: float = REFRESH_SECONDS
+        self, socket_path: str | Path, *, refresh_seconds: float = REFRESH_SECONDS
     ) -> None:
         super().__init__()
         self.socket_path = Path(socket_path)
-        self.by = by
+        # who acknowledges, as the daemon will see it (it fills `by` from the peer credentials)
+        self.user = getpass.getuser()
         self.refresh_seconds = refresh_seconds
         self.status: dict[str, Any] = {}
         self.shown: dict[str, str] = {}
@@ -216,7 +218,7 @@ class TableWatch(App[int]):
             self._log_line(f"{_clock()}  nothing to acknowledge")
             return
         try:
-            reply = await request_async(self.socket_path, {"type": "supervisor_ack", "by": self.by})
+            reply = await request_async(self.socket_path, {"type": "supervisor_ack"})
         except OperatorClientError as error:
             self._log_line(f"{_clock()}  acknowledgement not sent: {error}")
             return
@@ -230,7 +232,7 @@ class TableWatch(App[int]):
                 self._log_line(f"{_clock()}  acknowledgement rejected: {rejected[0].get('reason')}")
             else:
                 self._log_line(
-                    f"{_clock()}  acknowledged by {self.by}: {', '.join(map(str, pending))}"
+                    f"{_clock()}  acknowledged by {self.user}: {', '.join(map(str, pending))}"
                 )
                 for rule in pending:
                     self.reasons.pop(str(rule), None)
@@ -311,12 +313,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--table", metavar="ID", help="the table id (/run/tablectl/ID/operator.sock)"
     )
     parser.add_argument(
-        "--by",
-        default=None,
-        metavar="ID",
-        help="who acknowledges notifications (default: your login name)",
-    )
-    parser.add_argument(
         "--refresh",
         type=float,
         default=REFRESH_SECONDS,
@@ -334,5 +330,5 @@ def run(args: argparse.Namespace) -> int:
     if args.refresh <= 0:
         print("tablectl watch: --refresh: SECONDS must be more than 0", file=sys.stderr)
         return 2
-    app = TableWatch(path, by=args.by or getpass.getuser(), refresh_seconds=args.refresh)
+    app = TableWatch(path, refresh_seconds=args.refresh)
     return app.run() or 0

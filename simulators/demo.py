@@ -43,6 +43,7 @@ from tablectl.controller.config import GAMES, TableConfig, parse_config, parse_l
 from tablectl.controller.daemon import Daemon, run_daemon
 from tablectl.controller.journal import JournalError, read_rows
 from tablectl.controller.logs import configure_logging
+from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
 from tablectl.simulators.narration import StepPrinter, last_seq, summarise
@@ -277,7 +278,11 @@ def demo_config(
         "table": {"id": "demo", "game": game, "options": dict(options), "log_level": "info"},
         "journal": {"path": str(state_dir / "journal.sqlite")},
         "metrics": {"listen": metrics_listen},
-        "operator": {"socket": str(state_dir / "operator.sock"), "group": _operator_group()},
+        "operator": {
+            "socket": str(state_dir / "operator.sock"),
+            "group": _operator_group(),
+            "supervisor_group": _operator_group(),
+        },
         "devices": devices,
     }
     return parse_config(data, "tablectl demo (generated)")
@@ -410,6 +415,13 @@ async def play_demo(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, interrupted.set)
 
+    # One daemon per table: the state dir's lock first, before its ptys are plugged (a second
+    # demo on the same state dir must not replace the first one's device links).
+    try:
+        lock = acquire_table_lock(state_dir / "journal.sqlite")
+    except (TableLocked, LockError) as error:
+        print(f"tablectl demo: {error}", file=sys.stderr)
+        return 2
     harness = SimulatedTableHarness(
         args.game, options, seed=seed, state_dir=state_dir, shuffle_seconds=shuffle_seconds
     )
@@ -429,9 +441,10 @@ async def play_demo(
         if why_not is not None:
             print(f"tablectl demo: {why_not}", file=sys.stderr)
             return 1
-        return await _play(args, config, harness, seed, options, interrupted, on_round)
+        return await _play(args, config, harness, seed, options, interrupted, on_round, lock)
     finally:
         harness.unplug()
+        lock.release()
 
 
 def cannot_resume(config: TableConfig) -> str | None:
@@ -471,6 +484,7 @@ async def _play(
     options: Mapping[str, Any],
     interrupted: asyncio.Event,
     on_round: RoundCallback | None = None,
+    lock: TableLock | None = None,
 ) -> int:
     """run_daemon over the simulated devices; the dealer plays once it is READY."""
     loop = asyncio.get_running_loop()
@@ -498,6 +512,7 @@ async def _play(
             on_ready=on_ready,
             device_wait=DEVICE_WAIT,
             handle_signals=False,
+            lock=lock,
         ),
         name="daemon",
     )

@@ -1,9 +1,14 @@
-"""`tablectl check-config FILE...`: validate tables' configurations without starting anything.
+"""`tablectl check-config FILE...`: everything `run` would refuse, found without starting anything.
+
+The file's own checks first, then the preflight `run` does before it opens the journal (the
+operator group, the metrics address, the directories, free space, drivers, the serial ports),
+all problems at once with the same messages as `run`. `--file-only` checks the file alone
+(for a file written on another machine).
 
 Given several files (all the tables of one PC: `/etc/tablectl/*.toml`), it also checks them
-together: two tables may not share a metrics address, a journal, an operator socket or a
-table id, since on one PC the second daemon would fail to start or, worse, write into the
-first one's journal.
+together: two tables may not share a metrics port, a journal, an operator socket or a table
+id, since on one PC the second daemon would fail to start or, worse, write into the first
+one's journal.
 """
 
 from __future__ import annotations
@@ -13,11 +18,24 @@ import sys
 from collections import defaultdict
 
 from tablectl.controller.config import ConfigError, TableConfig, load_config
+from tablectl.controller.preflight import ERROR, preflight
+from tablectl.controller.tablelock import lock_path_for, running_holder
+
+EXIT_CODES = """exit status:
+  0  the files are valid and `tablectl run` would start (warnings, if any, on stderr)
+  1  problems found (each on stderr, naming the file and key); `tablectl run` would exit 2"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXIT_CODES
     parser.add_argument(
         "files", nargs="+", metavar="FILE", help="the table's TOML configuration (or several)"
+    )
+    parser.add_argument(
+        "--file-only",
+        action="store_true",
+        help="check the file alone, not this machine (group, ports, directories, devices)",
     )
 
 
@@ -25,28 +43,52 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     configs: dict[str, TableConfig] = {}
     for path in args.files:
-        try:
-            config = load_config(path)
-        except ConfigError as error:
-            for problem in error.problems:
-                print(problem, file=sys.stderr)
-            print(f"{path}: {len(error.problems)} problem(s)", file=sys.stderr)
+        config = _check_one(path, file_only=args.file_only)
+        if config is None:
             status = 1
-            continue
-        configs[path] = config
-        devices = ", ".join(
-            f"{d.name} ({d.kind}, {d.driver}, {d.transport.type})" for d in config.devices
-        )
-        print(
-            f"{path}: OK: table {config.table_id}, game {config.game}, "
-            f"devices: {devices or 'none'}; journal {config.journal_path}; "
-            f"metrics {config.metrics_host}:{config.metrics_port}; "
-            f"operator socket {config.operator_socket} (group {config.operator_group})"
-        )
+        else:
+            configs[path] = config
     clashes = collisions(configs)
     for clash in clashes:
         print(clash, file=sys.stderr)
     return 1 if clashes else status
+
+
+def _check_one(path: str, *, file_only: bool) -> TableConfig | None:
+    """One file and this machine's preflight for it; the configuration when nothing failed."""
+    try:
+        config = load_config(path)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        print(f"{path}: {len(error.problems)} problem(s)", file=sys.stderr)
+        return None
+    running = None if file_only else running_holder(config.journal_path)
+    if running is not None:
+        who = f"PID {running}" if running else "a process"
+        print(
+            f"{path}: note: this table is running ({who} holds "
+            f"{lock_path_for(config.journal_path)}); its metrics address and socket are its own",
+            file=sys.stderr,
+        )
+    problems = [] if file_only else preflight(config, running=running is not None)
+    for found in problems:
+        print(found.text(config.source), file=sys.stderr)
+    failed = [p for p in problems if p.severity == ERROR]
+    if failed:
+        print(f"{path}: {len(failed)} problem(s)", file=sys.stderr)
+        return None
+    devices = ", ".join(
+        f"{d.name} ({d.kind}, {d.driver}, {d.transport.type})" for d in config.devices
+    )
+    print(
+        f"{path}: OK: table {config.table_id}, game {config.game}, "
+        f"devices: {devices or 'none'}; journal {config.journal_path}; "
+        f"metrics {config.metrics_host}:{config.metrics_port}; "
+        f"operator socket {config.operator_socket} (group {config.operator_group}, "
+        f"supervisors {config.supervisor_group})"
+    )
+    return config
 
 
 def collisions(configs: dict[str, TableConfig]) -> list[str]:

@@ -113,6 +113,9 @@ class SerialTransport(Transport):
                 stopbits=self.stopbits,
                 timeout=0,
                 write_timeout=0,
+                # flock(LOCK_EX) on the port: a second process (another daemon for this table, a
+                # terminal program left open) cannot open it and interleave bytes with ours.
+                exclusive=True,
             )
         except (serial.SerialException, OSError, ValueError) as exc:
             raise TransportError(f"serial port {self.port!r}: cannot open: {exc}") from exc
@@ -164,7 +167,8 @@ class SerialTransport(Transport):
             return
         if self._out and self._drained is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._drained.wait(), CLOSE_DRAIN_TIMEOUT)
+                async with asyncio.timeout(CLOSE_DRAIN_TIMEOUT):  # not wait_for (gh-86296)
+                    await self._drained.wait()
         self._teardown()
 
     # -- loop callbacks -----------------------------------------------------

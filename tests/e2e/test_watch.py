@@ -12,6 +12,7 @@ docs/watch.svg for the README).
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
 import re
 from collections.abc import Callable
@@ -43,7 +44,7 @@ def screen_text(app: TableWatch) -> str:
 
 
 async def watch_a_round_and_acknowledge(table: Table, screenshot: Path | None = None) -> None:
-    app = TableWatch(table.socket_path, by="floor-17", refresh_seconds=0.5)
+    app = TableWatch(table.socket_path, refresh_seconds=0.5)
     async with app.run_test(size=SIZE) as pilot:
         shown = app.shown
         await until(lambda: "five card hilo: round" in shown.get("round", ""), "the round")
@@ -88,13 +89,13 @@ async def watch_a_round_and_acknowledge(table: Table, screenshot: Path | None = 
 
         await pilot.press("a")
         await until(lambda: shown["notifications"] == "none waiting", "the acknowledgement")
-        assert any("acknowledged by floor-17: C9" in line for line in app.alarms)
+        assert any(f"acknowledged by {getpass.getuser()}: C9" in line for line in app.alarms)
         svg = app.export_screenshot()
         assert "none" in svg and "waiting" in svg and not CARD.search(re.sub(r"<[^>]*>", " ", svg))
 
     assert table.status()["pending_supervisor_notifications"] == []
     acks = [e for e in table.events() if e.get("type") == "supervisor_ack"]
-    assert len(acks) == 1 and acks[0]["by"] == "floor-17"
+    assert len(acks) == 1 and acks[0]["by"] == getpass.getuser()  # from the socket's peer
 
 
 @pytest.mark.slow
@@ -110,7 +111,7 @@ def test_watch_follows_a_round_and_a_supervisor_acknowledges_from_it(
 
 def test_watch_says_when_the_daemon_does_not_answer(tmp_path: Path) -> None:
     async def main() -> None:
-        app = TableWatch(tmp_path / "absent.sock", by="floor-17", refresh_seconds=0.2)
+        app = TableWatch(tmp_path / "absent.sock", refresh_seconds=0.2)
         async with app.run_test(size=SIZE) as pilot:
             await until(lambda: "does not answer" in app.shown.get("round", ""), "the failure")
             assert "cannot connect" in app.shown["round"]

@@ -61,7 +61,7 @@ def test_bash_completes_commands_actions_and_options() -> None:
     assert "journal" in bash_complete("jou")
     assert set(bash_complete("journal", "")) >= {"verify", "show", "export"}
     assert "--format" in bash_complete("journal", "export", "--fo")
-    assert set(bash_complete("watch", "--")) >= {"--socket", "--table", "--by", "--refresh"}
+    assert set(bash_complete("watch", "--")) >= {"--socket", "--table", "--refresh"}
     assert set(bash_complete("demo", "--game", "")) >= {"three_card_21", "asia_poker"}
 
 
