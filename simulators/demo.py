@@ -440,7 +440,7 @@ async def play_demo(
         why_not = cannot_resume(config)
         if why_not is not None:
             print(f"tablectl demo: {why_not}", file=sys.stderr)
-            return 1
+            return 2  # refused to start, nothing changed (as `tablectl run` refuses)
         return await _play(args, config, harness, seed, options, interrupted, on_round, lock)
     finally:
         harness.unplug()

@@ -79,7 +79,7 @@ def test_a_reused_state_dir_resumes_or_says_why_not(tmp_path: Path) -> None:
     assert "1 rounds ended (1 completed, 0 voided)" in again.stdout  # this run's round only
 
     other = run_demo(tmp_path, "--game", "asia_poker", "--rounds", "1", timeout=30)
-    assert other.returncode == 1
+    assert other.returncode == 2  # refused to start, nothing changed
     message = other.stderr.strip().splitlines()[-1]
     assert "was written for five_card_hilo" in message and "asks for asia_poker" in message
     assert "resume it with --game five_card_hilo --dealing manual_shoe" in message
