@@ -144,6 +144,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="no pause and one line per round only (tests, soaks, benchmarks)",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="three tables of three games shipping to a throwaway PostgreSQL (docs/floor.md); "
+        "prints the gaming day's report and a `floor round` command for a voided round",
+    )
+    parser.add_argument(
+        "--floor-dsn",
+        default=None,
+        metavar="DSN",
+        help="ship this table's journal to a floor store (libpq DSN, no password)",
+    )
+    parser.add_argument(
+        "--floor-passfile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the libpq passfile holding the --floor-dsn role's password",
+    )
+    parser.add_argument(
+        "--table-id", default="demo", help="the table's id (default demo; the floor's key)"
+    )
+    parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="info",
@@ -220,6 +242,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
+    if args.floor:
+        from tablectl.simulators.floor_demo import run_floor_demo
+
+        # three tables at once: a line per round each (their steps interleaved are noise)
+        args.fast = True
+        try:
+            return asyncio.run(run_floor_demo(args, seed))
+        except KeyboardInterrupt:
+            return 130
     try:
         return asyncio.run(play_demo(args, seed, host, port))
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
@@ -248,6 +279,9 @@ def demo_config(
     identities: Mapping[str, tuple[str, str]],
     usb_ids: Mapping[str, tuple[int, int]],
     metrics_listen: str,
+    *,
+    table_id: str = "demo",
+    floor: Mapping[str, Any] | None = None,
 ) -> TableConfig:
     """The table's configuration, validated like a file's: devices at the demo's ptys/USB ids.
 
@@ -274,8 +308,8 @@ def demo_config(
             "allowed_serials": [serial],
             "allowed_firmware_sha256": [firmware],
         }
-    data = {
-        "table": {"id": "demo", "game": game, "options": dict(options), "log_level": "info"},
+    data: dict[str, Any] = {
+        "table": {"id": table_id, "game": game, "options": dict(options), "log_level": "info"},
         "journal": {"path": str(state_dir / "journal.sqlite")},
         "metrics": {"listen": metrics_listen},
         "operator": {
@@ -285,7 +319,21 @@ def demo_config(
         },
         "devices": devices,
     }
+    if floor is not None:
+        data["floor"] = dict(floor)
     return parse_config(data, "tablectl demo (generated)")
+
+
+def _floor_section(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The [floor] section for --floor-dsn (and its passfile), or None: ship nothing."""
+    dsn = getattr(args, "floor_dsn", None)
+    if not dsn:
+        return None
+    section: dict[str, Any] = {"dsn": dsn}
+    passfile = getattr(args, "floor_passfile", None)
+    if passfile is not None:
+        section["passfile"] = str(passfile)
+    return section
 
 
 def histogram_quantile(buckets: list[tuple[float, float]], quantile: float) -> float | None:
@@ -436,6 +484,8 @@ async def play_demo(
             harness.identities(),
             harness.usb_ids(),
             f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+            table_id=getattr(args, "table_id", "demo"),
+            floor=_floor_section(args),
         )
         why_not = cannot_resume(config)
         if why_not is not None:

@@ -196,3 +196,13 @@ def test_tmpfiles_creates_the_parent_directories(
 def test_systemd_package_tools_present(tool: str) -> None:
     if shutil.which(tool) is None:
         missing(f"{tool} is not installed")
+
+
+def test_a_refused_start_is_not_restarted() -> None:
+    """Exit 2 (a refused start) cannot be mended by restarting: the unit names it in
+    RestartPreventExitStatus, and it is the code run uses for a refusal."""
+    from tablectl.controller.commands.run import EXIT_REFUSED
+
+    unit = settings(UNIT.read_text())
+    assert unit["Service.RestartPreventExitStatus"] == [str(EXIT_REFUSED)]
+    assert unit["Service.Restart"] == ["on-failure"]  # exit 1 and 3 still restart and replay

@@ -92,11 +92,19 @@ def test_golden_replays_survive_a_snapshot_after_any_event(path: Path) -> None:
     assert_round_trips(*loaded)
 
 
-@pytest.mark.parametrize("path", ACCEPTANCE, ids=lambda p: f"{p.parent.name}/{p.stem}")
+# Scenarios whose table line the rules refuse have no engine to snapshot: left out here
+# (test_acceptance.py checks their refusal), so that no test is skipped.
+WITH_AN_ENGINE = [path for path in ACCEPTANCE if scenario(path) is not None]
+
+
+def test_most_acceptance_scenarios_have_an_engine_to_snapshot() -> None:
+    assert len(WITH_AN_ENGINE) > 0.9 * len(ACCEPTANCE)
+
+
+@pytest.mark.parametrize("path", WITH_AN_ENGINE, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_acceptance_scenarios_survive_a_snapshot_after_any_event(path: Path) -> None:
     loaded = scenario(path)
-    if loaded is None:
-        pytest.skip("the table line is refused: no engine to snapshot")
+    assert loaded is not None
     assert_round_trips(*loaded)
 
 
