@@ -154,6 +154,13 @@ def describe(status: Mapping[str, Any]) -> list[str]:
     reader = status.get("reader")
     if reader and reader != "none":
         lines.append(f"hole-card reader: {READER_STATES.get(str(reader), str(reader))}")
+    floor = status.get("floor")
+    if isinstance(floor, Mapping):  # the floor store's shipping (docs/floor.md), as it says it
+        lines.append("floor:")
+        lines += [f"  {key}: {value}" for key, value in floor.items()]
+    dealing = status.get("dealing_stopped")
+    if isinstance(dealing, Mapping):
+        lines.append(f"DEALING STOPPED: {dealing.get('reason', 'no reason given')}")
     locks = status.get("interlocks") or {}
     held = [f"{what.replace('_', ' ')} ({', '.join(why)})" for what, why in locks.items() if why]
     lines.append(f"interlocks: {'; '.join(held) if held else 'none'}")
