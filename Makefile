@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams \
-	soak fuzz demo-floor
+	soak fuzz demo-floor watch-screenshot manuals
 
 help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
@@ -47,6 +47,16 @@ test: venv system-tools lint typecheck unit
 # The daemon on a simulated table until Ctrl-C; e.g. make demo DEMO_ARGS="--game asia_poker --faults"
 demo: venv
 	$(BIN)/tablectl demo $(DEMO_ARGS)
+
+# Shell completion (bash, zsh) and man page, generated from the parser into controller/share/
+# (shipped in the wheel; tests/unit/test_manuals.py fails when they are stale).
+manuals: venv
+	$(BIN)/python -m tablectl.controller.manuals
+
+# The README's picture of `tablectl watch`: the headless test's screen at its C9 notification.
+watch-screenshot: venv
+	TABLECTL_WATCH_SCREENSHOT=docs/watch.svg $(BIN)/python -m pytest -q \
+		tests/e2e/test_watch.py -k follows -p no:cacheprovider
 
 # Three simulated tables (three games) shipping their journals to a throwaway PostgreSQL
 # started in a temp dir as an unprivileged user (docs/floor.md); prints the gaming day's

@@ -63,13 +63,40 @@ COMMANDS: dict[str, Command] = {
     "status": Command(
         "tablectl.controller.commands.status", "show the running table's public status"
     ),
+    "watch": Command(
+        "tablectl.controller.watch",
+        "a live view of the running table; a supervisor acknowledges with a key",
+    ),
     "run": Command(
         "tablectl.controller.commands.run", "run a table's daemon (tablectl@TABLE.service)"
     ),
     "demo": Command(
         "tablectl.simulators.demo", "the whole daemon on a simulated table, dealt automatically"
     ),
+    "completion": Command(
+        "tablectl.controller.commands.completion", "print the shell completion script (bash, zsh)"
+    ),
 }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line as one parser with a subparser per command.
+
+    `main` dispatches lazily and never builds it; the shell completion and the man page are
+    generated from it (tablectl.controller.manuals), so they always match the options.
+    """
+    parser = argparse.ArgumentParser(
+        prog="tablectl",
+        description="controller daemon for casino card tables: devices, round engine, "
+        "New Jersey rules, tamper-evident journal, metrics",
+    )
+    parser.add_argument("--version", action="version", version=f"tablectl {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, command in COMMANDS.items():
+        module = cast(CommandModule, importlib.import_module(command.module))
+        sub = commands.add_parser(name, help=command.help, description=command.help)
+        module.add_arguments(sub)
+    return parser
 
 
 def usage() -> str:

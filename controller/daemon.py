@@ -485,6 +485,12 @@ class Daemon:
         status["dealing"] = "stopped" if self.dealing_stopped else "allowed"
         if self.dealing_stopped:
             status["dealing_stopped"] = dict(self.dealing_stopped)
+        since = status.pop("devices_since", {})
+        status["devices_down"] = {
+            name: {"since": since.get(name), "reason": self.why_down(name)}
+            for name, state in status["devices"].items()
+            if state != "up"
+        }
         return status
 
     def journal_status(self) -> dict[str, Any]:
@@ -498,6 +504,19 @@ class Daemon:
             "last_sealed_epoch": sealer.last_sealed_epoch if sealer is not None else None,
             "started_damaged": self.journal_damage is not None,
         }
+
+    def why_down(self, name: str) -> str:
+        """Why a device is down, in the words of its driver (refusal, transport error ...)."""
+        if name in self.refusals:
+            return f"refused: {self.refusals[name]}"
+        driver = self.drivers.get(name)
+        if driver is None:
+            return "not started"
+        if driver.last_error:
+            return str(driver.last_error)
+        if driver.sessions == 0:
+            return "has not answered the handshake since the daemon started"
+        return "lost, reconnecting"
 
     def status_line(self) -> str:
         """One line for systemd's STATUS=: why dealing stopped, or the round, state, devices."""

@@ -24,6 +24,7 @@ from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector
 
 from tablectl.controller import __version__
+from tablectl.controller.rules import CATALOGUE
 
 # Latencies run from microseconds (one event in process) to the wire time of a frame (~1.4 ms at
 # 115200 baud) and, for fsync on slow disks, tens of milliseconds.
@@ -168,6 +169,19 @@ ALARMS_COALESCED = Counter(
 BUILD_INFO = Info("tablectl_build", "The running tablectl's version")
 BUILD_INFO.info({"version": __version__, "python": platform.python_version()})
 
+TABLE_INFO = Gauge(
+    "tablectl_table_info",
+    "Always 1: the table this daemon runs and its game (join on instance to name the table)",
+    ["table", "game"],
+)
+
+#: Outcomes of a round as `tablectl_rounds_total` counts them (docs/operations.md, Vocabulary).
+ROUND_OUTCOMES = ("completed", "voided")
+#: Fault words EVENTS.md names for shufflers, shoes and readers, and `refused` (allow-list).
+DEVICE_FAULT_WORDS = ("jam", "stopped", "incomplete", "refused")
+#: Decisions the alerts count (config/prometheus/alerts.yml), by every rule of the catalogue.
+ALERTED_DECISIONS = ("remove_deck",)
+
 _CARD_SHAPED = re.compile(r"^(?:10|[2-9tjqka])[cdhs]$|^jk$", re.IGNORECASE)
 _LABEL_WORD = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 OTHER = "other"
@@ -222,6 +236,32 @@ def set_device_up(device: str, up: bool) -> None:
 
 def record_device_fault(device: str, fault: str) -> None:
     DEVICE_FAULTS_TOTAL.labels(device=label_value(device), fault=label_value(fault)).inc()
+
+
+def initialise_table(table: str, game: str, devices: Iterable[str]) -> None:
+    """Every series the table has, at 0, from the daemon's start (`tablectl_table_info` at 1).
+
+    An alert on `increase(counter[10m])` needs the counter's 0 before its first increment:
+    a series born at 1 has no increase to see, and one seen first long after its increment
+    (Prometheus starting, or back after a gap) must not page as if the increment were new.
+    """
+    TABLE_INFO.labels(table=label_value_or_id(table), game=label_value(game)).set(1)
+    for outcome in ROUND_OUTCOMES:
+        ROUNDS_TOTAL.labels(game=label_value(game), outcome=outcome)
+    for device in devices:
+        for fault in DEVICE_FAULT_WORDS:
+            DEVICE_FAULTS_TOTAL.labels(device=label_value(device), fault=fault)
+    for decision in ALERTED_DECISIONS:
+        for rule_id in CATALOGUE:
+            DECISIONS_TOTAL.labels(decision=decision, rule_id=rule_id_label(rule_id))
+
+
+_TABLE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+def label_value_or_id(table: str) -> str:
+    """A table id as configured (config.TABLE_ID_PATTERN), else `other`: never a card."""
+    return table if _TABLE_ID.match(table) and not _CARD_SHAPED.match(table) else OTHER
 
 
 def set_rounds_since_stub_count(deck: str, rounds: int) -> None:

@@ -58,6 +58,10 @@ def request(
             if not chunk:
                 break
             data += chunk
+    return reply_of(socket_path, data)
+
+
+def reply_of(socket_path: str | Path, data: bytes) -> dict[str, Any]:
     if not data:
         raise OperatorClientError(
             f"{socket_path}: the daemon closed the connection without answering"
@@ -69,25 +73,6 @@ def request(
     if not isinstance(reply, dict):
         raise OperatorClientError(f"{socket_path}: unexpected answer {reply!r}")
     return reply
-
-
-def render_status(status: Mapping[str, Any], indent: int = 0) -> list[str]:
-    """A readable, indented rendering of the daemon's public status."""
-    lines: list[str] = []
-    pad = "  " * indent
-    for key, value in status.items():
-        if isinstance(value, Mapping):
-            lines.append(f"{pad}{key}:")
-            lines.extend(render_status(value, indent + 1))
-        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-            lines.append(f"{pad}{key}:")
-            for item in value:
-                lines.append(f"{pad}  - " + ", ".join(f"{k}={v}" for k, v in item.items()))
-        elif isinstance(value, list):
-            lines.append(f"{pad}{key}: {', '.join(str(v) for v in value) or '(none)'}")
-        else:
-            lines.append(f"{pad}{key}: {value}")
-    return lines
 
 
 def render_decision(decision: Mapping[str, Any]) -> str:

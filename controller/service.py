@@ -35,6 +35,7 @@ from tablectl.controller.journal import (
     closed_segment_name,
     engine_from_checkpoint,
     engine_from_table_row,
+    recipient_name,
 )
 from tablectl.controller.logs import get_logger
 from tablectl.controller.sealing import Sealer
@@ -143,6 +144,10 @@ class TableService:
         self.devices_up: dict[str, bool] = {device.name: False for device in config.devices}
         for name in self.devices_up:
             metrics.set_device_up(name, False)
+        metrics.initialise_table(config.table_id, config.game, self.devices_up)
+        # When each device last went up or down (the event's time): status says "down since".
+        started = self.clock().isoformat(timespec="seconds")
+        self.devices_since: dict[str, str] = {name: started for name in self.devices_up}
 
     # -- start: rebuild from the journal ---------------------------------------------------------
 
@@ -403,10 +408,22 @@ class TableService:
         return await self.handle_event(event, source="operator")
 
     def status(self) -> dict[str, Any]:
-        """The public status (`tablectl status`): the engine's view plus table and devices."""
+        """The public status (`tablectl status`): the engine's view plus table and devices.
+
+        `current_deck` names the deck the table deals from (the engine's `deck_in_play`:
+        "in play" is a deck's state, docs/operations.md Vocabulary); `cards_dealt` counts
+        this round's cards per recipient, never naming one (H7).
+        """
         status = dict(self.engine_status())
+        status["current_deck"] = status.pop("deck_in_play", None)
+        dealt: dict[str, int] = {}
+        for card in self.engine.dealt_cards():
+            who = recipient_name(card.get("to"))
+            dealt[who] = dealt.get(who, 0) + 1
+        status["cards_dealt"] = dealt
         status["table"] = self.config.table_id
         status["devices"] = {name: ("up" if up else "down") for name, up in self.devices_up.items()}
+        status["devices_since"] = dict(self.devices_since)
         return status
 
     def engine_status(self) -> Mapping[str, Any]:
@@ -430,6 +447,7 @@ class TableService:
         device = event.get("device")
         if kind in ("device_lost", "device_connected") and isinstance(device, str):
             self.devices_up[device] = kind == "device_connected"
+            self.devices_since[device] = str(event.get("time", ""))
             metrics.set_device_up(device, kind == "device_connected")
         if kind in DEVICE_FAULT_EVENTS:
             metrics.record_device_fault(str(device or kind.split("_")[0]), str(event.get("fault")))

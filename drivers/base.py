@@ -49,6 +49,30 @@ ERRORS = Counter(
 RECONNECTS = Counter(
     "tablectl_driver_reconnect_attempts_total", "Attempts to reopen and handshake", ["device"]
 )
+#: Errors of the wire itself (frames lost or damaged, answers missing), as the
+#: TablectlDeviceLinkErrors alert counts them; the framing's DecodeError words among them.
+LINK_ERRORS = (
+    "garbage",
+    "header",
+    "version",
+    "length",
+    "crc",
+    "nak_received",
+    "duplicate",
+    "timeout",
+    "payload",
+    "link_failure",
+)
+#: Errors of the session around the link (connecting, identity, the driver itself).
+SESSION_ERRORS = (
+    "transport_lost",
+    "connect_failed",
+    "refused",
+    "driver_error",
+    "before_handshake",
+    "unknown_message",
+    "command_refused",
+)
 
 #: Events the drivers add to docs/events.md (docs/protocol.md): device status for the status
 #: interface, metrics and logs, not round events; the round engine does not take them.
@@ -200,6 +224,11 @@ class DeviceDriver(abc.ABC):
         # bound logger's level is fixed when it is bound, so asking once is asking always.
         is_enabled_for = getattr(self.log, "is_enabled_for", None)
         self._log_events = is_enabled_for is None or bool(is_enabled_for(logging.DEBUG))
+        # Every series at 0 from the start, so an alert's increase() sees the first error.
+        for counter in (FRAMES_RECEIVED, FRAMES_SENT, RETRANSMISSIONS, RECONNECTS):
+            counter.labels(self.name)
+        for error in (*LINK_ERRORS, *SESSION_ERRORS):
+            ERRORS.labels(self.name, error)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_event: EventCallback | None = None
         self._supervisor: asyncio.Task[None] | None = None

@@ -226,8 +226,12 @@ class AutoDealer:
         clock: Callable[[], datetime.datetime] = datetime.datetime.now,
         wait_timeout: float = 20.0,
         round_number: Callable[[], int] | None = None,
+        pace: float = 0.0,
     ) -> None:
         self.table = table
+        # seconds the dealer pauses after each step (a card, an operator event): a person
+        # watching the demo can follow the round; 0 plays as fast as the daemon answers
+        self.pace = pace
         self.game = game
         self.options = dict(options)
         self.operator = operator
@@ -269,10 +273,18 @@ class AutoDealer:
 
     async def say(self, event_type: str, **fields: Any) -> list[Decision]:
         """An operator event from the dealer's terminal."""
-        return await self.operator({"type": event_type, **fields})
+        decisions = await self.operator({"type": event_type, **fields})
+        await self._pause()
+        return decisions
 
     async def _await(self, event_type: str, since: int, count: int = 1) -> HandledEvent:
-        return await self.feed.wait_for(event_type, since, count, self.wait_timeout)
+        handled = await self.feed.wait_for(event_type, since, count, self.wait_timeout)
+        await self._pause()
+        return handled
+
+    async def _pause(self) -> None:
+        if self.pace > 0:
+            await asyncio.sleep(self.pace)
 
     def _gaming_day(self) -> datetime.date:
         now = self.clock()

@@ -4,8 +4,14 @@ Every device of the chosen game is a simulator: the shuffler, the hole-card read
 discard rack on real pseudo-terminals opened with pyserial, the shoe on the simulated pyusb
 backend opened with pyusb. The production drivers, the table service (journal first, then the
 engine, metrics and logs), the metrics endpoint and the operator socket run as they do under
-`tablectl run`; the automatic dealer (simulators.autodealer) plays legal rounds and prints one
-line per round. SIGTERM or Ctrl-C ends it cleanly: the journal is closed and verifies.
+`tablectl run`; the automatic dealer (simulators.autodealer) plays legal rounds. By default it
+plays at a pace a person can follow (`--pace`) and prints one line per step (simulators.
+narration: what happened, the cards each hand holds, every decision with its rule ID and
+reason), then a line per round; `--fast` plays as fast as the daemon answers and prints the
+round lines only. The daemon's log goes to STATE_DIR/daemon.log (`--log-stderr` keeps it on
+stderr). A state dir is resumed: the journal goes on from where the last run left it, or the
+demo says why it cannot. At the end a summary counted from the journal's rows of this run.
+SIGTERM or Ctrl-C ends it cleanly: the journal is closed and verifies.
 
 The daemon is `controller.daemon.run_daemon`, exactly as `tablectl run` runs it, handed the
 simulated USB bus; the dealer watches the service's handled events (`TableService.observers`)
@@ -41,14 +47,18 @@ from tablectl.controller.config import (
     parse_listen_address,
 )
 from tablectl.controller.daemon import Daemon, run_daemon
+from tablectl.controller.journal import JournalError, read_rows
 from tablectl.controller.logs import configure_logging
 from tablectl.controller.sealing import setup_keys
 from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
+from tablectl.simulators.narration import StepPrinter, last_seq, summarise
 
 DEFAULT_GAME = "three_card_21"
 DEFAULT_LISTEN = "127.0.0.1:8337"
+#: seconds the dealer pauses after each step by default: about a round a minute for 3C21
+DEFAULT_PACE = 0.8
 #: every simulated device is there at once: a missing handshake is a failure (generous, so a
 #: heavily loaded machine is not mistaken for a broken one)
 DEVICE_WAIT = 20.0
@@ -127,6 +137,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="HILO/HUH: two decks alternating, one shuffled while the other is dealt",
     )
+    speed = parser.add_mutually_exclusive_group()
+    speed.add_argument(
+        "--pace",
+        type=_pace,
+        default=DEFAULT_PACE,
+        metavar="SECONDS",
+        help=f"pause after each step, one line per step (default {DEFAULT_PACE:g})",
+    )
+    speed.add_argument(
+        "--fast",
+        action="store_true",
+        help="no pause and one line per round only (tests, soaks, benchmarks)",
+    )
     parser.add_argument(
         "--floor",
         action="store_true",
@@ -152,8 +175,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
-        default="warning",
-        help="daemon log level on stderr (default warning: the round lines stay readable)",
+        default="info",
+        help="daemon log level (default info)",
+    )
+    parser.add_argument(
+        "--log-stderr",
+        action="store_true",
+        help="the daemon's log on stderr, mixed with the demo's lines (default: "
+        "STATE_DIR/daemon.log)",
     )
 
 
@@ -164,6 +193,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _pace(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0.0 <= value <= 60.0:
+        raise argparse.ArgumentTypeError(f"a pause is between 0 and 60 seconds, got {value}")
     return value
 
 
@@ -195,11 +234,26 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    configure_logging(args.log_level, mode="json" if not sys.stderr.isatty() else "auto")
+    if args.state_dir is None:
+        args.state_dir = Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
+    args.state_dir.mkdir(parents=True, exist_ok=True)
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    if args.log_stderr:
+        configure_logging(args.log_level, mode="json" if not sys.stderr.isatty() else "auto")
+        return _run(args, seed, host, port)
+    log_path = args.state_dir / "daemon.log"
+    with open(log_path, "a", encoding="utf-8") as log:
+        configure_logging(args.log_level, mode="json", stream=log)
+        print(f"daemon log: {log_path}", flush=True)
+        return _run(args, seed, host, port)
+
+
+def _run(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
     if args.floor:
         from tablectl.simulators.floor_demo import run_floor_demo
 
+        # three tables at once: a line per round each (their steps interleaved are noise)
+        args.fast = True
         try:
             return asyncio.run(run_floor_demo(args, seed))
         except KeyboardInterrupt:
@@ -410,6 +464,7 @@ async def play_demo(
     """
     state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
+    args.state_dir = state_dir
     demo_sealing_keys(state_dir)
     options = demo_table_options(args.game, args.dealing, args.dual_deck)
     taken = metrics_port_taken(host, port)
@@ -453,10 +508,43 @@ async def play_demo(
             table_id=getattr(args, "table_id", "demo"),
             floor=_floor_section(args),
         )
+        why_not = cannot_resume(config)
+        if why_not is not None:
+            print(f"tablectl demo: {why_not}", file=sys.stderr)
+            return 2  # refused to start, nothing changed (as `tablectl run` refuses)
         return await _play(args, config, harness, seed, options, interrupted, on_round, lock)
     finally:
         harness.unplug()
         lock.release()
+
+
+def cannot_resume(config: TableConfig) -> str | None:
+    """Why the state dir's journal cannot go on under this run's table, or None when it can.
+
+    The daemon would refuse too, but in its log; the demo says it here, in a person's words,
+    with the options that would resume it.
+    """
+    path = config.journal_path
+    if not path.exists():
+        return None
+    try:
+        first = next(iter(read_rows(path)), None)
+    except JournalError as error:
+        return f"{path} cannot be read ({error}): give a new --state-dir"
+    if first is None or first.kind != "table" or first.body == config.table_dict():
+        return None
+    was = first.body
+    options = was.get("options", {})
+    resume = [f"--game {was.get('game')}"]
+    if was.get("game") in ("five_card_hilo", "heads_up_holdem"):
+        resume.append(f"--dealing {options.get('dealing')}")
+        if options.get("dual_deck"):
+            resume.append("--dual-deck")
+    return (
+        f"{path} was written for {was.get('game')} with {options}, but this run asks for "
+        f"{config.game} with {dict(config.options)}: resume it with "
+        f"{' '.join(resume)}, or give a new --state-dir"
+    )
 
 
 async def _play(
@@ -474,9 +562,17 @@ async def _play(
     feed = EventFeed()
     stop_daemon = asyncio.Event()
     ready: asyncio.Future[Daemon] = loop.create_future()
+    fast = bool(getattr(args, "fast", False))
+    after_seq = last_seq(config.journal_path)
+    if after_seq:
+        print(f"resuming {config.journal_path} after its row {after_seq}", flush=True)
 
     def on_ready(daemon: Daemon) -> None:
         daemon.service.observers.append(feed.record)
+        if not fast:
+            daemon.service.observers.append(
+                StepPrinter(sys.stdout, lambda: daemon.service.status()["cards_dealt"])
+            )
         ready.set_result(daemon)
 
     daemon_task = loop.create_task(
@@ -498,8 +594,13 @@ async def _play(
         interrupt.cancel()
         stop_daemon.set()
         status = await daemon_task
+        where = (
+            "its log above"
+            if getattr(args, "log_stderr", True)
+            else f"its log {args.state_dir / 'daemon.log'}"
+        )
         print(
-            f"tablectl demo: the daemon did not start (exit {status}); its log above says why"
+            f"tablectl demo: the daemon did not start (exit {status}); {where} says why"
             + (
                 f" ({config.journal_path} exists: a state dir of another game or options "
                 "needs a new --state-dir)"
@@ -536,9 +637,12 @@ async def _play(
             fault_kinds=tuple(args.fault_kind or FAULTS),
             gaming_day_start=config.gaming_day_start,
             round_number=lambda: daemon.service.engine.round_number,
+            pace=0.0 if fast else float(getattr(args, "pace", 0.0)),
         )
         played = 0
         while args.rounds is None or played < args.rounds:
+            if not fast:
+                print(flush=True)  # the steps of each round as a paragraph of their own
             round_task = loop.create_task(dealer.play_round())
             done, _ = await asyncio.wait(
                 {round_task, interrupt, daemon_task}, return_when=asyncio.FIRST_COMPLETED
@@ -563,7 +667,10 @@ async def _play(
             if interrupted.is_set():
                 break
     except (DealerStuck, RuntimeError, OSError) as stuck:
-        print(f"tablectl demo: the dealer is stuck: {stuck}", file=sys.stderr)
+        why = str(stuck).strip() or f"{type(stuck).__name__} without a message"
+        if not getattr(args, "log_stderr", True):
+            why += f" (the daemon's log: {args.state_dir / 'daemon.log'})"
+        print(f"tablectl demo: the dealer is stuck: {why}", file=sys.stderr)
         status = 1
     finally:
         interrupt.cancel()
@@ -574,8 +681,11 @@ async def _play(
     print(latency_summary(), flush=True)
     key_file = config.journal_path.parent / VERIFICATION_KEY_FILE
     print(
-        f"stopped after {feed.mark()} events; journal {config.journal_path} "
+        f"stopped after {feed.mark()} events since ready; journal {config.journal_path} "
         f'(tablectl journal verify {config.journal_path} --verify-key "$(cat {key_file})")',
         flush=True,
     )
+    with contextlib.suppress(JournalError):
+        for line in summarise(read_rows(config.journal_path), after_seq).lines():
+            print(line, flush=True)
     return status

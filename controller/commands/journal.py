@@ -1,4 +1,4 @@
-"""`tablectl journal verify|show|backup|setup-keys`: the journal's own tools (docs/journal.md).
+"""`tablectl journal verify|show|export|backup|setup-keys`: the journal's tools (docs/journal.md).
 
 `verify` exits 0 (intact), 1 (tampered or damaged at a named row, or sealed only until earlier
 than `--expect-until`) or 2 (not a readable journal), whatever the file holds.
@@ -7,15 +7,17 @@ than `--expect-until`) or 2 (not a readable journal), whatever the file holds.
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime
 import json
 import os
 import pwd
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from tablectl.controller.config import SERVICE_USER, ConfigError, load_config
+from tablectl.controller.export import COLUMNS, export_records
 from tablectl.controller.journal import (
     EXIT_UNREADABLE,
     JournalError,
@@ -59,6 +61,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("path", metavar="PATH", help="the journal's SQLite file")
     show.add_argument("--round", type=int, required=True, metavar="N", help="the round number")
     show.add_argument("--json", action="store_true", help="the cards as JSON, in the order dealt")
+    export = actions.add_parser(
+        "export",
+        help="rounds, decisions with rule IDs and device faults as CSV or JSON lines",
+        description="Rounds, decisions (with rule IDs and citations) and device faults, one "
+        "record per line. A round's cards are included once the round is over; the round in "
+        "progress never shows one.",
+    )
+    export.add_argument("path", metavar="PATH", help="the journal's SQLite file")
+    export.add_argument("--format", choices=("csv", "jsonl"), default="csv")
+    export.add_argument(
+        "--gaming-day", type=_day, default=None, metavar="YYYY-MM-DD", help="only this gaming day"
+    )
+    export.add_argument("--no-cards", action="store_true", help="leave every card out")
+    export.add_argument(
+        "--output", "-o", default="-", metavar="FILE", help="write to FILE (default stdout)"
+    )
+
     backup = actions.add_parser(
         "backup", help="copy the journal (all segments) consistently while the daemon runs"
     )
@@ -95,10 +114,19 @@ def _time(text: str) -> datetime.datetime:
     return moment if moment.tzinfo is not None else moment.astimezone()
 
 
+def _day(text: str) -> str:
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "verify":
             return _verify(args)
+        if args.action == "export":
+            return _export(args)
         if args.action == "backup":
             return _backup(args)
         if args.action == "setup-keys":
@@ -218,3 +246,27 @@ def print_cards(title: str, cards: list[dict[str, Any]]) -> None:
     print("hands:")
     for name, hand in hands_in_deal_order(cards):
         print(f"  {name}: {' '.join(str(card['card']) for card in hand)}")
+
+
+def _export(args: argparse.Namespace) -> int:
+    records = export_records(args.path, day=args.gaming_day, cards=not args.no_cards)
+    if args.output == "-":
+        _write(records, args.format, sys.stdout)
+        return 0
+    try:
+        with open(args.output, "w", newline="", encoding="utf-8") as out:
+            _write(records, args.format, out)
+    except OSError as error:
+        print(f"tablectl journal: {args.output}: {error.strerror}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _write(records: Any, form: str, out: TextIO) -> None:
+    if form == "jsonl":
+        for item in records:
+            out.write(json.dumps(item) + "\n")
+        return
+    writer = csv.DictWriter(out, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(records)

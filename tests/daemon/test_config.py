@@ -157,6 +157,23 @@ def test_check_config_exit_1_with_problems_on_stderr(tmp_path, capsys):
     assert f"{path}: devices.shoe.kind: 'toaster' is not allowed" in err
 
 
+def test_the_examples_together_can_run_on_one_pc(capsys):
+    """Each example has its own metrics port, journal, socket and id: check-config of all passes."""
+    assert cli.main(["check-config", "--file-only", *map(str, EXAMPLES)]) == 0
+    assert capsys.readouterr().out.count(": OK: ") == len(EXAMPLES)
+
+
+def test_two_tables_sharing_a_port_or_journal_are_named(tmp_path, capsys):
+    first = write(tmp_path, MINIMAL)
+    (tmp_path / "second").mkdir()
+    second = write(tmp_path / "second", MINIMAL)
+    assert cli.main(["check-config", "--file-only", str(first), str(second)]) == 1
+    err = capsys.readouterr().err
+    assert f"{first}, {second}: the same metrics port" in err and "127.0.0.1:8338" in err
+    assert f"{first}, {second}: the same journal" in err
+    assert f"{first}, {second}: the same table id" in err
+
+
 def test_missing_file_is_a_clear_error(tmp_path, capsys):
     assert cli.main(["check-config", str(tmp_path / "absent.toml")]) == 1
     assert "absent.toml: cannot read" in capsys.readouterr().err

@@ -215,7 +215,9 @@ def test_op_cli_sends_fields_and_prints_decisions(server, capsys):
 def test_status_cli_renders_the_public_status(server, capsys):
     assert cli.main(["status", "--socket", str(server.server.socket_path)]) == 0
     out = capsys.readouterr().out
-    assert "state: dealing" in out and "round: 3" in out and "A:" in out
+    assert "round 3, dealing" in out and "  A: " in out
+    assert cli.main(["status", "--json", "--socket", str(server.server.socket_path)]) == 0
+    assert json.loads(capsys.readouterr().out) == server.status
 
 
 def test_clients_report_an_absent_daemon(tmp_path, capsys):

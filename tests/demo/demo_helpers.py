@@ -26,6 +26,7 @@ def demo_command(state_dir: Path, *extra: str) -> list[str]:
         str(state_dir),
         "--metrics-listen",
         "127.0.0.1:0",
+        "--fast",
         *extra,
     ]
 

@@ -227,7 +227,7 @@ def test_play_demo_calls_the_round_seam_with_the_running_daemon(tmp_path: Path) 
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args(["--game", "five_card_hilo", "--rounds", "2", "--seed", "3"])
+    args = parser.parse_args(["--game", "five_card_hilo", "--rounds", "2", "--seed", "3", "--fast"])
     args.state_dir = tmp_path
     plugged: list[object] = []
     rounds: list[tuple[int, int, bool]] = []

@@ -20,7 +20,7 @@ from tablectl.controller.daemon import Daemon
 from tablectl.controller.floor.shipper import FloorShipper
 from tablectl.controller.floor.store import compare, connect, verify_table
 from tablectl.controller.journal import Journal, verify_journal
-from tablectl.controller.operator_client import render_status
+from tablectl.controller.status_words import describe
 from tablectl.simulators import demo
 from tablectl.simulators.autodealer import RoundReport
 from tests.floor.floorkit import (
@@ -48,6 +48,7 @@ def demo_args(state_dir: Path, rounds: int, floor_db: FloorDb, table_id: str) ->
             "--table-id", table_id,
             "--floor-dsn", floor_db.config(table_id).dsn,
             "--floor-passfile", str(floor_db.passfile),
+            "--fast",
         ]
     )  # fmt: skip
 
@@ -81,7 +82,7 @@ def test_postgres_stopped_mid_play_and_started_again(floor_db: FloorDb, tmp_path
         elif report.number == 6:
             status = daemon.status()["floor"]
             seen["while_down"] = status
-            seen["rendered"] = render_status(daemon.status())
+            seen["rendered"] = describe(daemon.status())
             seen["gauge_rows_behind"] = metrics.FLOOR_ROWS_BEHIND._value.get()
             await loop.run_in_executor(None, server.start)
             deadline = loop.time() + 20
@@ -192,6 +193,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
         "--floor-dsn", args.floor_dsn,
         "--floor-passfile", str(args.floor_passfile),
         "--seed", "5",
+        "--fast",
     ]  # fmt: skip
 
 

@@ -33,6 +33,12 @@ KNOWN_METRICS = frozenset(
         "tablectl_journal_write_seconds",
         "tablectl_build_info",
         "tablectl_supervisor_notifications_pending",
+        "tablectl_table_info",
+        "tablectl_driver_frames_received_total",
+        "tablectl_driver_frames_sent_total",
+        "tablectl_driver_retransmissions_total",
+        "tablectl_driver_errors_total",
+        "tablectl_driver_reconnect_attempts_total",
         "tablectl_floor_rows_behind",
         "tablectl_floor_seconds_behind",
         "tablectl_floor_ship_errors_total",
@@ -53,7 +59,7 @@ HISTOGRAMS = frozenset({"tablectl_event_processing_seconds", "tablectl_journal_w
 ALLOWED_SERIES = (
     KNOWN_METRICS
     | {f"{name}{suffix}" for name in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")}
-    | {"up"}
+    | {"up", "process_start_time_seconds"}  # Prometheus's own; prometheus-client's process
 )
 
 

@@ -67,7 +67,7 @@ def test_variable_queries_use_known_metrics() -> None:
         if variable["type"] != "query":
             continue
         query = variable["query"]["query"]
-        match = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", query)
+        match = re.fullmatch(r"label_values\((\w+)(?:\{[^}]*\})?,\s*(\w+)\)", query)
         assert match, f"variable {variable['name']}: unexpected query {query!r}"
         assert match.group(1) in KNOWN_METRICS
 

@@ -44,7 +44,7 @@ def test_the_wheel_holds_every_package_under_tablectl_and_nothing_else(tmp_path)
     (wheel,) = tmp_path.glob("tablectl-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names}
-    assert {t for t in top if not t.endswith(".dist-info")} == {"tablectl"}
+    assert {t for t in top if not t.endswith((".dist-info", ".data"))} == {"tablectl"}
     packaged = {
         name.rsplit("/", 1)[0].replace("/", ".") for name in names if name.endswith("/__init__.py")
     }
@@ -54,11 +54,49 @@ def test_the_wheel_holds_every_package_under_tablectl_and_nothing_else(tmp_path)
     assert any(
         n.startswith("tablectl/simulators/scenarios/") and n.endswith(".jsonl") for n in names
     )
+    # the shell completions and the man page, where bash-completion, zsh and man look
+    data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
+    assert data == {
+        "share/bash-completion/completions/tablectl",
+        "share/zsh/site-functions/_tablectl",
+        "share/man/man1/tablectl.1",
+    }
+    # installed under a prefix of its own; --ignore-installed, or pip would first uninstall
+    # the tablectl of the environment running the tests
+    prefix = tmp_path / "prefix"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--ignore-installed",
+            "-q",
+            "--prefix",
+            str(prefix),
+            wheel,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    for path in data:
+        shipped = ROOT / "controller" / "share" / _shipped(path)
+        assert (prefix / path).read_text() == shipped.read_text()
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert (
         "tablectl = tablectl.controller.cli:main"
         in zipfile.ZipFile(wheel).read(entry_points).decode()
     )
+
+
+def _shipped(installed: str) -> str:
+    """share/man/man1/tablectl.1 -> man/tablectl.1 (its place under controller/share/)."""
+    return {
+        "share/bash-completion/completions/tablectl": "bash-completion/tablectl",
+        "share/zsh/site-functions/_tablectl": "zsh/_tablectl",
+        "share/man/man1/tablectl.1": "man/tablectl.1",
+    }[installed]
 
 
 def test_the_checkout_import_root_maps_the_same_folders():

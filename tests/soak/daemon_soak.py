@@ -293,7 +293,7 @@ def soak_table(
     demo.add_arguments(parser)
     argv = ["--game", game, "--rounds", str(rounds), "--seed", str(seed)]
     argv += ["--state-dir", str(state_dir), "--metrics-listen", "127.0.0.1:0"]
-    argv += ["--faults", str(fault_rate), "--log-level", "info"]
+    argv += ["--faults", str(fault_rate), "--log-level", "info", "--fast"]
     if game in ("five_card_hilo", "heads_up_holdem"):
         argv += ["--dealing", dealing]
     args = parser.parse_args(argv)

@@ -1,0 +1,334 @@
+"""`tablectl watch`: a live view of one table for the dealer's and the supervisor's screen.
+
+A Textual app that talks to the daemon over the operator socket only, as any terminal does:
+one connection subscribed to decisions, alarms and state changes, and a `status` request
+after each of them (and every few seconds, so "down since" stays current). It shows the
+round and how many cards each hand has been dealt, each deck's state and stub-count
+cadence, every device (and why one is down), alarms as they come and the supervisor
+notifications waiting; `a` sends `supervisor_ack`: the daemon takes who acknowledges from
+the socket's peer credentials and refuses anyone but a supervisor (docs/operations.md, Roles).
+
+What it shows comes from the public status and from decisions' rule and reason, never a
+card (RULES.md H7): the status holds counts, and a decision's extra fields are not shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import getpass
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.css.query import NoMatches
+from textual.widgets import DataTable, Footer, Header, RichLog, Static
+
+from tablectl.controller.operator_client import OperatorClientError, default_socket, reply_of
+from tablectl.controller.status_words import (
+    cards_dealt_line,
+    deck_state,
+    device_line,
+    fault_words,
+    round_state,
+    rule_words,
+    stub_cadence,
+)
+
+#: seconds between two status requests when nothing is pushed
+REFRESH_SECONDS = 2.0
+#: seconds before the subscription is tried again after the daemon went away
+RECONNECT_SECONDS = 1.0
+
+
+async def request_async(
+    socket_path: str | Path, message: Mapping[str, Any], timeout: float = 5.0
+) -> dict[str, Any]:
+    """`request` on a running event loop: one line out, one reply back.
+
+    Here rather than in operator_client, which `tablectl op` and `status` import: they need
+    not pay for asyncio at start.
+    """
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_unix_connection(str(socket_path), limit=1024 * 1024), timeout
+        )
+    except TimeoutError:
+        raise OperatorClientError(f"{socket_path}: no answer within {timeout} s") from None
+    except OSError as error:
+        raise OperatorClientError(f"{socket_path}: cannot connect: {error.strerror}") from error
+    try:
+        with contextlib.suppress(ConnectionError):
+            writer.write((json.dumps(dict(message)) + "\n").encode())
+            await writer.drain()
+        try:
+            line = await asyncio.wait_for(reader.readline(), timeout)
+        except TimeoutError:
+            raise OperatorClientError(f"{socket_path}: no answer within {timeout} s") from None
+        except (ConnectionError, ValueError) as error:
+            raise OperatorClientError(f"{socket_path}: {error}") from error
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    return reply_of(socket_path, line)
+
+
+def _clock() -> str:
+    return datetime.datetime.now().strftime("%H:%M:%S")
+
+
+class TableWatch(App[int]):
+    """The live table view; `shown` keeps the plain text of each panel as last drawn."""
+
+    TITLE = "tablectl watch"
+    CSS = """
+    #round { height: auto; padding: 0 1; border: round $accent; }
+    #tables { height: auto; max-height: 14; }
+    #decks, #devices { width: 1fr; height: auto; border: round $primary; }
+    #notifications { height: auto; padding: 0 1; border: round $warning; }
+    #alarms { height: 1fr; border: round $error; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "acknowledge", "Acknowledge notifications (supervisor)"),
+        Binding("r", "refresh", "Refresh"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self, socket_path: str | Path, *, refresh_seconds: float = REFRESH_SECONDS
+    ) -> None:
+        super().__init__()
+        self.socket_path = Path(socket_path)
+        # who acknowledges, as the daemon will see it (it fills `by` from the peer credentials)
+        self.user = getpass.getuser()
+        self.refresh_seconds = refresh_seconds
+        self.status: dict[str, Any] = {}
+        self.shown: dict[str, str] = {}
+        self.alarms: list[str] = []
+        # rule id -> the reason of the notify_supervisor decision, as pushed while watching
+        self.reasons: dict[str, str] = {}
+        self._refreshing = asyncio.Lock()
+
+    # -- layout ----------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=True)
+        yield Static("connecting ...", id="round")
+        with Horizontal(id="tables"):
+            yield DataTable(id="decks", show_cursor=False)
+            yield DataTable(id="devices", show_cursor=False)
+        yield Static("", id="notifications")
+        yield RichLog(id="alarms", wrap=True, markup=False)
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        decks = self.query_one("#decks", DataTable)
+        decks.border_title = "Decks"
+        decks.add_columns("deck", "state", "stub count (S1)", "in the shoe")
+        devices = self.query_one("#devices", DataTable)
+        devices.border_title = "Devices"
+        devices.add_columns("device", "state")
+        self.query_one("#round", Static).border_title = "Round"
+        self.query_one("#notifications", Static).border_title = "Supervisor notifications"
+        self.query_one("#alarms", RichLog).border_title = "Alarms and decisions"
+        self.sub_title = str(self.socket_path)
+        self.run_worker(self._follow(), name="subscription", group="subscription")
+        self.set_interval(self.refresh_seconds, self.action_refresh)
+        await self.action_refresh()
+
+    # -- talking to the daemon -----------------------------------------------------------
+
+    async def action_refresh(self) -> None:
+        """Ask for the status and redraw; a daemon that does not answer is said so."""
+        if self._refreshing.locked():
+            return
+        async with self._refreshing:
+            try:
+                reply = await request_async(self.socket_path, {"type": "status"})
+            except OperatorClientError as error:
+                self._show_unreachable(str(error))
+                return
+            if reply.get("reply") != "status":
+                self._show_unreachable(f"{reply.get('reply')}: {reply.get('error')}")
+                return
+            self.status = dict(reply.get("status") or {})
+            with contextlib.suppress(NoMatches):  # the app is closing: nothing left to draw
+                self._draw(self.status)
+
+    async def _follow(self) -> None:
+        """The subscription: each pushed message is logged (alarms) and triggers a redraw."""
+        while True:
+            try:
+                reader, writer = await asyncio.open_unix_connection(
+                    str(self.socket_path), limit=1024 * 1024
+                )
+            except OSError as error:
+                self._show_unreachable(f"{self.socket_path}: cannot connect: {error.strerror}")
+                await asyncio.sleep(RECONNECT_SECONDS)
+                continue
+            self.log(f"subscribed to {self.socket_path}")
+            try:
+                writer.write(b'{"type": "subscribe"}\n')
+                await writer.drain()
+                while line := await reader.readline():
+                    with contextlib.suppress(ValueError):
+                        message = json.loads(line)
+                        if isinstance(message, dict):
+                            await self._pushed(message)
+            except (ConnectionError, ValueError) as error:
+                self.log(f"subscription: {error!r}")
+            finally:
+                writer.close()
+            self._log_line(f"{_clock()}  the daemon closed the connection; reconnecting")
+            await asyncio.sleep(RECONNECT_SECONDS)
+
+    async def _pushed(self, message: Mapping[str, Any]) -> None:
+        kind = message.get("message")
+        if kind == "alarm":
+            self._log_line(f"{_clock()}  ALARM  {self._describe_pushed(message)}")
+            if message.get("decision") == "notify_supervisor" and message.get("rule_id"):
+                self.reasons[str(message["rule_id"])] = str(message.get("reason") or "")
+        elif kind == "decision":
+            self._log_line(f"{_clock()}  {self._describe_pushed(message)}")
+        if kind in ("alarm", "decision", "state"):
+            await self.action_refresh()
+
+    @staticmethod
+    def _describe_pushed(message: Mapping[str, Any]) -> str:
+        """A decision's name, rule and reason, or a daemon alarm's kind, device and reason."""
+        if "decision" in message:
+            text = f"{message['decision']} [{message.get('rule_id')}]"
+        else:
+            text = f"{message.get('alarm', 'alarm')} {message.get('device', '')}".rstrip()
+        reason = message.get("reason")
+        return f"{text}: {reason}" if reason else text
+
+    async def action_acknowledge(self) -> None:
+        """`a`: acknowledge every pending supervisor notification (supervisor_ack)."""
+        pending = list(self.status.get("pending_supervisor_notifications") or [])
+        if not pending:
+            self._log_line(f"{_clock()}  nothing to acknowledge")
+            return
+        try:
+            reply = await request_async(self.socket_path, {"type": "supervisor_ack"})
+        except OperatorClientError as error:
+            self._log_line(f"{_clock()}  acknowledgement not sent: {error}")
+            return
+        if reply.get("reply") != "decisions":
+            self._log_line(
+                f"{_clock()}  acknowledgement refused: {reply.get('error') or reply.get('reply')}"
+            )
+        else:
+            rejected = [d for d in reply.get("decisions", []) if d.get("decision") == "rejected"]
+            if rejected:
+                self._log_line(f"{_clock()}  acknowledgement rejected: {rejected[0].get('reason')}")
+            else:
+                self._log_line(
+                    f"{_clock()}  acknowledged by {self.user}: {', '.join(map(str, pending))}"
+                )
+                for rule in pending:
+                    self.reasons.pop(str(rule), None)
+        await self.action_refresh()
+
+    # -- drawing -----------------------------------------------------------------------------
+
+    def _log_line(self, text: str) -> None:
+        self.alarms.append(text)
+        with contextlib.suppress(NoMatches):
+            self.query_one("#alarms", RichLog).write(text)
+
+    def _show_unreachable(self, why: str) -> None:
+        text = f"the daemon does not answer: {why}"
+        if self.shown.get("round") != text:
+            self.shown["round"] = text
+            with contextlib.suppress(NoMatches):
+                self.query_one("#round", Static).update(text)
+
+    def _draw(self, status: Mapping[str, Any]) -> None:
+        self.title = f"table {status.get('table', '?')}"
+        round_text = (
+            f"{str(status.get('game', '?')).replace('_', ' ')}: round {status.get('round', 0)}, "
+            f"{round_state(status.get('state'))}\n"
+            f"cards dealt: {cards_dealt_line(status.get('cards_dealt') or {})}"
+        )
+        current = status.get("current_deck")
+        if current:
+            round_text += f"    dealing from deck {current}"
+        self.shown["round"] = round_text
+        self.query_one("#round", Static).update(round_text)
+
+        decks = self.query_one("#decks", DataTable)
+        decks.clear()
+        deck_rows = []
+        for name, deck in (status.get("decks") or {}).items():
+            row = (
+                str(name),
+                deck_state(deck.get("state")),
+                stub_cadence(deck.get("rounds_since_stub_count", 0)),
+                str(deck.get("cards_in_shoe", 0)),
+            )
+            decks.add_row(*row)
+            deck_rows.append("  ".join(row))
+        self.shown["decks"] = "\n".join(deck_rows)
+
+        devices = self.query_one("#devices", DataTable)
+        devices.clear()
+        down = status.get("devices_down") or {}
+        faults = status.get("device_faults") or {}
+        device_rows = []
+        for name, state in (status.get("devices") or {}).items():
+            line = device_line(str(name), state == "up", down.get(name))
+            _, _, words = line.partition(": ")
+            if name in faults:
+                words += f"; fault: {fault_words(faults[name])}"
+            devices.add_row(str(name), words)
+            device_rows.append(f"{name}: {words}")
+        self.shown["devices"] = "\n".join(device_rows)
+
+        pending = status.get("pending_supervisor_notifications") or []
+        if pending:
+            lines = [f"{len(pending)} waiting; a supervisor presses  a  to acknowledge"]
+            for rule in pending:
+                reason = self.reasons.get(str(rule))
+                lines.append(f"  {rule_words(rule)}" + (f" ({reason})" if reason else ""))
+            notes = "\n".join(lines)
+        else:
+            notes = "none waiting"
+        self.shown["notifications"] = notes
+        self.query_one("#notifications", Static).update(notes)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--socket", metavar="PATH", help="the operator socket")
+    where.add_argument(
+        "--table", metavar="ID", help="the table id (/run/tablectl/ID/operator.sock)"
+    )
+    parser.add_argument(
+        "--refresh",
+        type=float,
+        default=REFRESH_SECONDS,
+        metavar="SECONDS",
+        help=f"status refresh when nothing happens (default {REFRESH_SECONDS:g})",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        path = args.socket or default_socket(args.table)
+    except OperatorClientError as error:
+        print(f"tablectl watch: {error}", file=sys.stderr)
+        return 2
+    if args.refresh <= 0:
+        print("tablectl watch: --refresh: SECONDS must be more than 0", file=sys.stderr)
+        return 2
+    app = TableWatch(path, refresh_seconds=args.refresh)
+    return app.run() or 0
