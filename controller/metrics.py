@@ -125,6 +125,10 @@ FLOOR_SHIP_ERRORS_TOTAL = Counter(
     "Failures to ship rows to the floor store, by kind (connection, refused, diverged ...)",
     ["error"],
 )
+FLOOR_DIVERGED = Gauge(
+    "tablectl_floor_diverged",
+    "1 while the local journal no longer matches the floor's copy (shipping stopped)",
+)
 FLOOR_LAST_ERROR_TIMESTAMP = Gauge(
     "tablectl_floor_last_error_timestamp_seconds",
     "Unix time of the last failure to ship to the floor store (0: none since start)",

@@ -87,6 +87,18 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+#: Every word error_kind() gives: each label set starts at 0, so increase() sees a first error.
+ERROR_KINDS = (
+    "diverged",
+    "local_journal",
+    "refused",
+    "authentication",
+    "connection",
+    "database",
+    "other",
+)
+
+
 def error_kind(error: BaseException) -> str:
     """A bounded word for the metric label: what went wrong, not the message."""
     import psycopg
@@ -129,6 +141,10 @@ class FloorShipper:
         self.floor = floor
         self.clock = clock
         self.publish_metrics = publish_metrics
+        if publish_metrics:
+            for kind in ERROR_KINDS:
+                metrics.FLOOR_SHIP_ERRORS_TOTAL.labels(error=kind)
+            metrics.FLOOR_DIVERGED.set(0)
         self.retry_min = retry_min
         self.retry_max = retry_max
         self.linger = linger
@@ -368,12 +384,14 @@ class FloorShipper:
         if self.publish_metrics:
             metrics.FLOOR_SHIP_ERRORS_TOTAL.labels(error=kind).inc()
             metrics.FLOOR_LAST_ERROR_TIMESTAMP.set(self.last_error_at or 0)
+            metrics.FLOOR_DIVERGED.set(1 if kind == "diverged" else 0)
         self._log.warning("floor_ship_failed", error=kind, message=message)
 
     def _publish(self) -> None:
         if self.publish_metrics:
             metrics.FLOOR_ROWS_BEHIND.set(self.rows_behind)
             metrics.FLOOR_SECONDS_BEHIND.set(self.seconds_behind())
+            metrics.FLOOR_DIVERGED.set(1 if self.state == "diverged" else 0)
 
     @staticmethod
     def _close(conn: Any) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from tablectl.controller import metrics
 from tablectl.controller.daemon import Daemon
@@ -225,14 +226,18 @@ def test_floor_compare_names_the_first_differing_row(
     with connect(floor_db.admin_dsn) as conn:
         result = compare(conn, table_id, journal)
     assert (result.verdict, result.first_differing_seq) == (damage, expected_seq)
-    # and the table's shipper refuses to go on from a journal that left the floor's copy
-    shipper = FloorShipper(table_id, journal, floor_db.config(table_id), publish_metrics=False)
+    # and the table's shipper refuses to go on from a journal that left the floor's copy,
+    # and says so in the gauge TablectlFloorDiverged reads (a state: it stays 1)
+    shipper = FloorShipper(table_id, journal, floor_db.config(table_id), publish_metrics=True)
+    assert REGISTRY.get_sample_value("tablectl_floor_diverged") == 0
     shipper.start()
     try:
         wait_for(lambda: shipper.state == "diverged", 15, "the shipper to see the divergence")
     finally:
         shipper.stop()
     assert shipper.last_error is not None and shipper.last_error.startswith("diverged")
+    assert REGISTRY.get_sample_value("tablectl_floor_diverged") == 1
+    assert REGISTRY.get_sample_value("tablectl_floor_ship_errors_total", {"error": "diverged"}) >= 1
     assert len(floor_db.floor_rows(table_id)) == 60
 
 

@@ -41,6 +41,7 @@ KNOWN_METRICS = frozenset(
         "tablectl_driver_reconnect_attempts_total",
         "tablectl_floor_rows_behind",
         "tablectl_floor_seconds_behind",
+        "tablectl_floor_diverged",
         "tablectl_floor_ship_errors_total",
         "tablectl_floor_last_error_timestamp_seconds",
         # the record's health (issue 9 fail-stop; issue 11 visible health)
