@@ -47,7 +47,13 @@ from tablectl.controller.operator import (
 )
 from tablectl.controller.sdnotify import SdNotifier, Watchdog
 from tablectl.controller.service import ServiceError, TableService
-from tablectl.drivers.base import STATUS_EVENTS, AllowList, DeviceDriver, DriverError
+from tablectl.drivers.base import (
+    STATUS_EVENTS,
+    AllowList,
+    DeviceDriver,
+    DriverError,
+    DriverSettings,
+)
 from tablectl.drivers.registry import DriverNotFound, create_driver
 from tablectl.drivers.transport import TransportConfigError, make_transport
 
@@ -170,9 +176,18 @@ class Daemon:
                     transport,
                     name=device.name,
                     allow_list=AllowList.of(device.allowed_serials, device.allowed_firmware_sha256),
+                    settings=DriverSettings(**device.transport.timeouts.driver_settings()),
+                    device_settings=device.settings,
                 )
             except (TransportConfigError, DriverNotFound) as error:
                 raise DaemonError(f"{where}: {error}") from error
+            wrong = driver.settings_problems(device.settings)
+            if wrong:
+                raise DaemonError(
+                    "; ".join(
+                        f"{where}.settings{'.' + key if key else ''}: {msg}" for key, msg in wrong
+                    )
+                )
             self.drivers[device.name] = driver
 
     async def start(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tablectl.controller.config import ConfigError, load_config
+from tablectl.controller.config import ConfigError, check_drivers, load_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +19,13 @@ def run(args: argparse.Namespace) -> int:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         print(f"{args.file}: {len(error.problems)} problem(s)", file=sys.stderr)
+        return 1
+    # each driver installed, and its [devices.NAME.settings] valid by the driver's own schema
+    driver_problems = check_drivers(config)
+    if driver_problems:
+        for problem in driver_problems:
+            print(problem, file=sys.stderr)
+        print(f"{args.file}: {len(driver_problems)} problem(s)", file=sys.stderr)
         return 1
     devices = ", ".join(
         f"{d.name} ({d.kind}, {d.driver}, {d.transport.type})" for d in config.devices
