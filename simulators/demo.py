@@ -36,6 +36,7 @@ from prometheus_client import REGISTRY
 from tablectl.controller.config import GAMES, TableConfig, parse_config, parse_listen_address
 from tablectl.controller.daemon import Daemon, run_daemon
 from tablectl.controller.logs import configure_logging
+from tablectl.drivers.registry import get_driver_class
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
 
@@ -120,6 +121,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="HILO/HUH: two decks alternating, one shuffled while the other is dealt",
     )
     parser.add_argument(
+        "--driver",
+        action="append",
+        default=[],
+        metavar="DEVICE=NAME",
+        help="a vendor's driver for a device (e.g. shoe=acme-cs9), played on its own simulator",
+    )
+    parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="warning",
@@ -165,12 +173,30 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        args.drivers = parse_driver_options(args.driver)
+    except ValueError as error:
+        print(f"tablectl demo: --driver: {error}", file=sys.stderr)
+        return 2
     configure_logging(args.log_level, mode="json" if not sys.stderr.isatty() else "auto")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     try:
         return asyncio.run(play_demo(args, seed, host, port))
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
+
+
+def parse_driver_options(values: list[str]) -> dict[str, str]:
+    """``["shoe=acme-cs9"]`` -> ``{"shoe": "acme-cs9"}``; ValueError names a bad one."""
+    drivers: dict[str, str] = {}
+    for value in values:
+        device, sep, driver = value.partition("=")
+        if not sep or device not in DEVICES or not driver:
+            raise ValueError(
+                f"{value!r}: expected DEVICE=DRIVER, DEVICE one of {', '.join(DEVICES)}"
+            )
+        drivers[device] = driver
+    return drivers
 
 
 def demo_table_options(
@@ -195,6 +221,7 @@ def demo_config(
     identities: Mapping[str, tuple[str, str]],
     usb_ids: Mapping[str, tuple[int, int]],
     metrics_listen: str,
+    drivers: Mapping[str, str] | None = None,
 ) -> TableConfig:
     """The table's configuration, validated like a file's: devices at the demo's ptys/USB ids.
 
@@ -202,9 +229,10 @@ def demo_config(
     """
     devices: dict[str, Any] = {}
     for name, (serial, firmware) in identities.items():
-        kind, attachment = DEVICES[name]
+        kind, _attachment = DEVICES[name]
+        driver = (drivers or {}).get(name, "reference")
         transport: dict[str, Any]
-        if attachment == "usb":
+        if name in usb_ids:
             vendor, product = usb_ids[name]
             transport = {
                 "type": "usb",
@@ -214,9 +242,12 @@ def demo_config(
             }
         else:
             transport = {"type": "serial", "port": str(state_dir / "dev" / name)}
+            if driver != "reference":
+                # the serial line the vendor's manual gives, as its driver declares it
+                transport.update(get_driver_class(kind, driver).serial_defaults)
         devices[name] = {
             "kind": kind,
-            "driver": "reference",
+            "driver": driver,
             "transport": transport,
             "allowed_serials": [serial],
             "allowed_firmware_sha256": [firmware],
@@ -357,9 +388,19 @@ async def play_demo(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, interrupted.set)
 
-    harness = SimulatedTableHarness(
-        args.game, options, seed=seed, state_dir=state_dir, shuffle_seconds=shuffle_seconds
-    )
+    drivers: dict[str, str] = getattr(args, "drivers", None) or {}
+    try:
+        harness = SimulatedTableHarness(
+            args.game,
+            options,
+            seed=seed,
+            state_dir=state_dir,
+            shuffle_seconds=shuffle_seconds,
+            drivers=drivers,
+        )
+    except (ValueError, LookupError) as error:
+        print(f"tablectl demo: {error}", file=sys.stderr)
+        return 2
     harness.plug()
     if on_plugged is not None:
         on_plugged(harness)
@@ -371,6 +412,7 @@ async def play_demo(
             harness.identities(),
             harness.usb_ids(),
             f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+            drivers,
         )
         return await _play(args, config, harness, seed, options, interrupted, on_round)
     finally:
