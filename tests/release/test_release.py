@@ -10,6 +10,7 @@ import sys
 import tarfile
 import tomllib
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -78,10 +79,11 @@ def test_installed_from_the_wheel_outside_the_repository(release):
     where = release.run("python", "-c", "import tablectl.controller as c; print(c.__file__)")
     assert str(release.venv) in where.stdout and str(ROOT) not in where.stdout, where
     for path in SHIPPED:
-        folder, _, name = path.rpartition("/")
-        located = release.run("tablectl", "example-config", "--path", folder.split("/")[0])
+        head, _, rest = path.partition("/") if "/" in path else ("", "", path)
+        located = release.run("tablectl", "example-config", "--path", head)
         assert located.returncode == 0, located.stderr
         assert located.stdout.startswith(str(release.venv)), located.stdout
+        assert (Path(located.stdout.strip()) / rest).is_file(), path
     example = release.run("tablectl", "example-config", "five_card_hilo")
     assert example.returncode == 0
     assert example.stdout == (ROOT / "config" / "five_card_hilo.toml").read_text()
