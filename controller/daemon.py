@@ -54,7 +54,7 @@ from tablectl.drivers.base import (
     DriverError,
     DriverSettings,
 )
-from tablectl.drivers.registry import DriverNotFound, create_driver
+from tablectl.drivers.registry import DriverNotFound, create_driver, get_driver_class
 from tablectl.drivers.transport import TransportConfigError, make_transport
 
 #: Seconds to wait for every device's handshake before READY is sent regardless.
@@ -169,6 +169,17 @@ class Daemon:
                 options["backend"] = self.usb_backend
             where = f"{self.config.source}: devices.{device.name}"
             try:
+                # the driver's own schema first: a driver may read its settings as it is built
+                wrong = get_driver_class(device.kind, device.driver).settings_problems(
+                    device.settings
+                )
+                if wrong:
+                    raise DaemonError(
+                        "; ".join(
+                            f"{where}.settings{'.' + key if key else ''}: {message}"
+                            for key, message in wrong
+                        )
+                    )
                 transport = make_transport(device.transport.type, **options)
                 driver = create_driver(
                     device.kind,
@@ -181,13 +192,6 @@ class Daemon:
                 )
             except (TransportConfigError, DriverNotFound) as error:
                 raise DaemonError(f"{where}: {error}") from error
-            wrong = driver.settings_problems(device.settings)
-            if wrong:
-                raise DaemonError(
-                    "; ".join(
-                        f"{where}.settings{'.' + key if key else ''}: {msg}" for key, msg in wrong
-                    )
-                )
             self.drivers[device.name] = driver
 
     async def start(self) -> None:

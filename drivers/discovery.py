@@ -47,7 +47,7 @@ class Found:
                 'allowed_firmware_sha256 = ["SHA256 from `tablectl probe KIND --port PORT`"]',
                 f"[devices.{name.lower()}.transport]",
             ]
-            lines += [f"{key} = {_toml(value)}" for key, value in self.transport.items()]
+            lines += [f"{key} = {_toml(value, key)}" for key, value in self.transport.items()]
             if kind != "KIND" and self.transport.get("type") == "serial":
                 cls = _driver_class(kind, driver)
                 for key, value in (cls.serial_defaults if cls else {}).items():
@@ -57,10 +57,10 @@ class Found:
         return "\n\n".join(blocks)
 
 
-def _toml(value: Any) -> str:
+def _toml(value: Any, key: str = "") -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int) and value > 255:
+    if key in ("vendor_id", "product_id"):
         return f"0x{value:04x}"
     if isinstance(value, int | float):
         return str(value)
