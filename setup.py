@@ -23,7 +23,6 @@ DATA_FOLDERS = {
 }
 
 
-
 def data_packages() -> dict[str, str]:
     """Each data folder and its sub-folders (named like packages) -> its folder.
 

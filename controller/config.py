@@ -81,17 +81,6 @@ class DriverTimeouts:
     handshake_timeout: float | None = None
     command_timeout: float | None = None
 
-    def driver_settings(self) -> dict[str, float]:
-        """Keyword arguments for `drivers.base.DriverSettings` (only those configured)."""
-        return {
-            key: value
-            for key, value in (
-                ("handshake_timeout", self.handshake_timeout),
-                ("command_timeout", self.command_timeout),
-            )
-            if value is not None
-        }
-
 
 @dataclass(frozen=True)
 class SerialTransportConfig:

@@ -126,6 +126,15 @@ SHOE_LOCKING = {
 }
 
 
+def _driver_settings(device: DeviceConfig) -> DriverSettings:
+    """The driver's timeouts: those of `[devices.NAME.transport]`, else the driver's own."""
+    timeouts, default = device.transport.timeouts, DriverSettings()
+    return DriverSettings(
+        handshake_timeout=timeouts.handshake_timeout or default.handshake_timeout,
+        command_timeout=timeouts.command_timeout or default.command_timeout,
+    )
+
+
 class Daemon:
     """The running table: the service, its drivers, the operator socket and the metrics server."""
 
@@ -187,7 +196,7 @@ class Daemon:
                     transport,
                     name=device.name,
                     allow_list=AllowList.of(device.allowed_serials, device.allowed_firmware_sha256),
-                    settings=DriverSettings(**device.transport.timeouts.driver_settings()),
+                    settings=_driver_settings(device),
                     device_settings=device.settings,
                 )
             except (TransportConfigError, DriverNotFound) as error:

@@ -20,8 +20,8 @@ from typing import Any
 
 from tablectl.drivers.usb_ids import DEVICE_KINDS, REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
 from tablectl.simulators.faults import FaultyWire
-from tablectl.simulators.scenario import SIMULATORS, Pluggable, Scenario, ScenarioError, Target
 from tablectl.simulators.registry import SimulatorNotFound, simulator_class
+from tablectl.simulators.scenario import SIMULATORS, Pluggable, Scenario, ScenarioError, Target
 from tablectl.simulators.shoe import ShoeSim
 
 

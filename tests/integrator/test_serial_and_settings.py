@@ -14,7 +14,7 @@ import pytest
 import serial
 
 from tablectl.controller import cli
-from tablectl.controller.config import ConfigError, check_drivers, load_config
+from tablectl.controller.config import ConfigError, DriverTimeouts, check_drivers, load_config
 from tablectl.controller.daemon import run_daemon
 from tablectl.drivers.transport import make_transport
 from tablectl.simulators.pty import PtyAttachment
@@ -71,10 +71,9 @@ def test_the_serial_line_reaches_pyserial(tmp_path):
             )
         )
         (device,) = config.devices
-        assert device.transport.timeouts.driver_settings() == {
-            "handshake_timeout": 3.5,
-            "command_timeout": 0.5,
-        }
+        assert device.transport.timeouts == DriverTimeouts(
+            handshake_timeout=3.5, command_timeout=0.5
+        )
         transport = make_transport("serial", **device.transport.transport_options())
         await transport.open(asyncio.get_running_loop(), lambda data: None, lambda exc: None)
         try:
