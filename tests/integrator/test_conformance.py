@@ -130,3 +130,29 @@ def test_the_event_contract_names_what_is_wrong():
     assert event_problems("shoe", {**ok, "type": "reader_result"}) == [
         "'reader_result' is not an event of a shoe"
     ]
+
+
+def test_a_device_on_a_port_is_checked_through_the_relay_without_its_hands():
+    """--port: the kit relays the device (here a simulator in another process, on its own
+    pty) and runs every check that needs no hands at the device; the others are skipped."""
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "tablectl.controller", "sim", "shoe", "--driver", "acme-cs9"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert sim.stdout is not None
+        port = json.loads(sim.stdout.readline())["port"]
+        run = subprocess.run(
+            [sys.executable, "-m", "tablectl.controller", "conformance", "shoe", "--driver",
+             "acme-cs9", "--port", port, "--format", "json"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        sim.terminate()
+        sim.wait(timeout=10)
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(run.stdout)
+    results = {row["check"]: row["result"] for row in report["rows"]}
+    assert results["event: card_drawn"] == "SKIP"
+    assert results["unplug and replug"] == results["truncated input"] == PASS
+    assert report["identity"]["model"] == "ACME CS-9"
