@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -93,13 +94,11 @@ def test_the_cli_prints_the_table_and_exits_1_on_a_failure(tmp_path):
 
 
 def test_the_pytest_plugin_runs_the_kit_and_writes_the_report(tmp_path):
-    (tmp_path / "test_vendor.py").write_text(
+    """The example's own test (what a vendor writes) passes; the broken driver's fails."""
+    shutil.copy(ROOT / "examples" / "vendor-shoe" / "tests" / "test_conformance.py", tmp_path)
+    (tmp_path / "test_broken.py").write_text(
         textwrap.dedent(
             f"""
-            def test_good(tablectl_conformance):
-                report = tablectl_conformance("shoe", "acme-cs9")
-                assert report.passed, report.markdown()
-
             def test_broken(tablectl_conformance):
                 report = tablectl_conformance("shoe", "{BROKEN}", simulator="reference")
                 assert report.passed, report.markdown()
@@ -113,6 +112,7 @@ def test_the_pytest_plugin_runs_the_kit_and_writes_the_report(tmp_path):
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     assert "1 failed, 1 passed" in result.stdout
+    assert "FAILED test_broken.py::test_broken" in result.stdout
     assert "tablectl conformance: shoe acme-cs9" in result.stdout
     assert "| no card in any log line | FAIL |" in result.stdout
     assert (tmp_path / "reports" / "shoe-acme-cs9.md").read_text().count("| PASS |") == 16
