@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -26,12 +26,17 @@ from tablectl.controller.ledger import (
     REMOVED,
     SHOE,
     Ledger,
+    LedgerError,
 )
 from tablectl.controller.machine import RoundModel, build, definition
 from tablectl.controller.rules import citation
 from tablectl.controller.table import TableSpec
 
-__all__ = ["Decision", "Engine"]
+__all__ = ["SNAPSHOT_VERSION", "Decision", "Engine", "SnapshotError"]
+
+# Engine.snapshot()'s format. Adding a field with a default keeps the version (an older
+# snapshot restores with the default); renaming or re-meaning one bumps it.
+SNAPSHOT_VERSION = 1
 
 PLAYER_HIT = "player"  # a 3C21 hit: no device says which position took it
 UNASSIGNED = "unassigned"  # a card beyond the deal order of a face-down game
@@ -63,6 +68,10 @@ def device_kind(event: Mapping[str, Any]) -> str | None:
         return kind
     name = event.get("device")
     return DEVICE_ALIASES.get(name.lower()) if isinstance(name, str) else None
+
+
+class SnapshotError(ValueError):
+    """A snapshot Engine.restore cannot use; the message names the field and why."""
 
 
 @dataclass
@@ -106,6 +115,65 @@ class Round:
     start_position: str | None = None  # A1
     planned_cards: int = 0  # the whole deal, community included (S3 for unread hands)
     blocked: bool = False  # a deal of this round was blocked: its later steps decide nothing
+
+
+# The engine's own bookkeeping that a snapshot carries, beside the decks, the round, the
+# machine's state and the reader's day (each encoded by hand in Engine.snapshot).
+_SNAPSHOT_SCALARS = (
+    "current",
+    "explicit_deck",
+    "last_round_deck",
+    "round_number",
+    "dealt",
+    "burn_pending",
+    "asd_removed",
+    "ads_removed",
+    "asd_faulted",
+    "shuffler_emptied",
+    "reader_disabled",
+    "rack_level",
+    "rack_baseline",
+    "rack_direct",
+    "rack_expected_min",
+    "rack_deck",
+    "rack_seen",
+    "bart_carter_flagged",
+    "pending_notifications",
+    "suspended_from",
+    "device_faults",
+    "next_batch",
+)
+_SETS = {"flagged", "void_hands"}
+
+
+def _plain(value: Any) -> Any:
+    """A field as JSON data: sets sorted, tuples as lists; a dict keeps its order (the
+    engine iterates some, e.g. a round's expected counts, and decides in that order)."""
+    if isinstance(value, set):
+        return sorted(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def _fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
+    """The keyword arguments of dataclass ``cls`` from snapshot ``data``, checked by name."""
+    if not isinstance(data, Mapping):
+        raise SnapshotError(f"{where}: must be an object, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise SnapshotError(f"{where}.{unknown[0]}: not a field of this engine's snapshot")
+    missing = [
+        name
+        for name, f in known.items()
+        if name not in data and f.default is MISSING and f.default_factory is MISSING
+    ]
+    if missing:
+        raise SnapshotError(f"{where}.{missing[0]}: missing")
+    return dict(data)
 
 
 class Engine:
@@ -203,6 +271,106 @@ class Engine:
             "reader": self._reader_state(),
             "device_faults": dict(self.device_faults),
         }
+
+    def snapshot(self) -> dict[str, Any]:
+        """The engine's whole state as JSON data (versioned, key order fixed), for the journal.
+
+        ``Engine.restore(spec, snapshot)`` continues exactly where this engine is: the same
+        decisions and status for every later event. It holds face-down cards (the ledger,
+        the dealer's hole card, this round's dealt cards): journal only, never a log (H7).
+        """
+        rnd = self.round
+        day = self.reader_inspected_day
+        return {
+            "version": SNAPSHOT_VERSION,
+            "game": self.game,
+            "state": self.state,
+            "decks": {
+                name: {
+                    **{
+                        f.name: _plain(getattr(deck, f.name))
+                        for f in fields(Deck)
+                        if f.name not in ("name", "ledger")
+                    },
+                    "ledger": deck.ledger.as_dict(),
+                }
+                for name, deck in sorted(self.decks.items())
+            },
+            "round": None
+            if rnd is None
+            else {f.name: _plain(getattr(rnd, f.name)) for f in fields(Round)},
+            "reader_inspected_day": day.isoformat() if isinstance(day, date) else day,
+            **{name: _plain(getattr(self, name)) for name in _SNAPSHOT_SCALARS},
+        }
+
+    @classmethod
+    def restore(
+        cls,
+        spec: TableSpec,
+        snapshot: Mapping[str, Any],
+        random_source: Callable[[int], int] | None = None,
+    ) -> Engine:
+        """An engine of table ``spec`` in the state ``snapshot`` recorded.
+
+        ``random_source`` is injected as for a new engine (the drawn numbers stay the
+        caller's: the journal replays them). A snapshot of another version, another game,
+        or whose ledgers break conservation is refused with SnapshotError naming the field.
+        """
+        engine = cls(spec, random_source=random_source)
+        engine._load(snapshot)
+        return engine
+
+    def _load(self, snap: Mapping[str, Any]) -> None:
+        if not isinstance(snap, Mapping):
+            raise SnapshotError(f"snapshot: must be an object, got {type(snap).__name__}")
+        version = snap.get("version")
+        if version != SNAPSHOT_VERSION:
+            raise SnapshotError(f"version: {version!r}; this engine reads {SNAPSHOT_VERSION}")
+        if snap.get("game") != self.game:
+            raise SnapshotError(f"game: {snap.get('game')!r}, but the table is {self.game}")
+        expected = {"version", "game", "state", "decks", "round", "reader_inspected_day"}
+        expected.update(_SNAPSHOT_SCALARS)
+        unknown = sorted(set(snap) - expected)
+        missing = sorted(expected - set(snap))
+        if unknown or missing:
+            what = f"{unknown[0]}: unknown" if unknown else f"{missing[0]}: missing"
+            raise SnapshotError(what)
+        state = snap["state"]
+        if state not in self._definition.states:
+            raise SnapshotError(f"state: {state!r} is not a state of {self.game}")
+        decks = snap["decks"]
+        if not isinstance(decks, Mapping) or sorted(decks) != sorted(self.decks):
+            raise SnapshotError(f"decks: must name the decks {', '.join(sorted(self.decks))}")
+        for name, data in decks.items():
+            where = f"decks.{name}"
+            if not isinstance(data, Mapping):
+                raise SnapshotError(f"{where}: must be an object")
+            args = _fields_of(Deck, {"name": name, **data}, where)
+            try:
+                args["ledger"] = Ledger.from_dict(self.composition, args["ledger"])
+            except (LedgerError, AttributeError, TypeError) as error:
+                raise SnapshotError(f"{where}.ledger: {error}") from None
+            self.decks[name] = Deck(**args)
+        rnd = snap["round"]
+        if rnd is None:
+            self.round = None
+        else:
+            args = _fields_of(Round, rnd, "round")
+            for name in _SETS & set(args):
+                args[name] = set(args[name])
+            if "stacks" in args:
+                args["stacks"] = [(str(t), int(n)) for t, n in args["stacks"]]
+            self.round = Round(**args)
+        day = snap["reader_inspected_day"]
+        try:
+            self.reader_inspected_day = (
+                date.fromisoformat(day) if isinstance(day, str) and day != "untimed" else day
+            )
+        except ValueError:
+            raise SnapshotError(f"reader_inspected_day: {day!r} is not a date") from None
+        for name in _SNAPSHOT_SCALARS:
+            setattr(self, name, snap[name])
+        self._machine.set_state(state, model=self._model)
 
     def dealt_cards(self) -> list[dict[str, Any]]:
         """This round's cards in the order dealt, face-down ones included (journal only)."""

@@ -10,6 +10,7 @@ refused, which is how a foreign or duplicated card is found (C8).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 from tablectl.controller.cards import Composition
 
@@ -75,6 +76,28 @@ class Ledger:
     def in_play(self, excluded: tuple[str, ...] = (SHOE, DISCARD, REMOVED)) -> int:
         """Cards out of the shoe and not yet in the rack: those on the layout."""
         return sum(c.total() for p, c in self.places.items() if p not in excluded)
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        """Where each card is, as plain data in a canonical order (Engine.snapshot)."""
+        return {
+            place: {card: held[card] for card in sorted(held)}
+            for place in sorted(self.places)
+            if (held := self.places[place])
+        }
+
+    @classmethod
+    def from_dict(cls, composition: Composition, places: Mapping[str, Mapping[str, int]]) -> Ledger:
+        """The ledger ``as_dict`` described; refused unless every card is in one place."""
+        ledger = cls(composition)
+        ledger.places = {}
+        for place, held in places.items():
+            if not isinstance(held, Mapping) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in held.values()
+            ):
+                raise LedgerError(f"place {place!r}: card counts must be positive whole numbers")
+            ledger.places[str(place)] = Counter({str(card): n for card, n in held.items()})
+        ledger.check()
+        return ledger
 
     def check(self) -> None:
         """Raise LedgerError unless every card is in exactly one place (conservation)."""
