@@ -538,8 +538,7 @@ class Run:
             await self.relay.close()
 
     def driver(self, allow_list: AllowList | None = None) -> DeviceDriver:
-        line = {k: v for k, v in self.t.line.items() if k != "exclusive"}
-        transport = SerialTransport(str(self.link), **line)
+        transport = SerialTransport(str(self.link), **self.t.line)
         settings = DriverSettings(
             handshake_timeout=2.0, command_timeout=2.0, backoff_initial=0.1, backoff_max=0.5
         )

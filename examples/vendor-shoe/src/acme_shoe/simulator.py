@@ -50,15 +50,10 @@ class AcmeShoeSim(ShoeSim):
             self._retry = None
         super().disconnect()
 
-    def receive(self, data: bytes) -> None:
+    def _receive_now(self, data: bytes) -> None:
+        """The host's bytes (``SimulatedDevice.receive`` calls this, late if ``answer_delay``)."""
         if not self.connected:
             return
-        if self.answer_delay > 0:
-            self.later(self.answer_delay, lambda: self._receive_now(data))
-        else:
-            self._receive_now(data)
-
-    def _receive_now(self, data: bytes) -> None:
         for kind, text in self.deframer.feed(data):
             if kind == "ack":
                 self._acked()
