@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import structlog
 
 from tablectl.controller import cli
 
@@ -25,10 +26,14 @@ CONFIG = Path(__file__).resolve().parents[2] / "config"
     ],
 )
 def test_demo_refuses_a_driver_it_cannot_seat(args, message, capsys, tmp_path):
-    status = cli.main(
-        ["demo", "--rounds", "1", "--metrics-listen", "127.0.0.1:0", "--state-dir",
-         str(tmp_path), *args]
-    )  # fmt: skip
+    saved = structlog.get_config()  # the demo configures logging to this test's stderr
+    try:
+        status = cli.main(
+            ["demo", "--rounds", "1", "--metrics-listen", "127.0.0.1:0", "--state-dir",
+             str(tmp_path), *args]
+        )  # fmt: skip
+    finally:
+        structlog.configure(**saved)
     assert status == 2
     assert message in capsys.readouterr().err
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import grp
+import io
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import serial
 from tablectl.controller import cli
 from tablectl.controller.config import ConfigError, DriverTimeouts, check_drivers, load_config
 from tablectl.controller.daemon import run_daemon
+from tablectl.controller.logs import configure_logging
 from tablectl.drivers.transport import make_transport
 from tablectl.simulators.pty import PtyAttachment
 
@@ -172,6 +174,10 @@ def test_the_daemon_hands_the_settings_and_timeouts_to_the_driver(tmp_path):
     config = load_config(
         _daemon_table(tmp_path, "status_poll_seconds = 0.4", transport="command_timeout = 0.7")
     )
+
+    # the daemon logs through structlog: to a stream of this test's own, not one an earlier
+    # test configured and pytest has since closed
+    configure_logging("warning", mode="json", stream=io.StringIO())
 
     async def main():
         stop = asyncio.Event()
