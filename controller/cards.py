@@ -1,4 +1,4 @@
-"""Cards as EVENTS.md spells them, and the deck compositions the four games use.
+"""Cards as docs/events.md spells them, and the deck compositions the four games use.
 
 A card is a two-character string: rank ``A 2 3 4 5 6 7 8 9 T J Q K`` then suit
 ``c d h s``; the joker is ``JK``. Input may say ``10h``; output always says ``Th``.
@@ -16,13 +16,13 @@ STANDARD_DECK: tuple[str, ...] = tuple(r + s for s in SUITS for r in RANKS)
 
 
 class CardError(ValueError):
-    """A card or a composition that EVENTS.md does not allow; the message names the value."""
+    """A card or a composition that docs/events.md does not allow; the message names the value."""
 
 
 def parse_card(value: object) -> str:
     """Return the canonical spelling of ``value`` or raise CardError naming it."""
     if not isinstance(value, str):
-        raise CardError(f"a card must be a string like 'As' or 'JK', got {value!r}")
+        raise CardError(f"a card must be a string like 'As' or 'JK', got {type(value).__name__}")
     text = value.strip()
     if text.upper() == JOKER:
         return JOKER
@@ -32,8 +32,10 @@ def parse_card(value: object) -> str:
         rank, suit = text[0].upper(), text[1].lower()
         if rank in RANKS and suit in SUITS:
             return rank + suit
+    # The value is not echoed: a misspelled card is still a card, maybe face down (H7).
     raise CardError(
-        f"bad card {value!r}: expected a rank of {' '.join(RANKS)} (or 10) followed by "
+        f"bad card ({len(value)} characters, not shown): expected a rank of "
+        f"{' '.join(RANKS)} (or 10) followed by "
         f"a suit of {' '.join(SUITS)}, or JK for the joker"
     )
 

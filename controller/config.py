@@ -26,6 +26,7 @@ TRANSPORTS = ("serial", "usb")
 SERVICE_USER = "tablectl"
 SERVICE_GROUP = "tablectl"
 OPERATOR_GROUP = "tablectl-op"
+SUPERVISOR_GROUP = "tablectl-sup"
 CONFIG_PATH_TEMPLATE = "/etc/tablectl/{table}.toml"
 JOURNAL_PATH_TEMPLATE = "/var/lib/tablectl/{table}/journal.sqlite"
 OPERATOR_SOCKET_TEMPLATE = "/run/tablectl/{table}/operator.sock"
@@ -42,6 +43,7 @@ TABLE_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 DEVICE_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 DRIVER_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 SHA256_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+GROUP_NAME_PATTERN = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 HHMM_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 TOP_LEVEL_KEYS = ("table", "journal", "metrics", "operator", "devices")
@@ -149,6 +151,25 @@ class DeviceConfig:
 
 
 @dataclass(frozen=True)
+class OperatorLimits:
+    """What the operator socket gives one caller and all of them (docs/operations.md).
+
+    The defaults keep every connection the daemon may hold, plus one accept burst, far inside
+    the unit's LimitNOFILE=1024, so no caller can make root's `status` fail for want of a file
+    descriptor.
+    """
+
+    idle_timeout: float = 30.0  # seconds a connection may take to send a whole request line
+    max_connections: int = 128  # open connections of all callers but root and the service user
+    max_connections_per_caller: int = 8  # open connections of one uid
+    privileged_connections: int = 16  # root's and the service user's own, outside the total
+    events_per_second: float = 2.0  # operator events one uid may send, sustained ...
+    event_burst: int = 5  # ... and at once (each is made durable before its answer)
+    requests_per_second: float = 20.0  # every other line (status, subscribe, errors), sustained
+    request_burst: int = 100  # ... and at once
+
+
+@dataclass(frozen=True)
 class TableConfig:
     source: str
     table_id: str
@@ -162,9 +183,11 @@ class TableConfig:
     operator_group: str
     gaming_day_start: datetime.time
     log_level: str
+    supervisor_group: str = SUPERVISOR_GROUP
+    operator_limits: OperatorLimits = OperatorLimits()
 
     def table_dict(self) -> dict[str, Any]:
-        """The scenario/journal header line describing this table (EVENTS.md)."""
+        """The scenario/journal header line describing this table (docs/events.md)."""
         return {"type": "table", "game": self.game, "options": dict(self.options)}
 
 
@@ -415,26 +438,36 @@ def _devices(problems: _Problems, data: Mapping[str, Any]) -> tuple[DeviceConfig
     return tuple(result)
 
 
-def check_drivers(config: TableConfig) -> list[str]:
-    """Each device's driver is installed and accepts its `[devices.NAME.settings]`.
+# [operator] key -> (OperatorLimits field, lowest, highest): each a number in its range.
+OPERATOR_LIMIT_KEYS: dict[str, tuple[float, float]] = {
+    "idle_timeout": (1, 3600),
+    "max_connections": (1, 512),
+    "max_connections_per_caller": (1, 64),
+    "events_per_second": (0.1, 100),
+    "event_burst": (1, 1000),
+    "requests_per_second": (1, 1000),
+    "request_burst": (1, 10000),
+}
+OPERATOR_KEYS = ("socket", "group", "supervisor_group", *OPERATOR_LIMIT_KEYS)
 
-    Separate from `parse_config` because it imports the drivers (a vendor's package may be
-    missing on the machine that checks a file); `check-config` and the daemon run both.
-    Each problem names the file and the key, like parse_config's.
-    """
-    from tablectl.drivers.registry import DriverNotFound, get_driver_class
 
-    problems = _Problems(config.source)
-    for device in config.devices:
-        name = f"devices.{device.name}"
-        try:
-            cls = get_driver_class(device.kind, device.driver)
-        except DriverNotFound as error:
-            problems.add(f"{name}.driver", str(error))
+def _operator_limits(problems: _Problems, operator: Mapping[str, Any]) -> OperatorLimits:
+    values: dict[str, Any] = {}
+    defaults = OperatorLimits()
+    for key, (low, high) in OPERATOR_LIMIT_KEYS.items():
+        if key not in operator:
             continue
-        for key, message in cls.settings_problems(device.settings):
-            problems.add(f"{name}.settings{'.' + key if key else ''}", message)
-    return problems.items
+        value = operator[key]
+        whole = isinstance(getattr(defaults, key), int)
+        kinds = (int,) if whole else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
+            what = "a whole number" if whole else "a number"
+            problems.add(
+                f"operator.{key}", f"{value!r} is not allowed; expected {what} {low:g}-{high:g}"
+            )
+            continue
+        values[key] = value
+    return OperatorLimits(**values)
 
 
 def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
@@ -506,7 +539,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
             problems.add("metrics.listen", f"{error}; allowed: HOST:PORT with an IP address")
 
     operator = _table(problems, data, "operator", "operator")
-    _check_unknown(problems, operator, "operator", ("socket", "group"))
+    _check_unknown(problems, operator, "operator", OPERATOR_KEYS)
     default_socket = OPERATOR_SOCKET_TEMPLATE.format(table=table_id or "TABLE")
     socket_text = _string(
         problems, operator, "socket", "operator.socket", default=default_socket, what="a path"
@@ -519,9 +552,20 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         "group",
         "operator.group",
         default=OPERATOR_GROUP,
-        pattern=re.compile(r"^[a-z_][a-z0-9_-]{0,31}$"),
+        pattern=GROUP_NAME_PATTERN,
         what="a group name (e.g. 'tablectl-op')",
     )
+
+    supervisor_group = _string(
+        problems,
+        operator,
+        "supervisor_group",
+        "operator.supervisor_group",
+        default=SUPERVISOR_GROUP,
+        pattern=GROUP_NAME_PATTERN,
+        what="a group name (e.g. 'tablectl-sup')",
+    )
+    limits = _operator_limits(problems, operator)
 
     if "gaming_day_start" in options:
         problems.add("table.options.gaming_day_start", "set it once, as table.gaming_day_start")
@@ -541,6 +585,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
     if problems.items:
         raise ConfigError(problems.items)
     assert table_id and game and journal_text and socket_text and group and log_level
+    assert supervisor_group
     return TableConfig(
         source=source,
         table_id=table_id,
@@ -554,6 +599,8 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         operator_group=group,
         gaming_day_start=gaming_day_start,
         log_level=log_level,
+        supervisor_group=supervisor_group,
+        operator_limits=limits,
     )
 
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -35,20 +37,29 @@ from typing import Any
 
 from tablectl.controller import metrics
 from tablectl.controller.config import DeviceConfig, TableConfig
-from tablectl.controller.events import SCHEMA
+from tablectl.controller.events import DEVICE_EVENTS
 from tablectl.controller.journal import Journal, JournalError, JournalRow, read_rows
 from tablectl.controller.logs import get_logger
 from tablectl.controller.metrics import MetricsServer, start_metrics_server
 from tablectl.controller.operator import (
-    OPERATOR_EVENTS,
+    NotDealing,
     OperatorError,
     OperatorServer,
     PeerCredentials,
+    stamp_in_process,
 )
+from tablectl.controller.preflight import WARN_FREE_BYTES, free_bytes
 from tablectl.controller.sdnotify import SdNotifier, Watchdog
-from tablectl.controller.service import ServiceError, TableService
+from tablectl.controller.service import (
+    DEVICE_FAULT_EVENTS,
+    Publisher,
+    ServiceError,
+    TableService,
+)
+from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
 from tablectl.drivers.base import (
     STATUS_EVENTS,
+    UNDECODABLE_FRAME,
     AllowList,
     DeviceDriver,
     DriverError,
@@ -59,16 +70,30 @@ from tablectl.drivers.transport import TransportConfigError, make_transport
 
 #: Seconds to wait for every device's handshake before READY is sent regardless.
 DEFAULT_DEVICE_WAIT = 20.0
-#: Exit statuses of `run_daemon`.
+#: Exit statuses of `run_daemon` (and `tablectl run`; docs/operations.md lists them).
 EXIT_OK = 0
+#: Failed while running (an unexpected error); systemd restarts it (Restart=on-failure).
 EXIT_FAILED = 1
+#: Refused to start: the configuration, the preflight, the table's lock (another daemon runs
+#: it), or the journal cannot be opened. Nothing was changed.
+EXIT_REFUSED = 2
+#: Stopped dealing: a journal write failed (full disk, I/O error). The dispensing devices were
+#: locked and an alarm raised; systemd restarts it, and the restart replays the journal.
+EXIT_STOPPED_DEALING = 3
+#: Seconds the daemon lingers after stopping dealing, devices locked, still answering `status`
+#: and /metrics (so Prometheus scrapes the cause) before it exits EXIT_STOPPED_DEALING.
+DEFAULT_FAIL_STOP_LINGER = 20.0
+#: Seconds between readings of the free space under the journal and the journal's size.
+DEFAULT_HEALTH_INTERVAL = 30.0
+#: Seconds a stop gives the event consumer to finish the events already received.
+DRAIN_DEADLINE = 1.0
+#: Seconds within which repeats of one alarm are folded into one message with a count.
+ALARM_COALESCE_SECONDS = 5.0
 
-# Device reports that are not EVENTS.md events (the hardware confirming a lock, a status
+# Device reports that are not docs/events.md events (the hardware confirming a lock, a status
 # reading): journaled as notes for the audit trail, never given to the engine. The drivers
 # own the list (drivers.base.STATUS_EVENTS), so a new report needs no change here.
 AUDITED_DEVICE_REPORTS = STATUS_EVENTS
-# The EVENTS.md events a device may send (operator events come from the operator socket only).
-DEVICE_EVENTS = frozenset(SCHEMA) - OPERATOR_EVENTS - {"controller_restarted"}
 # Reports too frequent and too meaningless to journal.
 IGNORED_DEVICE_REPORTS = frozenset({"shuffle_progress"})
 
@@ -91,6 +116,11 @@ class Interlocks:
     shoe: set[str] = field(default_factory=set)
     shuffler: set[str] = field(default_factory=set)
 
+    def hold_fault(self, event: Mapping[str, Any]) -> None:
+        """A frame from the shoe it could not decode: a card may have left it unseen."""
+        if event.get("fault") == UNDECODABLE_FRAME and event.get("kind") == "shoe":
+            self.shoe.add("device_fault")
+
     def as_dict(self) -> dict[str, list[str]]:
         return {"shoe_locked": sorted(self.shoe), "shuffler_deck_locked": sorted(self.shuffler)}
 
@@ -110,9 +140,9 @@ class Interlocks:
             return
         kind = event.get("type")
         if kind == "bets_closed":
-            self.shoe -= {"deal_blocked", "round_void", "hands_dead"}
+            self.shoe -= {"deal_blocked", "round_void", "hands_dead", "device_fault"}
         if kind == "deck_received":
-            self.shoe.discard("deck_removed")
+            self.shoe -= {"deck_removed", "device_fault"}
             self.shuffler.discard("deck_removed")
 
 
@@ -133,6 +163,69 @@ def _driver_settings(device: DeviceConfig) -> DriverSettings:
         handshake_timeout=timeouts.handshake_timeout or default.handshake_timeout,
         command_timeout=timeouts.command_timeout or default.command_timeout,
     )
+
+
+class AlarmCoalescer:
+    """Repeats of one alarm within a window become one message with a count.
+
+    The first alarm of a cause (its name or decision, rule and device) goes out at once; the
+    repeats within `window` seconds are counted and sent as one `repeated` alarm when the
+    window closes, so a flood (a card drawn again and again while the deal is blocked) does
+    not bury the cause that matters. Other messages pass unchanged.
+    """
+
+    def __init__(self, publish: Publisher, window: float = ALARM_COALESCE_SECONDS) -> None:
+        self.publish = publish
+        self.window = window
+        self._open: dict[tuple[str, str, str], int] = {}
+        self._timers: dict[tuple[str, str, str], asyncio.TimerHandle] = {}
+        self._sending: set[asyncio.Future[None]] = set()
+
+    @staticmethod
+    def cause(message: Mapping[str, Any]) -> tuple[str, str, str]:
+        name = message.get("alarm") or message.get("decision") or "alarm"
+        return (str(name), str(message.get("rule_id") or ""), str(message.get("device") or ""))
+
+    async def __call__(self, message: Mapping[str, Any]) -> None:
+        if message.get("message") != "alarm":
+            await self.publish(message)
+            return
+        key = self.cause(message)
+        if key in self._open:
+            self._open[key] += 1
+            metrics.ALARMS_COALESCED.labels(alarm=metrics.label_value(key[0])).inc()
+            return
+        self._open[key] = 0
+        loop = asyncio.get_running_loop()
+        self._timers[key] = loop.call_later(self.window, self._close_window, key)
+        await self.publish(message)
+
+    def _close_window(self, key: tuple[str, str, str]) -> None:
+        self._timers.pop(key, None)
+        count = self._open.pop(key, 0)
+        if count:
+            name, rule_id, device = key
+            summary: dict[str, Any] = {
+                "message": "alarm",
+                "alarm": "repeated",
+                "of": name,
+                "count": count,
+                "within_seconds": self.window,
+                "reason": f"{name} repeated {count} more time(s) in {self.window:g} s",
+            }
+            if rule_id:
+                summary["rule_id"] = rule_id
+            if device:
+                summary["device"] = device
+            task = asyncio.ensure_future(self.publish(summary))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        self._open.clear()
 
 
 class Daemon:
@@ -166,7 +259,19 @@ class Daemon:
         self._workers: list[asyncio.Task[None]] = []
         self._last_status = ""
         self._applied: dict[str, str] = {}  # device -> the last hold command it acknowledged
+        # The journal as read at start: the operator socket's answers to client ids come from
+        # it (a retry after a restart is answered, not applied twice); dropped once used.
+        self.journal_rows: list[JournalRow] = []
         self._log = get_logger("daemon", table=config.table_id)
+        self._alarms: AlarmCoalescer | None = None
+        self._health: asyncio.Task[None] | None = None
+        self._health_round = -1
+        self._space_low = False
+        #: Set when dealing stopped (fail-stop): {"reason", "since"}; status and STATUS= say it.
+        self.dealing_stopped: dict[str, str] | None = None
+        self.exit_code = EXIT_OK
+        #: Called once when dealing stops (run_daemon ends the process after a linger).
+        self.on_stopped_dealing: Callable[[], None] | None = None
 
     # -- assembly ----------------------------------------------------------------------------
 
@@ -218,12 +323,18 @@ class Daemon:
         operator = OperatorServer(
             self.config.operator_socket,
             allowed_group=self.config.operator_group,
+            supervisor_group=self.config.supervisor_group,
+            limits=self.config.operator_limits,
             handle_event=self.operator_event,
+            record_refusal=self.operator_refused,
             status=self.status,
         )
+        operator.remember(self.journal_rows)
+        self.journal_rows = []
         await operator.start()
         self.operator = operator
-        self.service.publish = operator.publish
+        self._alarms = AlarmCoalescer(operator.publish)
+        self.service.publish = self._alarms
         try:
             self.metrics_server = start_metrics_server(
                 self.config.metrics_host, self.config.metrics_port
@@ -275,19 +386,36 @@ class Daemon:
         return self.metrics_server.port if self.metrics_server is not None else None
 
     async def close(self) -> None:
-        """Stop serving, drain events already received, stop drivers, close the journal."""
+        """Stop serving, drain events already received, stop drivers, close the journal.
+
+        Every step is bounded (drivers in parallel, each within its own deadline; the drain
+        and each task's cancellation within DRAIN_DEADLINE), so a stop never hangs on a device.
+        """
+        if self._health is not None:
+            self._health.cancel()
+            self._health = None
         if self.operator is not None:
             await self.operator.close()
             self.operator = None
         self.service.publish = None
-        for driver in self.drivers.values():
-            with contextlib.suppress(Exception):
-                await driver.stop()
-        await self.drain()
-        for task in [*self._workers, *([self._consumer] if self._consumer else [])]:
+        if self._alarms is not None:
+            self._alarms.close()
+        if self.drivers:
+            await asyncio.gather(
+                *(driver.stop() for driver in self.drivers.values()), return_exceptions=True
+            )
+        try:
+            async with asyncio.timeout(DRAIN_DEADLINE):
+                await self.drain()
+        except TimeoutError:
+            self._log.error("drain_overran", seconds=DRAIN_DEADLINE, left=self._events.qsize())
+        tasks = [*self._workers, *([self._consumer] if self._consumer else [])]
+        for task in tasks:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=DRAIN_DEADLINE)
+            for task in stuck:
+                self._log.error("task_stop_overran", task=task.get_name())
         self._workers = []
         self._consumer = None
         if self.metrics_server is not None:
@@ -306,16 +434,96 @@ class Daemon:
         status["interlocks"] = self.interlocks.as_dict()
         if self.refusals:
             status["refused_devices"] = dict(self.refusals)
+        status["dealing"] = "stopped" if self.dealing_stopped else "allowed"
+        if self.dealing_stopped:
+            status["dealing_stopped"] = dict(self.dealing_stopped)
         return status
 
     def status_line(self) -> str:
-        """One line for systemd's STATUS=: the round, its state, and any device down."""
+        """One line for systemd's STATUS=: why dealing stopped, or the round, state, devices."""
+        if self.dealing_stopped:
+            return f"STOPPED DEALING: {self.dealing_stopped['reason']}; devices locked"
         engine = self.service.engine_status()
         down = sorted(name for name, up in self.service.devices_up.items() if not up)
         devices = f"down: {', '.join(down)}" if down else "all devices up"
-        return f"round {engine.get('round', 0)} {engine.get('state', '?')}; {devices}"
+        line = f"round {engine.get('round', 0)} {engine.get('state', '?')}; {devices}"
+        if self.interlocks.shoe:  # why the shoe deals no card now
+            line += f"; dealing held: {', '.join(sorted(self.interlocks.shoe))}"
+        return line
+
+    # -- fail-stop ---------------------------------------------------------------------------
+
+    def stop_dealing(self, reason: str, *, cause: str = "journal_write_failed") -> None:
+        """Fail-stop: the record failed, so the table deals no more (called once; idempotent).
+
+        Locks the dispensing devices with commands that need no journal, counts it, raises an
+        alarm, says it in STATUS= and `status`, and asks run_daemon to end the process
+        (non-zero: systemd restarts it, and the restart replays the journal as it is). No event
+        is handled after this: the engine is never ahead of its journal.
+        """
+        if self.dealing_stopped is not None:
+            return
+        since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        self.dealing_stopped = {"reason": reason, "cause": cause, "since": since}
+        self.exit_code = EXIT_STOPPED_DEALING
+        metrics.DEALING_STOPPED.labels(reason=cause).set(1)
+        self._log.critical("dealing_stopped", cause=cause, reason=reason)
+        self.interlocks.shoe.add(cause)
+        self.interlocks.shuffler.add(cause)
+        self._sync()
+        self._last_status = self.status_line()
+        self.notifier.status(self._last_status)
+        with contextlib.suppress(RuntimeError):  # no running loop: nobody to tell
+            asyncio.get_running_loop().create_task(
+                self._publish(
+                    {
+                        "message": "alarm",
+                        "alarm": "dealing_stopped",
+                        "cause": cause,
+                        "reason": f"dealing stopped, devices locked: {reason}",
+                    }
+                )
+            )
+        if self.on_stopped_dealing is not None:
+            self.on_stopped_dealing()
+
+    # -- health ------------------------------------------------------------------------------
+
+    def start_health(self, interval: float) -> None:
+        """Read the journal's size and the free space under it now and every `interval` s."""
+        self.update_health()
+        if interval > 0:
+            self._health = asyncio.get_running_loop().create_task(
+                self._health_loop(interval), name="daemon:health"
+            )
+
+    async def _health_loop(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.update_health()
+
+    def update_health(self) -> None:
+        journal = self.service.journal
+        self._health_round = self.service.engine.round_number
+        free = free_bytes(journal.path)
+        if free is not None:
+            metrics.JOURNAL_FREE_BYTES.set(free)
+            low = free < WARN_FREE_BYTES
+            if low and not self._space_low:
+                self._log.warning(
+                    "journal_space_low", free_bytes=free, warning_below=WARN_FREE_BYTES
+                )
+            self._space_low = low
+        metrics.JOURNAL_SIZE_BYTES.set(journal.size_on_disk())
+        rounds = self.service.engine.round_number
+        if rounds > 0 and self.dealing_stopped is None:
+            logical = journal.logical_size()
+            if logical:
+                metrics.JOURNAL_BYTES_PER_ROUND.set(logical / rounds)
 
     def _update_status(self) -> None:
+        if self.service.engine.round_number != self._health_round:
+            self.update_health()  # the journal's growth per round, measured as rounds go by
         line = self.status_line()
         if self.ready.is_set() and line != self._last_status:
             self._last_status = line
@@ -328,6 +536,10 @@ class Daemon:
             event = await self._events.get()
             try:
                 await self._handle_device_event(event)
+            except JournalError as error:  # the journal told stop_dealing already
+                self._log.error(
+                    "device_event_not_recorded", type=event.get("type"), error=str(error)
+                )
             except Exception:  # one bad event must not end the table's event loop
                 self._log.exception("device_event_failed", type=event.get("type"))
             finally:
@@ -342,6 +554,10 @@ class Daemon:
         kind = event.get("type")
         if kind in IGNORED_DEVICE_REPORTS:
             return
+        if self.dealing_stopped is not None:
+            # Nothing more can be recorded, so nothing more is decided (type only: H7).
+            self._log.warning("device_event_not_handled", type=kind, device=event.get("device"))
+            return
         async with self._lock:
             if kind == "device_refused":
                 await self._device_refused(event)
@@ -351,10 +567,12 @@ class Daemon:
                 if kind not in AUDITED_DEVICE_REPORTS:
                     self._log.warning("device_event_not_decided", type=kind)
                 body = {k: v for k, v in event.items() if k != "type"}
+                # Durable like any event: a device's confirmation (dispensing_locked) is evidence.
                 self.service.journal.append(
                     "note",
                     {"type": "device_report", "report": kind, **body},
                     round_number=self.service.engine.round_number,
+                    durable=True,
                 )
             else:
                 decisions = await self.service.handle_event(event, source="device")
@@ -367,17 +585,80 @@ class Daemon:
                 elif kind == "device_lost":
                     # it may come back reset: tell it again when it reconnects
                     self._applied.pop(str(event.get("device")), None)
+                    await self._device_lost(event)
+            if event.get("fault") == UNDECODABLE_FRAME:
+                await self._undecodable_frame(event)
             self._update_status()
 
     async def operator_event(
         self, event: dict[str, Any], peer: PeerCredentials | None = None
     ) -> list[dict[str, Any]]:
-        """An operator event, as from the socket (in-process callers: the demo's dealer)."""
+        """An operator event, as from the socket (in-process callers: the demo's dealer).
+
+        NotDealing when dealing has stopped (or stops on this event's journal write): the
+        operator is told, and the event counts as not taken.
+        """
+        if peer is None:  # from inside the process: the service user, and journaled so
+            event = stamp_in_process(event)
         async with self._lock:
-            decisions = await self.service.handle_operator_event(event, peer)
+            if self.dealing_stopped is not None:
+                raise NotDealing(f"dealing stopped: {self.dealing_stopped['reason']}")
+            try:
+                decisions = await self.service.handle_operator_event(event, peer)
+            except JournalError as error:
+                raise NotDealing(f"not recorded, dealing stopped: {error}") from error
             self._follow(event, decisions)
             self._update_status()
             return decisions
+
+    async def _device_lost(self, event: Mapping[str, Any]) -> None:
+        """A device lost mid-run: an operator alarm at once (the metric alone is not seen)."""
+        device = str(event.get("device"))
+        await self._publish(
+            {
+                "message": "alarm",
+                "alarm": "device_lost",
+                "device": device,
+                "reason": f"{device} stopped answering; reconnecting",
+            }
+        )
+
+    async def _undecodable_frame(self, event: Mapping[str, Any]) -> None:
+        """A frame the driver could not decode: the shoe is held and the operator alarmed."""
+        device = str(event.get("device"))
+        self.interlocks.hold_fault(event)
+        self._sync()
+        if event.get("type") not in DEVICE_FAULT_EVENTS:  # the service counts those
+            metrics.record_device_fault(device, UNDECODABLE_FRAME)
+        self._log.error("device_fault", device=device, fault=UNDECODABLE_FRAME)
+        await self._publish(
+            {
+                "message": "alarm",
+                "alarm": "device_fault",
+                "device": device,
+                "fault": UNDECODABLE_FRAME,
+                "reason": f"{device}: {event.get('detail') or 'an undecodable frame'}; "
+                + (
+                    "the deal is blocked until the next round (a card may have left unseen)"
+                    if event.get("kind") == "shoe"
+                    else "check the device"
+                ),
+            }
+        )
+
+    async def operator_refused(self, refusal: Mapping[str, Any]) -> None:
+        """An operator event refused for its caller: journaled durably with who asked, an alarm."""
+        async with self._lock:
+            try:
+                self.service.journal.append(
+                    "note",
+                    {"type": "operator_refused", **refusal},
+                    round_number=self.service.engine.round_number,
+                    durable=True,
+                )
+            except JournalError as error:
+                raise NotDealing(f"not recorded, dealing stopped: {error}") from error
+        await self._publish({"message": "alarm", "alarm": "operator_refused", **refusal})
 
     async def _device_refused(self, event: Mapping[str, Any]) -> None:
         """An identity refused at the handshake: journaled durably, counted, an operator alarm."""
@@ -423,6 +704,7 @@ class Daemon:
                 if event is not None:
                     self.interlocks.lift(event, decisions)
                 event, decisions = row.body, []
+                self.interlocks.hold_fault(row.body)
             elif row.kind == "decision":
                 decisions.append(row.body)
                 self.interlocks.hold(row.body)
@@ -486,6 +768,9 @@ async def run_daemon(
     on_ready: Callable[[Daemon], None] | None = None,
     device_wait: float = DEFAULT_DEVICE_WAIT,
     handle_signals: bool = True,
+    lock: TableLock | None = None,
+    fail_stop_linger: float = DEFAULT_FAIL_STOP_LINGER,
+    health_interval: float = DEFAULT_HEALTH_INTERVAL,
     **service_options: Any,
 ) -> int:
     """Run one table in the current event loop until `stop` is set or SIGTERM/SIGINT; exit status.
@@ -494,19 +779,38 @@ async def run_daemon(
     pass `simulators.usb_backend.SimulatedUsbBackend`); None: libusb. `notify`: the sd_notify
     writer (default: from NOTIFY_SOCKET). `on_ready(daemon)` is called once READY was sent;
     `daemon.service`, `daemon.drivers`, `daemon.port` and `daemon.status()` are then usable.
+    `lock`: the table's lock when the caller took it (`tablectl run` takes it before its
+    preflight); otherwise it is taken here, before anything else is touched.
     `service_options` go to `TableService` (e.g. `group_commit=True`, `random_source=`).
-    Returns 0 after a clean stop, 1 when the table cannot start (the error is logged).
+    Returns EXIT_OK after a clean stop, EXIT_REFUSED when the table cannot start (the error is
+    logged), EXIT_STOPPED_DEALING after a journal write failed (fail-stop).
     """
     loop = asyncio.get_running_loop()
     stop = stop if stop is not None else asyncio.Event()
-    notifier = notify if notify is not None else SdNotifier()
     log = get_logger("daemon", table=config.table_id)
     started = time.monotonic()
+    if lock is None:
+        try:
+            lock = acquire_table_lock(config.journal_path)
+        except (TableLocked, LockError) as error:
+            log.error("cannot_start", error=str(error))
+            return EXIT_REFUSED
+    notifier = notify if notify is not None else SdNotifier()
     installed: list[signal.Signals] = []
     if handle_signals:
+
+        def on_signal(sig: signal.Signals) -> None:
+            if stop.is_set():
+                # A second signal: the operator wants it gone now (the journal is fsynced per
+                # event; the lock and ports go with the process).
+                log.error("second_signal_exit_now", signal=sig.name)
+                os._exit(128 + sig.value)
+            log.info("signal", signal=sig.name)
+            stop.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
-                loop.add_signal_handler(sig, stop.set)
+                loop.add_signal_handler(sig, on_signal, sig)
                 installed.append(sig)
             except (RuntimeError, ValueError):  # not the main thread: the caller owns signals
                 break
@@ -518,10 +822,17 @@ async def run_daemon(
             journal = Journal(config.journal_path)
         except (JournalError, OSError) as error:
             log.error("cannot_start", error=str(error))
-            return EXIT_FAILED
+            return EXIT_REFUSED
         service = TableService(config, journal, **service_options)
         daemon = Daemon(config, service, notifier=notifier, usb_backend=usb_backend)
         daemon.started_at = started
+        running = daemon
+
+        def stopped_dealing() -> None:
+            loop.call_later(fail_stop_linger, stop.set)
+
+        daemon.on_stopped_dealing = stopped_dealing
+        journal.on_failure = lambda error: running.stop_dealing(str(error))
         try:
             daemon.build_drivers()
             # The journal is read once for both: the holds first; then the replay's restart
@@ -529,12 +840,14 @@ async def run_daemon(
             # other, so a void locks the shoe.
             rows = list(read_rows(journal.path))
             daemon.rebuild_interlocks(rows)
+            daemon.journal_rows = rows
             service.device_commands = daemon._device_commands
             await service.start(rows)
             await daemon.start()
-        except (DaemonError, OperatorError, ServiceError, OSError) as error:
+            daemon.start_health(health_interval)
+        except (DaemonError, OperatorError, ServiceError, JournalError, OSError) as error:
             log.error("cannot_start", error=str(error))
-            return EXIT_FAILED
+            return EXIT_REFUSED
         waiting = loop.create_task(daemon.wait_for_devices(device_wait))
         stopping = loop.create_task(stop.wait())
         await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -548,9 +861,9 @@ async def run_daemon(
             waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waiting
-        notifier.stopping("stopping")
-        log.info("stopping")
-        return EXIT_OK
+        notifier.stopping(daemon.status_line() if daemon.dealing_stopped else "stopping")
+        log.info("stopping", exit_code=daemon.exit_code)
+        return daemon.exit_code
     finally:
         watchdog.stop()
         if daemon is not None:
@@ -559,3 +872,4 @@ async def run_daemon(
             loop.remove_signal_handler(sig)
         if notify is None:
             notifier.close()
+        lock.release()

@@ -6,14 +6,14 @@ from typing import Any
 
 
 class Decision:
-    """One decision of EVENTS.md: its name, the citation, the rule ID, the event line, why."""
+    """One decision of docs/events.md: its name, the citation, the rule ID, the event line, why."""
 
     __slots__ = ("at", "decision", "extras", "reason", "rule", "rule_id")
 
     def __init__(
         self,
         decision: str,
-        rule: str = "EVENTS.md",
+        rule: str = "docs/events.md",
         rule_id: str = "E0",
         at: int = 0,
         reason: str = "",

@@ -1,43 +1,34 @@
-"""`tablectl diagram --game GAME`: the game's state chart, from the machine definition.
+"""`tablectl diagram --game GAME`: the game's state chart, drawn by transitions' own
+diagram support from the machine the engine runs, the rule IDs gating each step on its
+edges.
 
-Prints mermaid text; with ``--svg FILE`` also renders graphviz SVG when ``dot`` exists.
+Prints mermaid text; with ``--svg FILE`` also writes an SVG (transitions' graphviz
+engine: needs the ``graphviz`` package, the ``diagrams`` extra, and graphviz's ``dot``).
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
 import sys
 
-from tablectl.controller.machine import definition, graphviz, mermaid
-from tablectl.controller.rules import GAMES
+from tablectl.controller.machine import definition, mermaid, svg
+from tablectl.controller.registry import game_names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--game", required=True, choices=GAMES)
-    parser.add_argument("--format", choices=("mermaid", "dot"), default="mermaid")
-    parser.add_argument("--svg", metavar="FILE", help="also write an SVG (needs graphviz's dot)")
-
-
-def render_svg(dot_text: str) -> bytes | None:
-    """SVG bytes from graphviz's ``dot``, or None when graphviz is not installed."""
-    dot = shutil.which("dot")
-    if dot is None:
-        return None
-    done = subprocess.run([dot, "-Tsvg"], input=dot_text.encode(), capture_output=True, check=True)
-    return done.stdout
+    parser.add_argument("--game", required=True, choices=game_names())
+    parser.add_argument("--svg", metavar="FILE", help="also write an SVG (needs graphviz)")
 
 
 def run(args: argparse.Namespace) -> int:
     defn = definition(args.game)
-    text = mermaid(defn) if args.format == "mermaid" else graphviz(defn)
-    sys.stdout.write(text)
+    sys.stdout.write(mermaid(defn))
     if args.svg:
-        svg = render_svg(graphviz(defn))
-        if svg is None:
-            print("tablectl diagram: graphviz 'dot' not found; no SVG written", file=sys.stderr)
+        try:
+            drawn = svg(defn)
+        except (ImportError, OSError) as error:
+            print(f"tablectl diagram: no SVG written: {error}", file=sys.stderr)
             return 1
         with open(args.svg, "wb") as out:
-            out.write(svg)
+            out.write(drawn)
     return 0

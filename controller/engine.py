@@ -2,9 +2,11 @@
 
 One :class:`Engine` per table. It keeps the card ledger of each deck, one
 ``transitions`` machine (controller/machine.py) and the bookkeeping the rules need
-(stub-count cadence, two-deck alternation, the reader's gaming day, the rack level).
-Every rule of RULES.md is enforced in exactly one method below, marked with its ID;
-the citation of every decision comes from the rule catalogue (controller/rules.py).
+(stub-count cadence, two-deck alternation, the rack level). This module is the core and
+names no game: each game's rules are a subclass in controller/games/ overriding the hooks
+below. Every rule is enforced in exactly one method, marked with its ID; the rules that
+gate a step are conditions on the chart; every decision's citation comes from the rule
+catalogue (controller/rules.py, docs/rules.md).
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
-from tablectl.controller.cards import JOKER, dealer_stands, hand_total, is_ten_or_ace
+from tablectl.controller.cards import JOKER, Composition, standard_deck
 from tablectl.controller.decisions import Decision
 from tablectl.controller.events import EventError, validate
 from tablectl.controller.ledger import (
@@ -28,9 +30,16 @@ from tablectl.controller.ledger import (
     Ledger,
     LedgerError,
 )
-from tablectl.controller.machine import RoundModel, build, definition
+from tablectl.controller.machine import (
+    DEAL_CONDITIONS,
+    MachineDefinition,
+    RoundModel,
+    build,
+    chart,
+)
+from tablectl.controller.registry import find_game, register
 from tablectl.controller.rules import citation
-from tablectl.controller.table import TableSpec
+from tablectl.controller.table import GameProfile, TableOptions, TableSpec
 
 __all__ = ["SNAPSHOT_VERSION", "Decision", "Engine", "SnapshotError"]
 
@@ -38,13 +47,10 @@ __all__ = ["SNAPSHOT_VERSION", "Decision", "Engine", "SnapshotError"]
 # snapshot restores with the default); renaming or re-meaning one bumps it.
 SNAPSHOT_VERSION = 1
 
-PLAYER_HIT = "player"  # a 3C21 hit: no device says which position took it
 UNASSIGNED = "unassigned"  # a card beyond the deal order of a face-down game
-SHUFFLE_EVERY_ROUND = ("five_card_hilo", "heads_up_holdem", "asia_poker")
-STUB_COUNT_GAMES = ("five_card_hilo", "heads_up_holdem")
 LAYOUT_TARGET_NAMES = {BURNED: "burn", DISCARD: "discard"}
 DEVICE_KINDS = ("shuffler", "shoe", "hole_card_reader", "discard_rack")
-# Device names of the example configurations and of EVENTS.md, by kind; an event's own
+# Device names of the example configurations and of docs/events.md, by kind; an event's own
 # "kind" field (the daemon may add it) takes precedence over the name.
 DEVICE_ALIASES = {
     "shuffler": "shuffler",
@@ -76,7 +82,7 @@ class SnapshotError(ValueError):
 
 @dataclass
 class Deck:
-    """One deck (or the 3C21 shoe of decks): its ledger and what the rules track of it."""
+    """One deck (or one shoe of decks): its ledger and what the rules track of it."""
 
     name: str
     ledger: Ledger
@@ -176,8 +182,70 @@ def _fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
     return dict(data)
 
 
+_HANDLER_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _handler_names(cls: type) -> tuple[str, ...]:
+    """The ``_on_<event type>`` methods of an engine class (found once per class)."""
+    names = _HANDLER_NAMES.get(cls)
+    if names is None:
+        names = _HANDLER_NAMES[cls] = tuple(n for n in dir(cls) if n.startswith("_on_"))
+    return names
+
+
 class Engine:
-    """The rules of one table. ``handle(event, at) -> decisions``."""
+    """The rules of one table. ``handle(event, at) -> decisions``.
+
+    The core: ledger, decks, shuffles, devices, rack, decisions. It never names a game:
+    each game is a subclass in controller/games/ (one module per game, like python-chess's
+    variants) that sets the class attributes below and overrides the hooks it needs;
+    ``Engine(spec)`` builds the subclass the spec's game names (controller/registry.py).
+    """
+
+    #: the game's name in a table spec; a subclass with a name registers itself
+    name: ClassVar[str] = ""
+    profile: GameProfile
+    #: options only this game knows (table.py refuses them for other games)
+    game_options: ClassVar[tuple[str, ...]] = ()
+    #: the round's states between "no more bets" and the collection (the chart's middle)
+    round_states: ClassVar[tuple[str, ...]] = ("dealing", "play")
+    #: S1-S3: the dealer counts the stub (else stub_counted is refused)
+    counts_the_stub: ClassVar[bool] = False
+    #: D3: the deck is shuffled after every round
+    shuffles_every_round: ClassVar[bool] = True
+    #: the rule a house reshuffle (reshuffle_requested) is ordered under
+    house_reshuffle_rule: ClassVar[str] = "D3"
+    #: the deal goes to every position, wagered or not (a misdeal report may name any)
+    deals_every_position: ClassVar[bool] = False
+    #: a card-reading shoe's tally per hand counts as the dealer's report at the stub count
+    tracked_counts_are_the_hands: ClassVar[bool] = False
+    #: the rule (and whether it orders a reshuffle) for a hand dealt a wrong count
+    misdeal_rule: ClassVar[str] = "M4"
+    misdeal_reshuffles: ClassVar[bool] = True
+    #: the rule of a stub count that does not add up
+    stub_rule: ClassVar[str] = "S3"
+    #: C6: the shuffler may be replaced only once a supervisor saw it empty
+    replacing_the_shuffler_needs_empty_check: ClassVar[bool] = False
+
+    @classmethod
+    def composition_for(cls, options: TableOptions) -> Composition:
+        """The cards of one deck (or shoe) of this game: 52 unless the game says otherwise."""
+        return standard_deck()
+
+    @classmethod
+    def chart(cls) -> MachineDefinition:
+        """The game's round chart: the common frame around a deal and its play."""
+        return chart(cls.name, cls.round_states, [("complete_deal", ("dealing",), "play", ())])
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            register(cls)
+
+    def __new__(cls, spec: TableSpec, random_source: Callable[[int], int] | None = None) -> Engine:
+        # Engine(spec) is the spec's game: the subclass registered under its name.
+        game: type[Engine] = find_game(spec.game) if cls is Engine else cls
+        return object.__new__(game)
 
     def __init__(
         self,
@@ -189,14 +257,11 @@ class Engine:
         self.options = spec.options
         self.interp = spec.options.interpretations
         self.method = spec.options.dealing
-        self.profile = spec.profile
         self.composition = spec.composition()
-        if random_source is None and spec.options.ap_start == "computer":
-            raise ValueError("ap_start computer: the engine needs a random_source (A1, 31.11(c))")
         self._random_source = random_source
-        self._definition = definition(self.game)
+        self._definition = self.chart()
         self._model = RoundModel()
-        self._machine = build(self._definition, self._model)
+        self._machine = build(self._definition, self._model, self)
         preshuffled = self.interp.opening_decks_preshuffled
         self.decks: dict[str, Deck] = {
             name: Deck(name, Ledger(self.composition), shuffled=preshuffled, fresh=not preshuffled)
@@ -225,13 +290,14 @@ class Engine:
         self.pending_notifications: list[str] = []
         self.suspended_from: str | None = None
         self.device_faults: dict[str, str] = {}
-        # 3C21 (2C.4(i)2): the shuffler's next batch while the shoe deals: None, "fresh"
+        # A shoe game's next batch in the shuffler while the shoe deals: None, "fresh"
         # (received), "shuffling", "ready", "faulted" (C4) or "removed" (C7); it becomes
         # the shoe's at the next shoe_loaded.
         self.next_batch: str | None = None
         self._at = 0
+        # each event type's handler, found by name (``_on_<type>``, the game's if it has one)
         self._handlers: dict[str, Callable[[dict[str, Any]], list[Decision]]] = {
-            name[4:]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
+            name[4:]: getattr(self, name) for name in _handler_names(type(self))
         }
 
     # ------------------------------------------------------------------ public API
@@ -242,7 +308,7 @@ class Engine:
         return self._model.state
 
     def handle(self, event: Mapping[str, Any], at: int) -> list[Decision]:
-        """Apply one EVENTS.md event; return the decisions the rules demand, in order."""
+        """Apply one docs/events.md event; return the decisions the rules demand, in order."""
         self._at = at
         try:
             clean = validate(event)
@@ -387,15 +453,15 @@ class Engine:
         )
 
     def _rejected(self, error: str, rule_id: str = "E0") -> Decision:
-        # E0's citation is the catalogue's "EVENTS.md", like any other rule's
+        # E0's citation is the catalogue's "docs/events.md", like any other rule's
         return self._d("rejected", rule_id, f"event refused: {error}", error=error)
 
     def _notify(self, rule_id: str, reason: str) -> Decision:
         self.pending_notifications.append(rule_id)
         return self._d("notify_supervisor", rule_id, reason)
 
-    def _fire(self, trigger: str) -> None:
-        self._model.trigger(trigger)
+    def _fire(self, trigger: str, *args: Any) -> None:
+        self._model.trigger(trigger, *args)
 
     def _in_round(self) -> bool:
         return self.round is not None and self.state in self._definition.round_states
@@ -415,13 +481,6 @@ class Engine:
         if deck.reshuffle_rule:
             return f"reshuffle_due ({deck.reshuffle_rule})"
         return "in_play" if deck.name == self.current and self._in_round() else "shuffled"
-
-    def _reader_state(self) -> str:
-        if self.options.reader == "none" or self.game != "three_card_21":
-            return "none"
-        if self.reader_disabled:
-            return "disabled"
-        return "inspected" if self.reader_inspected_day is not None else "not_inspected"
 
     def _gaming_day(self, when: datetime | None) -> date | str:
         """The gaming day of ``when``; events without a time share one day ("untimed")."""
@@ -471,32 +530,64 @@ class Engine:
 
     # ------------------------------------------------------------------ deal checks
 
-    def _deal_block(self) -> str | None:
-        """The rule that forbids dealing a new round from the deck in play, if any."""
+    # The rules that gate the deal (machine.DEAL_CONDITIONS, on the chart's start_deal):
+    # each is defined here once and named after its rule.
+
+    def C10_deck_not_removed(self) -> bool:
+        """C10: a removed deck is not dealt until new cards are received and shuffled."""
+        return not self._deck().removed
+
+    def C6_no_other_method_at_the_table(self) -> bool:
+        """C6: not shuffled by another method while the shuffler was still at the table."""
+        return not self._deck().manual_shuffle_refused
+
+    def D4_hand_deal_has_a_working_shuffler(self) -> bool:
+        """D4: dealing from the hand needs a working automated shuffling device."""
+        return not (self.method == "hand" and (self.asd_removed or self.asd_faulted))
+
+    def C4_shuffle_completed(self) -> bool:
+        """C4: a batch whose shuffle did not complete is not dealt."""
+        return not self._deck().faulted
+
+    def C10_new_cards_shuffled(self) -> bool:
+        """C10: new cards are shuffled before their first deal."""
+        return not self._deck().fresh
+
+    def reshuffle_done(self) -> bool:
+        """The reshuffle a rule ordered (C2, C5, G3, G4, M3, M4, M5 ...) came first."""
+        return self._deck().reshuffle_rule is None
+
+    def D1_D3_shuffled_since_the_last_round(self) -> bool:
+        """D3: shuffled after every round; D1: with two decks, the other deck, shuffled."""
+        if not self._shuffles_every_round():
+            return True
         deck = self._deck()
-        if deck.removed:
-            return "C10"  # C10: the deck was removed
-        if deck.manual_shuffle_refused:
-            return "C6"
-        if self.method == "hand" and (self.asd_removed or self.asd_faulted):
-            return "D4"  # D4: hand dealing needs a working ASD
-        if deck.faulted:
-            return "C4"  # C4: that batch never completed a shuffle
-        if deck.fresh:
-            return "C10"  # C10: new cards are shuffled before the first deal
-        if deck.reshuffle_rule is not None:
-            return deck.reshuffle_rule  # C2, C5, G3, G4, M3, M4, M5 ...: reshuffle first
-        if self._shuffles_every_round():
-            if self.options.dual_deck:
-                # D1: the decks alternate, and the next one must have been shuffled.
-                if deck.name == self.last_round_deck or not deck.shuffled:
-                    return "D1"
-            elif not deck.shuffled:
-                return "D3"  # D3: a deck is shuffled after every round
-        if self.game in STUB_COUNT_GAMES and (
-            self._counter(deck).rounds_since_count >= self.interp.stub_count_interval
-        ):
-            return "S1"  # S1: a sixth round without a count
+        if self.options.dual_deck:
+            return deck.name != self.last_round_deck and deck.shuffled
+        return deck.shuffled
+
+    def S1_stub_counted_in_time(self) -> bool:
+        """S1: no sixth round of a deck without a verified stub count."""
+        if not self.counts_the_stub:
+            return True
+        return self._counter(self._deck()).rounds_since_count < self.interp.stub_count_interval
+
+    def C11_positions_within_the_table(self, positions: list[int] | None = None) -> bool:
+        """C11: never more positions than the game and the table have."""
+        if positions is None:
+            return True
+        allowed = self.options.positions
+        return len(positions) <= self.profile.max_positions and all(p <= allowed for p in positions)
+
+    def _deal_block(self) -> str | None:
+        """The rule that forbids dealing from the deck in play, if any (the first that fails)."""
+        for name in DEAL_CONDITIONS:
+            if not getattr(self, name)():
+                if name == "reshuffle_done":
+                    return self._deck().reshuffle_rule
+                if name == "D1_D3_shuffled_since_the_last_round":
+                    return "D1" if self.options.dual_deck else "D3"
+                return name.split("_", 1)[0]
         return None
 
     def _counter(self, deck: Deck) -> Deck:
@@ -504,9 +595,8 @@ class Engine:
         return deck if self.interp.stub_count_per_deck else self.decks["A"]
 
     def _shuffles_every_round(self) -> bool:
-        if self.game == "asia_poker":
-            return self.interp.asia_poker_shuffles_every_round
-        return self.game in SHUFFLE_EVERY_ROUND
+        """D3: whether this table shuffles after every round (a game may make it optional)."""
+        return self.shuffles_every_round
 
     def _block_reason(self, rule_id: str) -> str:
         reasons = {
@@ -529,7 +619,9 @@ class Engine:
         rnd = self.round
         assert rnd is not None
         deck = self._deck()
-        rule_id = self._deal_block()
+        # the chart's start_deal carries the rules that may refuse it (DEAL_CONDITIONS)
+        allowed = self._model.trigger("start_deal") if self.state == "dealing" else None
+        rule_id = None if allowed else self._deal_block()
         if rule_id is not None:
             rnd.blocked = True
             return [self._d("deal_blocked", rule_id, self._block_reason(rule_id))]
@@ -537,7 +629,7 @@ class Engine:
         if self._shuffles_every_round():
             deck.shuffled = False
         decisions: list[Decision] = []
-        if self.game in STUB_COUNT_GAMES:
+        if self.counts_the_stub:
             # S1: per deck, the fifth round since the last verified count needs a count.
             counter = self._counter(deck)
             counter.rounds_since_count += 1
@@ -559,7 +651,7 @@ class Engine:
         """C8: a card not in the composition, of the other deck, or one copy too many."""
         # C8: the ledger knows every card left in the shoe; a draw it cannot make is foreign.
         deck = self._deck()
-        if card == JOKER and self.game != "asia_poker":
+        if card == JOKER and not self.composition.holds(JOKER):
             why = "a joker in a 52-card game"
         elif deck_field is not None and deck_field != deck.name:
             why = f"a card of deck {deck_field} while deck {deck.name} is in play"
@@ -663,7 +755,7 @@ class Engine:
             return self._burn(card)
         if face_up:
             return self._face_up_card(card)
-        if self.game == "three_card_21" and not self.interp.three_card_21_early_card_is_violation:
+        if not self._early_card_is_violation():
             self._discard_unusable(card)
             return []
         self._discard_unusable(card)
@@ -671,7 +763,7 @@ class Engine:
 
     def _before_bets(self, what: str) -> list[Decision]:
         """C9: a card drawn or a stack dispensed before "no more bets"."""
-        # C9: the one place; 3C21's expected burn (G2) never reaches here.
+        # C9: the one place; an expected burn card (G2) never reaches here.
         return [
             self._d("procedure_violation", "C9", f"{what} before 'no more bets'"),
             self._notify("C9", f"{what} before 'no more bets'"),
@@ -711,16 +803,11 @@ class Engine:
     def _next_target(self, rnd: Round) -> str:
         # C3: a card drawn in error without its face exposed is simply the next card of
         # the deal order; nothing here (or anywhere) takes it for a misdeal.
-        state = self.state
         if rnd.extra_dealer_cards:
             rnd.extra_dealer_cards -= 1  # M2
             return DEALER
-        if state == "dealer_turn":
-            return DEALER
         if rnd.order:
             return rnd.order.pop(0)
-        if self.game == "three_card_21":
-            return PLAYER_HIT
         return UNASSIGNED
 
     def _deal_one(self, card: str) -> list[Decision]:
@@ -729,55 +816,15 @@ class Engine:
         deck = self._deck()
         decisions: list[Decision] = []
         target = self._next_target(rnd)
-        if target == DEALER and self.state == "dealer_turn" and self._dealer_stands():
-            # G6: a card drawn on a standing total is burned, not part of the hand.
-            deck.ledger.move(card, SHOE, BURNED)
-            self._record(card, BURNED, True)
-            return [self._d("burn_card", "G6", "the dealer drew on a standing total")]
+        burned = self._burned_instead(target, card)
+        if burned is not None:
+            return burned
         deck.ledger.move(card, SHOE, target)
         rnd.cards_tracked += 1
         rnd.tally[target] = rnd.tally.get(target, 0) + 1
         self._record(card, target, self._dealt_face_up(target, rnd))
-        if target == DEALER and self.game == "three_card_21":
-            rnd.dealer_cards.append(card)
-            if rnd.up_card is None:
-                rnd.up_card = card
-            elif rnd.hole_card is None:
-                rnd.hole_card = card
-        if self.game == "three_card_21" and deck.ledger.count(SHOE) == 0:
-            decisions += self._shoe_ran_out()
+        decisions += self._card_dealt(target, card)
         return decisions
-
-    def _dealt_face_up(self, target: str, rnd: Round) -> bool:
-        if self.game != "three_card_21":
-            return False
-        if target == DEALER:
-            # the up card and the dealer's draws are face up; the hole card is not (until
-            # the dealer's turn reveals it).
-            return rnd.up_card is None or rnd.hole_card is not None
-        return True
-
-    def _dealer_stands(self) -> bool:
-        """G6: hard 17+, soft 18+, and soft 17 unless the table hits soft 17 (2C.11(b))."""
-        rnd = self.round
-        if rnd is None or len(rnd.dealer_cards) < 2:
-            return False
-        return dealer_stands(rnd.dealer_cards, self.options.dealer_hits_soft_17)
-
-    def _shoe_ran_out(self) -> list[Decision]:
-        """G5: no void; the discard rack is reshuffled, its first card burned."""
-        deck = self._deck()
-        deck.ledger.move_all(DISCARD, SHOE)
-        self.rack_baseline = None  # R1: the rack was emptied into the shoe; no baseline left
-        self.burn_pending = "G5"
-        return [
-            self._d(
-                "reshuffle",
-                "G5",
-                "the shoe ran out: reshuffle the discard rack, burn "
-                "one card and complete the round",
-            )
-        ]
 
     def _on_stack_dispensed(self, ev: dict[str, Any]) -> list[Decision]:
         cards: list[str] = ev["cards"]
@@ -839,63 +886,26 @@ class Engine:
     # ------------------------------------------------------------------ misdeals
 
     def _misdeal(self, target: str, count: int) -> list[Decision]:
-        """One hand (or the community) holds ``count`` cards, not what the deal expects."""
+        """One hand (or the community) holds ``count`` cards, not what the deal expects.
+
+        By default any wrong count voids every hand under the game's ``misdeal_rule``;
+        a game whose rule looks at whose hand it is overrides this.
+        """
         rnd = self.round
         assert rnd is not None
-        if self.game == "five_card_hilo":
-            if target == DEALER:
-                if count == 4:
-                    # M2: the dealer's fifth card completes the hand; no void.
-                    rnd.extra_dealer_cards = 1
-                    return [self._d("deal_dealer_card", "M2", "the dealer was dealt four cards")]
-                # M3: any other misdeal to the dealer voids every hand.
-                return self._void_round("M3", f"the dealer was dealt {count} cards, not five")
-            # M1: only that player's hand is void.
-            position = int(target)
-            rnd.void_hands.add(position)
-            return [
-                self._d(
-                    "void_hand",
-                    "M1",
-                    f"position {position} was dealt {count} cards, not five",
-                    position=position,
-                )
-            ]
-        if self.game == "heads_up_holdem":
-            # M4: any wrong count, a player's, the dealer's or the community's, voids all.
-            if rnd.void_rule is not None:
-                return []
-            what = "the community" if target == COMMUNITY else f"hand {target}"
-            return self._void_round("M4", f"{what} was dealt {count} cards")
-        if self.game == "three_card_21":
-            if target != DEALER and count == 0:
-                # M6: a player with no initial cards is dead and joins the next deal.
-                position = int(target)
-                rnd.void_hands.add(position)
-                return [
-                    self._d(
-                        "void_hand",
-                        "M6",
-                        f"position {position} was dealt no initial cards: dead this round",
-                        position=position,
-                    )
-                ]
-            # M6: one or two cards, or the dealer short: no void, the rest come later.
-            missing = rnd.expected.get(target, 0) - count
-            if missing > 0:
-                rnd.order.extend([target] * missing)
-            return []
-        # asia_poker, S4 (31.8(d)2, 31.14): a position with more or less than seven voids all.
         if rnd.void_rule is not None:
             return []
-        return self._void_round("S4", f"{target} holds {count} cards, not seven", reshuffle=False)
+        what = "the community" if target == COMMUNITY else f"hand {target}"
+        return self._void_round(
+            self.misdeal_rule, f"{what} was dealt {count} cards", reshuffle=self.misdeal_reshuffles
+        )
 
     def _on_misdeal_reported(self, ev: dict[str, Any]) -> list[Decision]:
         rnd = self.round
         if rnd is None or not self._in_round():
             return [self._rejected("misdeal_reported: no round is in play")]
         target = str(ev["position"])
-        if target != DEALER and int(target) not in rnd.positions and self.game != "asia_poker":
+        if target != DEALER and int(target) not in rnd.positions and not self.deals_every_position:
             return [self._rejected(f"position: {target} has no wager this round")]
         count: int = ev["cards"]
         if count == rnd.expected.get(target, -1):
@@ -907,6 +917,35 @@ class Engine:
         if self.state != "dealing" or self.round is None:
             return [self._rejected(f"deal_completed: no deal in progress (state {self.state})")]
         return self._complete_deal()
+
+    def _deal_count_check(self, rnd: Round) -> list[Decision]:
+        """At the end of the deal: the cards each target got against the deal's plan.
+
+        A stack's size is certain (the ADS says which stack went where). A card-by-card
+        count is not: a skipped position and a short last hand give the same tally, so
+        where the decision depends on whose hand is wrong the dealer is asked to check.
+        """
+        wrong = [
+            (target, rnd.tally.get(target, 0))
+            for target, n in rnd.expected.items()
+            if rnd.tally.get(target, 0) != n and target not in rnd.flagged
+        ]
+        over = rnd.tally.get(UNASSIGNED, 0)
+        if not wrong and not over:
+            return []
+        if self.method != "automated_shoe":
+            dealt = rnd.cards_tracked
+            planned = sum(rnd.expected.values())
+            uncertain = self._uncertain_count(rnd, f"the shoe read {dealt} cards for {planned}")
+            if uncertain is not None:
+                return uncertain
+        decisions: list[Decision] = []
+        for target, got in wrong:
+            rnd.flagged.add(target)
+            decisions += self._misdeal(target, got)
+            if self.state != "dealing":
+                break
+        return decisions
 
     def _complete_deal(self) -> list[Decision]:
         """Compare what each hand received with the deal (M1-M4, M6, S4), then play on."""
@@ -921,13 +960,7 @@ class Engine:
             if not rnd.started:
                 return decisions
         if rnd.cards_tracked:
-            for target, expected in rnd.expected.items():
-                got = rnd.tally.get(target, 0)
-                if got != expected and target not in rnd.flagged:
-                    rnd.flagged.add(target)
-                    decisions += self._misdeal(target, got)
-                    if self.state != "dealing":
-                        return decisions
+            decisions += self._deal_count_check(rnd)
         if self.state == "dealing":
             self._fire("complete_deal")
         return decisions
@@ -937,8 +970,8 @@ class Engine:
     def _on_bets_closed(self, ev: dict[str, Any]) -> list[Decision]:
         positions: list[int] = ev["positions"]
         allowed = self.options.positions
-        if len(positions) > self.profile.max_positions or any(p > allowed for p in positions):
-            # C11: never more positions than the game (and the table) has.
+        if not self.C11_positions_within_the_table(positions):
+            # C11 (the chart's condition on close_bets), checked before the last round ends
             return [
                 self._rejected(
                     f"positions: {positions} names more than the {allowed} positions of this "
@@ -960,106 +993,21 @@ class Engine:
         self.round = rnd
         if self.rack_level is not None:
             self.rack_baseline = self.rack_level
-        self._fire("close_bets")
-        if self.game == "asia_poker":
-            if self.options.ap_start == "computer":
-                number = self._draw_number()
-                decisions += self._set_start(number, f"number {number} drawn by the controller")
-        else:
-            self._plan(rnd)
-        return decisions
-
-    def _draw_number(self) -> int:
-        assert self._random_source is not None  # checked when the engine was built
-        return self._random_source(7) + 1
+        self._fire("close_bets", positions)
+        return decisions + self._bets_closed(rnd)
 
     def _plan(self, rnd: Round) -> None:
-        """The deal order of RULES.md's "order of play" for this game and method."""
+        """The deal order of the game's "order of play": by default one card at a time to
+        each wagered position and then the dealer, round after round (a game overrides)."""
         players = [str(p) for p in rnd.positions]
-        n = self.profile.cards_per_hand
-        expected = dict.fromkeys(players, n)
-        expected[DEALER] = self.profile.dealer_cards
-        if self.game == "three_card_21":
-            # 2C.6(d): a card to each, the up card, a second each, the hole card, a third each.
-            rnd.order = [*players, DEALER, *players, DEALER, *players]
-        elif self.game == "five_card_hilo":
-            rnd.order = [*players, DEALER] * 5  # 40.7(d), 40.8(c)
-            rnd.stacks = [(p, 5) for p in players] + [(DEALER, 5)]  # 40.9(c)
-        elif self.game == "heads_up_holdem":
-            holes = [*players, DEALER] * 2
-            if self.method == "hand":
-                rnd.order = [*holes, *[COMMUNITY] * 5]  # 39.8(c), 39.10(c): board as play goes
-            else:
-                rnd.order = [*[COMMUNITY] * 5, *holes]  # 39.10(c), 39.7(d)
-                expected[COMMUNITY] = 5
-            rnd.stacks = [(COMMUNITY, 5)] + [(p, 2) for p in players] + [(DEALER, 2)]  # 39.9(c)
-            if self.method == "automated_shoe":
-                expected[COMMUNITY] = 5
-        rnd.expected = expected
-        rnd.planned_cards = sum(expected.values()) + (
-            5 if self.game == "heads_up_holdem" and COMMUNITY not in expected else 0
-        )
-
-    def _on_starting_position(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game != "asia_poker":
-            return [self._rejected(f"starting_position: only Asia Poker has one, not {self.game}")]
-        # A1 (31.11(b)): three dice total 3 to 18; a number is 1 to 7.
-        key = "dice" if "dice" in ev else "number"
-        value: int = ev[key]
-        low, high = (3, 18) if key == "dice" else (1, 7)
-        if not low <= value <= high:
-            return [self._rejected(f"{key}: must be {low} to {high}, not {value}", "A1")]
-        if self.options.ap_start == "computer":
-            return [
-                self._rejected(
-                    "starting_position: this table draws it itself (ap_start computer)", "A1"
-                )
-            ]
-        if self.state != "starting_position":
-            return [
-                self._rejected(
-                    f"starting_position: expected after bets_closed, state is {self.state}", "A1"
-                )
-            ]
-        return self._set_start(value, f"dice total {value}" if key == "dice" else f"number {value}")
-
-    def _set_start(self, count: int, source: str) -> list[Decision]:
-        """A1: count counterclockwise from the dealer as one; deal clockwise from there."""
-        rnd = self.round
-        assert rnd is not None
-        k = (count - 1) % 7  # 0 = the dealer, k = the k-th position counterclockwise from it
-        if k == 0:
-            start = DEALER
-        elif self.options.ap_numbering == "from_dealer_left":
-            start = str(7 - k)
-        else:
-            start = str(k)
-        clockwise = ["1", "2", "3", "4", "5", "6", DEALER]
-        if self.options.ap_numbering == "from_dealer_right":
-            clockwise = ["6", "5", "4", "3", "2", "1", DEALER]
-        first = clockwise.index(start)
-        rotation = clockwise[first:] + clockwise[:first]
-        rnd.order = rotation * 7  # 31.8(c): all seven positions, wagered or not
-        rnd.expected = dict.fromkeys(rotation, 7)
-        rnd.start_position = start
-        self._fire("choose_start")
-        position: int | str = int(start) if start.isdigit() else start
-        if self.options.ap_start != "computer":
-            return []  # the operator's event already records it; dealt_cards() shows it
-        return [
-            self._d(
-                "starting_position",
-                "A1",
-                f"{source}: the deal starts at {'the dealer' if k == 0 else 'position ' + start}",
-                position=position,
-            )
-        ]
+        rnd.order = [*players, DEALER] * self.profile.cards_per_hand
+        rnd.expected = dict.fromkeys(players, self.profile.cards_per_hand)
+        rnd.expected[DEALER] = self.profile.dealer_cards
+        rnd.planned_cards = sum(rnd.expected.values()) + self.profile.community_cards
 
     # ------------------------------------------------------------------ stub counts
 
     def _on_stub_counted(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game == "three_card_21":
-            return [self._rejected("stub_counted: Three Card 21 has no stub count")]
         deck = self._deck()
         if deck.removed:
             return [self._rejected("stub_counted: the deck was removed", "C10")]
@@ -1068,24 +1016,44 @@ class Engine:
         rnd = self.round
         size = self.composition.size
         set_aside = deck.ledger.count(DISCARD) + deck.ledger.count(BURNED) if rnd else 0
-        if rnd is not None and self.game == "asia_poker":
-            # S4: 53 - 7 x 7 = 4, less any card set aside this round (a C1 discard).
-            expected = size - 49 - set_aside
+        stub = self._stub_expected(set_aside) if rnd is not None else None
+        if stub is not None:
+            expected = stub
         elif rnd is not None and rnd.cards_tracked == 0 and rnd.started:
             # hand dealing without a card reader: the cards out are the deal's.
             expected = size - rnd.planned_cards
         else:
             expected = deck.ledger.count(SHOE)
         misdealt: dict[str, int] = {}
+        # The cards out of the stub: each hand as the dealer reports it (else as the deal
+        # tracked it, else as planned), the board, and the cards set aside. The board is
+        # part of the 52 (39.7(e): the stub is counted after the community cards are dealt).
+        out = set_aside
+        over_dealt = 0
         if rnd is not None:
             for target, n in rnd.expected.items():
                 if target == COMMUNITY:
                     continue
                 held = hand_counts.get(target)
-                if held is None and rnd.cards_tracked and self.game == "asia_poker":
+                if held is None and rnd.cards_tracked and self.tracked_counts_are_the_hands:
                     held = rnd.tally.get(target, 0)
                 if held is not None and held != n and target not in rnd.flagged:
                     misdealt[target] = held
+                if held is None:
+                    held = rnd.tally.get(target, 0) if rnd.cards_tracked else n
+                out += held
+            if self.profile.community_cards:
+                # the board is in the deck's count (39.7(e): counted after the board is dealt)
+                out += (
+                    rnd.tally.get(COMMUNITY, 0)
+                    if rnd.cards_tracked
+                    else self.profile.community_cards
+                )
+            if not hand_counts:
+                # a card drawn beyond the deal order lies on some hand: that hand holds
+                # more than its count (31.8(d)2, 40.7(f)2, 39.7(f)2), though none says which.
+                over_dealt = rnd.tally.get(UNASSIGNED, 0)
+                out += over_dealt
         if count == expected:
             self._counter(deck).rounds_since_count = 0  # S1: a verified count
             # the deck is whole; a hand the dealer found misdealt is the game's misdeal
@@ -1098,13 +1066,10 @@ class Engine:
                 rnd.flagged.add(target)
                 decisions += self._misdeal(target, held)
             return decisions
-        rule_id = "S4" if self.game == "asia_poker" else "S3"
-        if self.game == "asia_poker":
-            whole = bool(misdealt)  # S4 (31.8(d)2): a misdeal voids, no misdeal removes
-        else:
-            # S3: misdealt, yet the count, the hands and the cards set aside make the deck.
-            total = count + sum(hand_counts.values()) + set_aside
-            whole = bool(misdealt) and total == size
+        rule_id = self.stub_rule
+        whole = self._stub_misdeal_keeps_the_deck(
+            bool(misdealt) or over_dealt > 0, count + out == size
+        )
         if whole:
             if rnd is not None and rnd.void_rule is None and self.state != "void":
                 return self._void_round(rule_id, "the cards were misdealt", reshuffle=False)
@@ -1182,9 +1147,7 @@ class Engine:
         if (
             count is not None
             and count != size
-            and (
-                self.game in STUB_COUNT_GAMES or self.interp.count_mismatch_removes_deck_everywhere
-            )
+            and (self.counts_the_stub or self.interp.count_mismatch_removes_deck_everywhere)
         ):
             # C7: the counting shuffler found other than the full deck.
             return self._void_and_remove_if_current(
@@ -1195,7 +1158,7 @@ class Engine:
             # C6: another shuffling method while the ASD is still at the table.
             deck.manual_shuffle_refused = True
             return []
-        if self.game == "three_card_21" and self._in_round():
+        if self._rack_reshuffled_mid_round():
             # G5: the discard rack, reshuffled mid-round, goes back in the shoe.
             deck.ledger.move_all(DISCARD, SHOE)
         else:
@@ -1222,81 +1185,17 @@ class Engine:
         return self.method == "automated_shoe" and not self.ads_removed and not extra_dealer_card
 
     def _asd_may_be_replaced(self) -> bool:
-        """C6: removed, and for 3C21 a supervisor saw it empty (2C.14(j))."""
-        if self.game == "three_card_21":
+        """C6: removed (and, where the game asks it, seen empty by a supervisor)."""
+        if self.replacing_the_shuffler_needs_empty_check:
             return self.asd_removed and self.shuffler_emptied
         return self.asd_removed
 
     def _counting_exemption(self) -> bool:
-        """S2: HUH with any method; HILO only when dealing from an ADS (40.9(f))."""
+        """S2: a counting shuffler in place exempts from the stub count where the game
+        allows it (``_count_exempts``)."""
         if self.options.shuffler != "counting" or self.asd_removed:
             return False
-        if self.game == "heads_up_holdem":
-            return True
-        if self.game == "five_card_hilo":
-            return (
-                self.method == "automated_shoe" or not self.interp.hilo_counting_exemption_needs_ads
-            )
-        return False
-
-    def _shuffler_holds_next_batch(self) -> bool:
-        """3C21, 2C.4(i)2: a shuffle while a round is dealt from the shoe is the next batch's.
-
-        "The cards shall be stacked and placed into the automated shuffling device to be
-        shuffled. The batch of cards already in the shuffler shall then be removed": the
-        shuffler holds a batch of its own while the shoe deals. Its C4 fault or C7 count
-        concerns that batch, not the round in play; only the shoe running out (G5) makes
-        a mid-round shuffle the shoe's. The one place that tells the two apart.
-        """
-        return (
-            self.game == "three_card_21"
-            and self.options.shuffler != "none"
-            and self._in_round()
-            and self.round is not None
-            and self.round.started
-            and self.burn_pending != "G5"
-        )
-
-    def _next_batch_completed(self, count: int | None) -> list[Decision]:
-        """3C21: the shuffler finished the next batch while the shoe deals (2C.4(i)2)."""
-        size = self.composition.size
-        if (
-            count is not None
-            and count != size
-            and self.interp.count_mismatch_removes_deck_everywhere
-        ):
-            # C7 for the batch: remove it; the round in play goes on (C10 blocks the batch).
-            self.next_batch = "removed"
-            return [
-                self._d(
-                    "remove_deck",
-                    "C7",
-                    f"the batch in the shuffler counted {count} cards, not {size}: removed; "
-                    "the round in play goes on",
-                    deck=self.current,
-                )
-            ]
-        self.next_batch = "ready"
-        self.device_faults.pop("shuffler", None)
-        return []
-
-    def _load_next_batch(self) -> None:
-        """3C21: the shuffler's batch goes into the shoe; a faulted or removed one blocks."""
-        batch, self.next_batch = self.next_batch, None
-        deck = self._deck()
-        if batch == "ready":
-            # a whole shuffled batch: the reshuffle the shoe was due (G3, G4) is done
-            deck.ledger.gather(SHOE)
-            deck.shuffled, deck.faulted, deck.reshuffle_rule = True, False, None
-            self.bart_carter_flagged = False
-        elif batch == "fresh":
-            self.decks[deck.name] = Deck(deck.name, Ledger(self.composition), False, fresh=True)
-        elif batch == "faulted":
-            deck.faulted = True  # C4: the batch never completed its shuffle
-            deck.shuffled = False
-        elif batch == "removed":
-            deck.removed = True  # C10: the removed batch is not dealt; new cards first
-            deck.shuffled = False
+        return self._count_exempts()
 
     def _void_and_remove_if_current(self, deck: Deck, rule_id: str, why: str) -> list[Decision]:
         if deck.name == self.current:
@@ -1309,7 +1208,7 @@ class Engine:
     def _shuffler_failed(self, why: str) -> list[Decision]:
         """C4: a jam, a stop or an incomplete cycle: reshuffle; the batch may not be dealt."""
         if self._shuffler_holds_next_batch():
-            # C4 for 3C21's next batch: the shoe in play shuffled fine and deals on.
+            # C4 for the next batch in the shuffler: the shoe in play shuffled fine and deals on.
             self.next_batch = "faulted"
             self.device_faults["shuffler"] = why
             return [self._d("reshuffle", "C4", f"{why}: the batch in the shuffler is reshuffled")]
@@ -1332,18 +1231,16 @@ class Engine:
                 return [self._rejected("shoe_loaded: another deck mid-round")]
             self.current = named
             self.explicit_deck = True
-        if self.game == "three_card_21" and not self._in_round():
+        if not self._in_round():
             self._load_next_batch()
         if self.asd_removed and self.options.shuffler != "none":
             # C6: cards loaded after the ASD left were shuffled by another method.
             self._deck().manual_shuffle_refused = not self._asd_may_be_replaced()
-        if self.game == "three_card_21" and not self.options.bart_carter:
-            self.burn_pending = "G2"  # G2: the first card of a new shoe is burned
+        self._new_shoe_or_dealer()
         return []
 
     def _on_dealer_changed(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game == "three_card_21" and not self.options.bart_carter:
-            self.burn_pending = "G2"  # G2: each new dealer burns one card
+        self._new_shoe_or_dealer()
         return []
 
     def _on_deck_received(self, ev: dict[str, Any]) -> list[Decision]:
@@ -1354,7 +1251,7 @@ class Engine:
         if named not in self.decks:
             return [self._rejected(f"deck: {named!r}: this table has one deck, A")]
         if self._shuffler_holds_next_batch():
-            self.next_batch = "fresh"  # 3C21: new cards for the shuffler's next batch
+            self.next_batch = "fresh"  # new cards for the shuffler's next batch
             return []
         if self._in_round() and named == self.current:
             return [self._rejected("deck_received: a round is in play with that deck")]
@@ -1364,16 +1261,8 @@ class Engine:
             self._fire("receive_deck")
         return []
 
-    def _on_cut_card_reached(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game != "three_card_21":
-            return [self._rejected(f"cut_card_reached: {self.game} has no cut card in the shoe")]
-        # G3: complete the round in play, then reshuffle; no new deal before it.
-        self._deck().reshuffle_rule = "G3"
-        when = "after this round" if self._in_round() else "before the next round"
-        return [self._d("reshuffle", "G3", f"the cut card came out: reshuffle {when}")]
-
     def _on_reshuffle_requested(self, ev: dict[str, Any]) -> list[Decision]:
-        rule_id = "G3" if self.game == "three_card_21" else "D3"
+        rule_id = self.house_reshuffle_rule
         deck = self._deck()
         if not deck.removed:
             deck.reshuffle_rule = rule_id
@@ -1382,8 +1271,10 @@ class Engine:
     def _on_shoe_fault(self, ev: dict[str, Any]) -> list[Decision]:
         fault: str = ev["fault"]
         self.device_faults["shoe"] = fault
-        if self.game == "three_card_21" and fault == "empty" and self._in_round():
-            return self._shoe_ran_out()
+        if fault == "empty" and self._in_round():
+            ran_out = self._shoe_ran_out()
+            if ran_out is not None:
+                return ran_out
         if self.method != "automated_shoe":
             return []
         return self._ads_failed(f"the automated dealing shoe reported {fault}")
@@ -1435,57 +1326,121 @@ class Engine:
             self.asd_removed = False
         return []
 
-    # ------------------------------------------------------------------ 3C21 play
-
-    def _on_bonus_settled(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game != "three_card_21":
-            return [self._rejected(f"bonus_settled: {self.game} has no bonus step")]
-        decisions: list[Decision] = []
-        if self._blocked_round():
-            return []
-        if self.state == "dealing":
-            decisions += self._complete_deal()
-        if self.state != "bonus":
-            return decisions or [self._rejected(f"bonus_settled: not expected in {self.state}")]
-        rnd = self.round
-        ace_up = rnd is not None and rnd.up_card is not None and rnd.up_card[0] == "A"
-        self._fire("settle_bonus_ace_up" if ace_up else "settle_bonus")
-        return decisions
+    # ------------------------------------------------------------------ hooks
+    # What a game changes overrides one of these (controller/games/); the defaults are
+    # those of a face-down game dealt one card at a time and shuffled after every round.
 
     def _blocked_round(self) -> bool:
         """A round whose deal was blocked and never started: its steps decide nothing."""
         rnd = self.round
         return rnd is not None and rnd.blocked and not rnd.started
 
+    def _reader_state(self) -> str:
+        """The hole-card reader's state for status (none: the game has no reader)."""
+        return "none"
+
+    def _bets_closed(self, rnd: Round) -> list[Decision]:
+        """After "no more bets": plan the deal (a game may first choose a start, A1)."""
+        self._plan(rnd)
+        return []
+
+    def _early_card_is_violation(self) -> bool:
+        """C9: a card drawn before "no more bets" (not an expected burn) is a violation."""
+        return True
+
+    def _burned_instead(self, target: str, card: str) -> list[Decision] | None:
+        """A card the rules burn instead of dealing it to ``target`` (e.g. G6), or None."""
+        return None
+
+    def _card_dealt(self, target: str, card: str) -> list[Decision]:
+        """After a card reached ``target``: what the game's rules make of it."""
+        return []
+
+    def _dealt_face_up(self, target: str, rnd: Round) -> bool:
+        """Whether a card dealt to ``target`` lies face up (H7: face-down cards stay hidden)."""
+        return False
+
+    def _uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
+        """A card-by-card deal whose count is wrong, no device saying whose hand: the
+        decision where it does not depend on whose hand (or asks the dealer), else None
+        (each wrong hand is then judged by ``_misdeal`` from the deal order)."""
+        return None
+
+    def _stub_expected(self, set_aside: int) -> int | None:
+        """The stub the game's own rule expects in a round (S4), or None (the ledger's)."""
+        return None
+
+    def _stub_misdeal_keeps_the_deck(self, misdealt: bool, adds_up: bool) -> bool:
+        """S3 (40.7(f)2, 39.7(f)2): a wrong stub count voids the hands and keeps the deck
+        only when the cards were misdealt "but 52 cards remain" (count + hands + board +
+        set aside make the deck); otherwise the deck is removed."""
+        return misdealt and adds_up
+
+    def _count_exempts(self) -> bool:
+        """S2: whether a counting shuffler exempts this game (and method) from S1."""
+        return False
+
+    def _rack_reshuffled_mid_round(self) -> bool:
+        """G5: a shuffle completed mid-round puts the discard rack back in the shoe."""
+        return False
+
+    def _shuffler_holds_next_batch(self) -> bool:
+        """Whether a shuffle now is of the shuffler's next batch, not of the cards dealt."""
+        return False
+
+    def _next_batch_completed(self, count: int | None) -> list[Decision]:
+        return []
+
+    def _load_next_batch(self) -> None:
+        """The shuffler's next batch goes into the shoe (games that deal from a shoe)."""
+
+    def _new_shoe_or_dealer(self) -> None:
+        """A new shoe or a new dealer (G2 burns a card where the game asks it)."""
+
+    def _shoe_ran_out(self) -> list[Decision] | None:
+        """The shoe reported empty mid-round: the game's rule (G5), or None."""
+        return None
+
+    def _reader_down(self, why: str, rule_id: str = "H5") -> list[Decision]:
+        """H5: a malfunctioning reader (a game without a reader ignores it)."""
+        return []
+
+    def _rack_rules(self, level: int) -> list[Decision]:
+        """The game's own rules on the discard rack's level (G4, G7)."""
+        return []
+
+    def _resumes_after_restart(self) -> bool:
+        """X1: whether a round in play resumes after a restart (cards dealt face up)."""
+        return False
+
+    # Events of another game's steps: refused, naming the step this game does not have.
+
+    def _on_bonus_settled(self, ev: dict[str, Any]) -> list[Decision]:
+        return [self._rejected(f"bonus_settled: {self.game} has no bonus step")]
+
     def _on_insurance_closed(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game != "three_card_21":
-            return [self._rejected(f"insurance_closed: {self.game} has no insurance")]
-        if self._blocked_round():
-            return []
-        if self.state == "insurance":
-            self._fire("close_insurance")
-            return []
-        if self.state in ("players", "dealer_turn"):
-            return []
-        return [self._rejected(f"insurance_closed: not expected in {self.state}")]
+        return [self._rejected(f"insurance_closed: {self.game} has no insurance")]
 
     def _on_dealer_turn(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game != "three_card_21":
-            return [self._rejected(f"dealer_turn: {self.game} has no dealer's turn")]
-        decisions: list[Decision] = []
-        if self._blocked_round():
-            return []
-        if self.state == "dealing":
-            decisions += self._complete_deal()
-        if self.state in ("bonus", "insurance", "players"):
-            self._fire("start_dealer_turn")
-            rnd = self.round
-            if rnd is not None:
-                for entry in self.dealt:
-                    if entry["to"] == DEALER:
-                        entry["face_up"] = True  # 2C.6(i): the hole card is revealed
-            return decisions
-        return decisions or [self._rejected(f"dealer_turn: not expected in {self.state}")]
+        return [self._rejected(f"dealer_turn: {self.game} has no dealer's turn")]
+
+    def _on_cut_card_reached(self, ev: dict[str, Any]) -> list[Decision]:
+        return [self._rejected(f"cut_card_reached: {self.game} has no cut card in the shoe")]
+
+    def _on_starting_position(self, ev: dict[str, Any]) -> list[Decision]:
+        return [self._rejected(f"starting_position: {self.game} has no starting position")]
+
+    def _on_dealer_card_exposed(self, ev: dict[str, Any]) -> list[Decision]:
+        return [self._rejected(f"dealer_card_exposed: {self.game} has no such irregularity")]
+
+    def _on_reader_inserted(self, ev: dict[str, Any]) -> list[Decision]:
+        return [self._rejected("reader_inserted: this table has no hole-card reader")]
+
+    def _on_reader_result(self, ev: dict[str, Any]) -> list[Decision]:
+        return [self._rejected("reader_result: this table has no hole-card reader")]
+
+    def _on_reader_fault(self, ev: dict[str, Any]) -> list[Decision]:
+        return [self._rejected("reader_fault: this table has no hole-card reader")]
 
     # ------------------------------------------------------------------ hole-card reader
 
@@ -1494,135 +1449,6 @@ class Engine:
         self.reader_disabled = False  # H5: repaired and re-inspected
         self.device_faults.pop("hole_card_reader", None)
         return []
-
-    def _on_reader_inserted(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game != "three_card_21" or self.options.reader == "none":
-            return [self._rejected("reader_inserted: this table has no hole-card reader")]
-        rnd = self.round
-        if rnd is None or not self._in_round():
-            return [self._rejected("reader_inserted: no round is in play")]
-        decisions: list[Decision] = []
-        day = self._gaming_day(ev.get("time"))
-        inspected = self.reader_inspected_day
-        rnd.reader_ignored = False
-        if inspected is None or (day != "untimed" and inspected not in (day, "untimed")):
-            # H1: not inspected this gaming day: the reader may not be used.
-            rnd.reader_ignored = True
-            decisions += [
-                self._d(
-                    "reader_disabled",
-                    "H1",
-                    "the reader was not inspected this gaming day; its result is ignored",
-                ),
-                self._notify("H1", "the hole-card reader was used without its daily inspection"),
-            ]
-        elif self.reader_disabled:
-            rnd.reader_ignored = True  # H5: disabled until repaired and re-inspected
-            decisions.append(
-                self._d(
-                    "reader_disabled", "H5", "the reader is out of service; its result is ignored"
-                )
-            )
-        if self.state in ("dealing", "bonus"):
-            # H4: the reader only after the bonus wagers are settled.
-            decisions += [
-                self._d(
-                    "procedure_violation",
-                    "H4",
-                    "the reader was used before the bonus wagers were settled",
-                ),
-                self._notify("H4", "hole card inserted before the bonus was settled"),
-            ]
-        up = rnd.up_card
-        if up is not None and up[0] == "A" and self.state in ("dealing", "bonus", "insurance"):
-            # H3: with an ace up, insurance closes before the hole card goes in.
-            decisions += [
-                self._d(
-                    "procedure_violation",
-                    "H3",
-                    "the hole card was inserted before insurance closed",
-                ),
-                self._notify("H3", "hole card inserted before insurance closed"),
-            ]
-        if up is not None and not is_ten_or_ace(up):
-            # H2: the up card does not allow a peek.
-            decisions.append(
-                self._notify(
-                    "H2", "the hole card was inserted with an up card other than A, K, Q, J or 10"
-                )
-            )
-            if self.options.reader == "revealing":
-                decisions.append(
-                    self._d(
-                        "hands_dead",
-                        "H2",
-                        "the reader in use could let a "
-                        "player learn the hole card: all hands dead, wagers "
-                        "returned",
-                    )
-                )
-                self._void_hands_dead()
-            else:
-                decisions.append(
-                    self._d(
-                        "continue_play",
-                        "H2",
-                        "the reader in use lets no player learn the hole card",
-                    )
-                )
-        return decisions
-
-    def _void_hands_dead(self) -> None:
-        rnd = self.round
-        if rnd is not None:
-            rnd.void_rule = "H2"
-        self._fire("void")
-
-    def _on_reader_result(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game != "three_card_21" or self.options.reader == "none":
-            return [self._rejected("reader_result: this table has no hole-card reader")]
-        rnd = self.round
-        if rnd is None or rnd.reader_ignored or self.reader_disabled:
-            return []
-        if rnd.up_card is None or rnd.hole_card is None:
-            return []
-        actual = hand_total([rnd.up_card, rnd.hole_card])[0] == 21
-        if actual != ev["blackjack"] and self.interp.reader_contradiction_is_malfunction:
-            # H6: the answer contradicts the shoe's reading: treated as a malfunction (H5).
-            return [
-                *self._reader_down(
-                    "the reader's answer contradicts the card the shoe read", rule_id="H6"
-                ),
-                self._notify("H6", "the hole-card reader contradicted the shoe"),
-            ]
-        return []
-
-    def _on_reader_fault(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game != "three_card_21" or self.options.reader == "none":
-            return [self._rejected("reader_fault: this table has no hole-card reader")]
-        return self._reader_down(f"the reader reported {ev['fault']}")
-
-    def _reader_down(self, why: str, rule_id: str = "H5") -> list[Decision]:
-        """H5: a malfunctioning reader is out for the day or until re-inspected."""
-        if self.game != "three_card_21" or self.options.reader == "none":
-            return []
-        self.reader_disabled = True
-        self.device_faults["hole_card_reader"] = why
-        if self.round is not None:
-            self.round.reader_ignored = True
-        return [self._d("reader_disabled", rule_id, f"{why}: play continues without the reader")]
-
-    # ------------------------------------------------------------------ HUH exposure
-
-    def _on_dealer_card_exposed(self, ev: dict[str, Any]) -> list[Decision]:
-        if self.game != "heads_up_holdem":
-            return [
-                self._rejected(f"dealer_card_exposed: a Heads Up Hold'em event, not {self.game}")
-            ]
-        if not self._in_round():
-            return [self._rejected("dealer_card_exposed: no round is in play")]
-        # M5: a dealer card exposed before the reveal voids every hand.
-        return self._void_round("M5", "a dealer card was exposed before the reveal")
 
     # ------------------------------------------------------------------ the discard rack
 
@@ -1636,32 +1462,9 @@ class Engine:
         decisions: list[Decision] = []
         self.rack_seen = True
         self.rack_level = level
-        size = self.composition.size
         if level <= self.options.rack_tolerance:
             self.rack_deck = None
-        if self.game == "three_card_21" and level > size:
-            # G7: more cards in the rack than the shoe's decks hold.
-            decisions.append(
-                self._notify(
-                    "G7", f"the discard rack reads {level} cards, more than the {size} of the shoe"
-                )
-            )
-        if (
-            self.game == "three_card_21"
-            and self.options.bart_carter
-            and level > self.interp.bart_carter_rack_threshold
-            and not self.bart_carter_flagged
-        ):
-            # G4: Bart Carter reshuffles once the rack holds about one deck.
-            self.bart_carter_flagged = True
-            self._deck().reshuffle_rule = "G4"
-            decisions.append(
-                self._d(
-                    "reshuffle",
-                    "G4",
-                    "the discard rack holds more than about one deck: reshuffle after the round",
-                )
-            )
+        decisions += self._rack_rules(level)
         if self.rack_expected_min is not None:
             expected = self.rack_expected_min
             self.rack_expected_min = None
@@ -1709,12 +1512,10 @@ class Engine:
 
     def _on_controller_restarted(self, ev: dict[str, Any]) -> list[Decision]:
         """X1: a round in progress resumes where its cards allow it, else it is void."""
-        # X1 (interpretation restart_resumes_three_card_21): face-up 3C21 resumes.
+        # X1: a game dealt face up may resume (_resumes_after_restart); face down, void.
         rnd = self.round
         if rnd is None or not (self._in_round() or self.state == "suspended"):
             return []
-        if not rnd.started or (
-            self.game == "three_card_21" and self.interp.restart_resumes_three_card_21
-        ):
+        if not rnd.started or self._resumes_after_restart():
             return [self._d("continue_play", "X1", "the controller restarted; the round resumes")]
         return self._void_round("X1", "the controller restarted with face-down cards out")

@@ -1,6 +1,6 @@
 """Interpretations: the points where the regulation text is silent or ambiguous.
 
-Each is a named switch whose default is the choice RULES.md made, kept here and only
+Each is a named switch whose default is the choice docs/rules.md made, kept here and only
 here so that another jurisdiction can change it through the table's options, e.g.
 ``{"options": {"interpretations": {"stub_count_interval": 4}}}``.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Interpretations:
-    """Named interpretation switches; defaults are RULES.md's choices."""
+    """Named interpretation switches; defaults are docs/rules.md's choices."""
 
     # S1: the stub is counted at least once every this many rounds ...
     stub_count_interval: int = 5

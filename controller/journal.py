@@ -7,12 +7,13 @@ DELETE through SQLite itself. A row that precedes a device command is appended w
 `durable=True`: committed with synchronous=FULL (fsync) before `append` returns. Other rows are
 group-committed: batched and flushed by a short timer on the running asyncio loop, when the
 batch is full, on `flush()`, and by the next durable append. The file and its -wal/-shm are
-mode 0600: the journal holds face-down cards and is for the service user only (RULES.md H7).
+mode 0600: the journal holds face-down cards and is for the service user only (docs/rules.md H7).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import hashlib
 import json
@@ -63,6 +64,8 @@ _INSERT = (
 WAL_HEADER_BYTES = 32
 WAL_FRAME_HEADER = 24
 WAL_SLACK_FRAMES = 128
+#: Free space the -wal preallocation leaves untouched; below it the -wal is not preallocated.
+WAL_PREALLOCATION_RESERVE = 32 * 1024 * 1024
 
 
 class JournalError(RuntimeError):
@@ -141,6 +144,13 @@ class Journal:
         self.path = Path(path)
         self.flush_interval = flush_interval
         self.max_batch = max_batch
+        self._log = get_logger("journal", path=str(self.path))
+        #: Why a commit failed; from then on every append and flush is refused (fail-stop: the
+        #: rows of a failed commit must never be written later as if they had been acted on).
+        self.failure: JournalError | None = None
+        #: Told once of the first failed commit (the daemon stops dealing), whoever committed:
+        #: a durable append, the group-commit timer, or close().
+        self.on_failure: Callable[[JournalError], None] | None = None
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             # Create the file 0600 before SQLite opens it; SQLite gives -wal and -shm the same mode.
@@ -165,7 +175,6 @@ class Journal:
         self._pending: list[tuple[int, str, int | None, str, str, str, str]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._side_files_checked = False
-        self._log = get_logger("journal", path=str(self.path))
         # The head (last seq and hash) goes to the system log at open and close: an anchor
         # outside the file, against which a truncated or wholly rewritten chain shows.
         self._log.info("journal_opened", last_seq=self._last_seq, head=self._last_hash)
@@ -190,9 +199,20 @@ class Journal:
             descriptor = os.open(wal, os.O_WRONLY)
         except (OSError, sqlite3.Error, TypeError, ValueError):
             return  # no -wal yet, or SQLite says nothing usable: commits simply grow it
+        size_before = 0
         try:
-            size = os.fstat(descriptor).st_size
+            size = size_before = os.fstat(descriptor).st_size
             if size >= target or frames <= 0:
+                return
+            filesystem = os.statvfs(descriptor)
+            free = filesystem.f_bavail * filesystem.f_frsize
+            if free < (target - size) + WAL_PREALLOCATION_RESERVE:
+                # Never fill the disk preparing files: commits simply grow the -wal instead.
+                self._log.warning(
+                    "wal_preallocation_skipped",
+                    free_bytes=free,
+                    needed_bytes=target - size + WAL_PREALLOCATION_RESERVE,
+                )
                 return
             chunk = bytes(min(1 << 20, target - size))
             while size < target:
@@ -200,6 +220,9 @@ class Journal:
             os.fsync(descriptor)
         except OSError as error:
             self._log.warning("wal_preallocation_failed", error=str(error))
+            # Give back what was written: a failed preallocation must not leave the disk full.
+            with contextlib.suppress(OSError):
+                os.ftruncate(descriptor, size_before)
         finally:
             os.close(descriptor)
 
@@ -207,6 +230,23 @@ class Journal:
     def last_seq(self) -> int:
         """The sequence number of the last row appended (committed or pending)."""
         return self._last_seq
+
+    def size_on_disk(self) -> int:
+        """Bytes the journal takes on disk: the database, its -wal (preallocated) and -shm."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                total += os.stat(f"{self.path}{suffix}").st_blocks * 512
+        return total
+
+    def logical_size(self) -> int:
+        """Bytes of the database's pages, committed rows in the -wal included (0 if unknown)."""
+        try:
+            pages = int(self._db.execute("PRAGMA page_count").fetchone()[0])
+            page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+        except (sqlite3.Error, TypeError, ValueError):
+            return 0
+        return pages * page_size
 
     @property
     def pending(self) -> int:
@@ -222,6 +262,8 @@ class Journal:
         durable: bool = False,
     ) -> int:
         """Append one row and return its seq; with durable=True it is fsynced before returning."""
+        if self.failure is not None:
+            raise JournalError(f"{self.path}: the journal failed earlier: {self.failure}")
         if kind not in ROW_KINDS:
             raise ValueError(f"journal row kind {kind!r} is not one of {ROW_KINDS}")
         seq = self._last_seq + 1
@@ -247,7 +289,8 @@ class Journal:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.flush()
+        with contextlib.suppress(JournalError):  # on_failure was told; nothing to raise it to
+            self.flush()
 
     def flush(self) -> None:
         """Commit every pending row in one transaction (synchronous=FULL: fsync on commit).
@@ -256,6 +299,8 @@ class Journal:
         commits sooner than flush_interval): cancelling and re-arming it around every durable
         commit cost more than the commit's own Python work.
         """
+        if self.failure is not None:
+            raise JournalError(f"{self.path}: the journal failed earlier: {self.failure}")
         if not self._pending:
             return
         started = time.perf_counter()
@@ -268,9 +313,12 @@ class Journal:
                 self._db.executemany(_INSERT, self._pending)
                 self._db.execute("COMMIT")
         except sqlite3.Error as error:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise JournalError(f"{self.path}: journal write failed: {error}") from error
+            with contextlib.suppress(sqlite3.Error):
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+            self._fail(JournalError(f"{self.path}: journal write failed: {error}"))
+            assert self.failure is not None
+            raise self.failure from error
         self._pending.clear()
         metrics.JOURNAL_WRITE_SECONDS.observe(time.perf_counter() - started)
         if not self._side_files_checked:
@@ -279,9 +327,20 @@ class Journal:
                 _make_private(Path(f"{self.path}{suffix}"))
             self._side_files_checked = True
 
+    def _fail(self, error: JournalError) -> None:
+        """The first failed commit: refuse everything from now on; tell the owner once."""
+        self.failure = error
+        lost = len(self._pending)
+        self._pending.clear()  # never committed later as if nothing had happened
+        metrics.JOURNAL_WRITE_ERRORS.inc()
+        self._log.error("journal_write_failed", error=str(error), rows_not_written=lost)
+        if self.on_failure is not None:
+            self.on_failure(error)
+
     def close(self) -> None:
-        """Flush pending rows and close the file."""
-        self.flush()
+        """Flush pending rows and close the file (after a failure: close without writing)."""
+        with contextlib.suppress(JournalError):
+            self.flush()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

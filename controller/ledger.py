@@ -1,7 +1,7 @@
 """The card ledger: every card of a deck is in exactly one place at every moment.
 
 Places are strings: ``shoe`` (the shuffler, the shoe or the dealer's undealt stack),
-a position number (``"1"`` ...), ``player`` (a 3C21 hit whose position no device reports),
+a position number (``"1"`` ...), ``player`` (a hit whose position no device reports),
 ``dealer``, ``community``, ``burned``, ``discard`` (the discard rack) and ``removed``.
 Cards never appear twice or vanish: a move from a place that does not hold the card is
 refused, which is how a foreign or duplicated card is found (C8).
@@ -48,7 +48,7 @@ class Ledger:
         held = self.places.get(source)
         if held is None or held[card] <= 0:
             # No card in the message: it may be face down, and an exception's text can reach
-            # a log line through a traceback (RULES.md H7). The journal holds the card.
+            # a log line through a traceback (docs/rules.md H7). The journal holds the card.
             raise LedgerError(f"the card moved from {source} to {target} is not in {source}")
         held[card] -= 1
         if held[card] == 0:

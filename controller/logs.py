@@ -4,7 +4,7 @@ Under systemd (`JOURNAL_STREAM` names our stderr) each line is `<N>{json}`: jour
 syslog priority prefix and stamps the time itself, so no timestamp is written. Elsewhere, a TTY
 gets structlog's console renderer and a pipe gets timestamped JSON lines.
 
-Face-down cards must never reach a logger (RULES.md H7); callers never pass them. As a guard
+Face-down cards must never reach a logger (docs/rules.md H7); callers never pass them. As a guard
 in addition, `strip_cards` runs on every line: it removes fields whose name says they hold
 cards and masks any value shaped like a card, and names what it removed in `redacted`.
 """
@@ -33,12 +33,27 @@ LEVELS = {
     "critical": logging.CRITICAL,
 }
 
-# Field names that hold cards by their nature (EVENTS.md: card, cards; the engine's dealt cards).
+# Field names that hold cards by their nature (docs/events.md: card, cards; dealt cards).
 CARD_FIELDS = frozenset(
     {"card", "cards", "hole_card", "dealt_cards", "hand", "hands", "deck_order", "order", "stack"}
 )
 CARD_VALUE = re.compile(r"^(?:10|[2-9TJQKA])[cdhs]$|^JK$")
 REDACTED = "[redacted]"
+# Card-shaped substrings of free text (an exception's message, a traceback, a device's text):
+# any spelling in quotes ('AH', "10h", 'jk'), and the canonical spelling standing alone (Ah,
+# Td, JK). Unquoted upper-case pairs (AC, AD) are left: too often words. See mask_card_text.
+CARD_TEXT = re.compile(
+    r"""(?P<q>['"])(?:10|[2-9TJQKAtjqka])[cdhsCDHS](?P=q)"""
+    r"""|(?P<qj>['"])[Jj][Kk](?P=qj)"""
+    r"|(?<![\w.])(?:10|[2-9TJQKA])[cdhs](?!\w)"
+    r"|(?<![\w.])JK(?!\w)"
+)
+CARD_MASK = "[card]"
+
+
+def mask_card_text(text: str) -> str:
+    """`text` with every card-shaped substring replaced by [card] (the second guard of H7)."""
+    return CARD_TEXT.sub(CARD_MASK, text)
 
 
 def _mask(value: Any, path: str, removed: list[str]) -> Any:
@@ -46,7 +61,10 @@ def _mask(value: Any, path: str, removed: list[str]) -> Any:
         if CARD_VALUE.match(value.strip()):
             removed.append(path)
             return REDACTED
-        return value
+        masked = mask_card_text(value)
+        if masked != value:
+            removed.append(path)
+        return masked
     if isinstance(value, Mapping):
         result: dict[str, Any] = {}
         for key, item in value.items():
@@ -129,13 +147,16 @@ def configure_logging(
         raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
     output = stream if stream is not None else sys.stderr
     chosen = resolve_mode(mode, output, environ)
+    # Tracebacks are rendered to text before strip_cards, so an exception's message that
+    # quotes a card is masked like any other free text.
     processors: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
+        structlog.processors.format_exc_info,
         strip_cards,
     ]
     if chosen == "journald":
-        processors += [structlog.processors.format_exc_info, JournaldRenderer()]
+        processors += [JournaldRenderer()]
     elif chosen == "console":
         processors += [
             structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
@@ -144,7 +165,6 @@ def configure_logging(
     else:
         processors += [
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(),
         ]
     structlog.configure(
@@ -166,6 +186,7 @@ __all__ = [
     "configure_logging",
     "get_logger",
     "journald_is_reader",
+    "mask_card_text",
     "public_view",
     "strip_cards",
 ]

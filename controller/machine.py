@@ -1,123 +1,155 @@
-"""The round state machine of each game: one definition, used to build the table's
-``transitions.Machine`` and to draw the state charts (``tablectl diagram``).
+"""The round state machine: one chart per game, used to build the table's
+``transitions.Machine`` and, by transitions' own diagram support, to draw it
+(``tablectl diagram``).
 
-Machines are plain ``Machine(queued=True, auto_transitions=False)``, built once per
-table; they carry no callbacks: the engine decides, the machine only records where the
-round is and refuses a transition that the definition does not allow.
+The chart is where the rules that allow or refuse a step live: each such rule is a
+``transitions`` condition named after it (``S1_stub_counted_in_time``,
+``C11_positions_within_the_table``...), on the transitions it gates. The engine defines
+each condition once, as a method of that name; the machine calls it, and the diagram
+prints its name on the edge. Machines are plain ``Machine(auto_transitions=False)``,
+built once per table; not queued (no callback ever triggers another transition), so a
+trigger answers whether its conditions let it through.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from transitions import Machine
+from transitions.extensions.diagrams import GraphMachine
 
-ROUND_STATES = {
-    "three_card_21": ("dealing", "bonus", "insurance", "players", "dealer_turn"),
-    "five_card_hilo": ("dealing", "play"),
-    "heads_up_holdem": ("dealing", "play"),
-    "asia_poker": ("starting_position", "dealing", "play"),
-}
+from tablectl.controller.registry import find_game
+
+Transition = tuple[str, tuple[str, ...], str, tuple[str, ...]]
+
+# The rules that gate the deal of a round's first card or stack, in the order they are
+# checked (the first that fails names the deal_blocked decision). Each is an Engine method.
+DEAL_CONDITIONS = (
+    "C10_deck_not_removed",
+    "C6_no_other_method_at_the_table",
+    "D4_hand_deal_has_a_working_shuffler",
+    "C4_shuffle_completed",
+    "C10_new_cards_shuffled",
+    "reshuffle_done",  # the rule that ordered it: C2, C5, G3, G4, M3, M4, M5 ...
+    "D1_D3_shuffled_since_the_last_round",
+    "S1_stub_counted_in_time",
+)
 
 
 @dataclass(frozen=True)
 class MachineDefinition:
-    """States, transitions (trigger, sources, dest) and the initial state of one game."""
+    """States, transitions (trigger, sources, dest, conditions) and the initial state."""
 
     game: str
     states: tuple[str, ...]
-    transitions: tuple[tuple[str, tuple[str, ...], str], ...]
+    transitions: tuple[Transition, ...]
+    round_states: tuple[str, ...]
     initial: str = "idle"
 
     @property
-    def round_states(self) -> tuple[str, ...]:
-        return ROUND_STATES[self.game]
+    def conditions(self) -> tuple[str, ...]:
+        """Every condition named on the chart, once each, in order."""
+        return tuple(dict.fromkeys(c for *_, conds in self.transitions for c in conds))
 
 
-def definition(game: str) -> MachineDefinition:
-    """The state chart of ``game``: opening, shuffling, betting, dealing, play, collection."""
-    rounds = ROUND_STATES[game]
-    in_round = (*rounds, "suspended")
-    transitions: list[tuple[str, tuple[str, ...], str]] = [
-        ("start_shuffle", ("idle",), "shuffling"),
-        ("finish_shuffle", ("shuffling",), "idle"),
-        ("fault_shuffle", ("shuffling",), "idle"),
+def chart(
+    game: str,
+    round_states: tuple[str, ...],
+    play: list[Transition],
+    first_state: str = "dealing",
+) -> MachineDefinition:
+    """A game's chart: the common frame (shuffling, betting, the deal's gates, voids,
+    suspension, removal, collection) around the game's own steps ``play``."""
+    in_round = (*round_states, "suspended")
+    transitions: list[Transition] = [
+        ("start_shuffle", ("idle",), "shuffling", ()),
+        ("finish_shuffle", ("shuffling",), "idle", ()),
+        ("fault_shuffle", ("shuffling",), "idle", ()),
+        # C11: never more positions than the game and the table have
+        ("close_bets", ("idle", "shuffling"), first_state, ("C11_positions_within_the_table",)),
+        # the first card or stack of the round: every rule that may refuse the deal
+        ("start_deal", ("dealing",), "dealing", DEAL_CONDITIONS),
+        *play,
+        ("collect", (*in_round, "void"), "idle", ()),
+        ("void", in_round, "void", ()),
+        ("suspend", round_states, "suspended", ()),
+        ("remove_deck", ("idle", "shuffling", *in_round, "void"), "deck_removed", ()),  # C10
+        ("receive_deck", ("deck_removed",), "idle", ()),
     ]
-    if game == "asia_poker":
-        transitions += [
-            ("close_bets", ("idle", "shuffling"), "starting_position"),
-            ("choose_start", ("starting_position",), "dealing"),  # A1
-            ("complete_deal", ("dealing",), "play"),
-        ]
-    elif game == "three_card_21":
-        transitions += [
-            ("close_bets", ("idle", "shuffling"), "dealing"),
-            ("complete_deal", ("dealing",), "bonus"),
-            ("settle_bonus_ace_up", ("bonus",), "insurance"),  # H3: insurance before the reader
-            ("settle_bonus", ("bonus",), "players"),  # H4: reader only after this
-            ("close_insurance", ("insurance",), "players"),
-            ("start_dealer_turn", ("bonus", "insurance", "players"), "dealer_turn"),  # G6
-        ]
-    else:
-        transitions += [
-            ("close_bets", ("idle", "shuffling"), "dealing"),
-            ("complete_deal", ("dealing",), "play"),
-        ]
-    transitions += [
-        ("collect", (*in_round, "void"), "idle"),
-        ("void", in_round, "void"),
-        ("suspend", rounds, "suspended"),
-        ("remove_deck", ("idle", "shuffling", *in_round, "void"), "deck_removed"),  # C10
-        ("receive_deck", ("deck_removed",), "idle"),
-    ]
-    states = ("idle", "shuffling", *rounds, "void", "suspended", "deck_removed")
-    return MachineDefinition(game, states, tuple(transitions))
+    states = ("idle", "shuffling", *round_states, "void", "suspended", "deck_removed")
+    return MachineDefinition(game, states, tuple(transitions), round_states)
 
 
 class RoundModel:
-    """The object the machine drives; ``state`` and ``trigger`` are set by transitions."""
+    """The object the machine drives; ``state`` and ``trigger`` are set by transitions,
+    the rule conditions by :func:`build` (bound to the engine that defines them)."""
 
     state: str
     trigger: Callable[..., bool]
 
 
-def build(defn: MachineDefinition, model: RoundModel) -> Any:
-    """Build the one machine of a table (about 0.3 ms; never per round)."""
+def _machine_transitions(defn: MachineDefinition) -> list[dict[str, Any]]:
+    return [
+        {"trigger": t, "source": list(src), "dest": dst, "conditions": list(conds)}
+        for t, src, dst, conds in defn.transitions
+    ]
+
+
+def build(defn: MachineDefinition, model: RoundModel, rules: object) -> Any:
+    """Build the one machine of a table (about 0.3 ms; never per round).
+
+    Each condition of the chart is looked up by name on ``rules`` (the engine).
+    """
+    for name in defn.conditions:
+        setattr(model, name, getattr(rules, name))
     return Machine(
         model=model,
         states=list(defn.states),
-        transitions=[
-            {"trigger": t, "source": list(src), "dest": dst} for t, src, dst in defn.transitions
-        ],
+        transitions=_machine_transitions(defn),
         initial=defn.initial,
-        queued=True,
         auto_transitions=False,
     )
 
 
+def definition(game: str) -> MachineDefinition:
+    """The chart of the game registered as ``game``."""
+    defn: MachineDefinition = find_game(game).chart()
+    return defn
+
+
+class _Drawn:
+    """The model of a machine built only to be drawn."""
+
+    state: str
+
+
+def graph(defn: MachineDefinition, engine: Literal["mermaid", "graphviz"] = "mermaid") -> Any:
+    """The chart as transitions' own diagram graph (its ``mermaid`` or ``graphviz``
+    engine), each transition labelled with its trigger and the rules that gate it."""
+    model = _Drawn()
+    GraphMachine(
+        model=model,
+        states=list(defn.states),
+        transitions=_machine_transitions(defn),
+        initial=defn.initial,
+        auto_transitions=False,
+        show_conditions=True,
+        graph_engine=engine,
+        title=defn.game,
+    )
+    return model.get_graph()  # type: ignore[attr-defined]
+
+
 def mermaid(defn: MachineDefinition) -> str:
-    """The state chart as mermaid ``stateDiagram-v2`` text."""
-    lines = ["stateDiagram-v2", f"    [*] --> {defn.initial}"]
-    for trigger, sources, dest in defn.transitions:
-        for source in sources:
-            lines.append(f"    {source} --> {dest}: {trigger}")
-    return "\n".join(lines) + "\n"
+    """The chart as mermaid ``stateDiagram-v2`` text, drawn by transitions."""
+    text: str = graph(defn, "mermaid").draw(None)
+    return text if text.endswith("\n") else text + "\n"
 
 
-def graphviz(defn: MachineDefinition) -> str:
-    """The state chart as graphviz ``dot`` text (rendered to SVG when ``dot`` exists)."""
-    lines = [
-        f'digraph "{defn.game}" {{',
-        "  rankdir=LR;",
-        '  node [shape=box, style=rounded, fontname="Helvetica"];',
-        '  edge [fontname="Helvetica", fontsize=10];',
-        "  start [shape=point];",
-        f"  start -> {defn.initial};",
-    ]
-    for trigger, sources, dest in defn.transitions:
-        for source in sources:
-            lines.append(f'  {source} -> {dest} [label="{trigger}"];')
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+def svg(defn: MachineDefinition) -> bytes:
+    """The chart as SVG, drawn by transitions' graphviz engine (needs the ``graphviz``
+    package and graphviz's ``dot``)."""
+    drawn: bytes = graph(defn, "graphviz").draw(None, format="svg", prog="dot")
+    return drawn

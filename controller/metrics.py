@@ -1,7 +1,7 @@
 """Prometheus metrics of the table service (issue 4), on prometheus-client's default registry.
 
 Labels carry only bounded, public words: games, outcomes, decisions, rule ids, device names,
-fault words, deck letters. Never a card, a hand or a player (RULES.md H7): every label value
+fault words, deck letters. Never a card, a hand or a player (docs/rules.md H7): every label value
 goes through `label_value`, which refuses anything shaped like a card.
 """
 
@@ -111,6 +111,30 @@ JOURNAL_WRITE_SECONDS = Histogram(
     "Time of one journal commit (a durable row or a group-committed batch)",
     buckets=LATENCY_BUCKETS,
 )
+JOURNAL_WRITE_ERRORS = Counter(
+    "tablectl_journal_write_errors_total",
+    "Journal commits that failed (a full disk, an I/O error): each stops dealing (fail-stop)",
+)
+JOURNAL_FREE_BYTES = Gauge(
+    "tablectl_journal_free_bytes", "Free bytes, for the service user, under the journal"
+)
+JOURNAL_SIZE_BYTES = Gauge(
+    "tablectl_journal_size_bytes", "The journal's size on disk (database, -wal and -shm)"
+)
+JOURNAL_BYTES_PER_ROUND = Gauge(
+    "tablectl_journal_bytes_per_round",
+    "The journal's measured growth per round (its size over the rounds it holds)",
+)
+DEALING_STOPPED = Gauge(
+    "tablectl_dealing_stopped",
+    "1 while the daemon has stopped dealing and locked the dispensing devices (fail-stop)",
+    ["reason"],
+)
+ALARMS_COALESCED = Counter(
+    "tablectl_alarms_coalesced_total",
+    "Repeats of an alarm folded into one message with a count (the first stays visible)",
+    ["alarm"],
+)
 BUILD_INFO = Info("tablectl_build", "The running tablectl's version")
 BUILD_INFO.info({"version": __version__, "python": platform.python_version()})
 
@@ -122,7 +146,7 @@ OTHER = "other"
 def label_value(text: object) -> str:
     """A safe label value: a short lower-case word, never card-shaped; anything else is 'other'.
 
-    Device fault words come from untrusted firmware ("or another word", EVENTS.md), so they are
+    Device fault words come from untrusted firmware ("or another word", docs/events.md), so they are
     bounded here both for cardinality and so a card can never be smuggled into a label.
     """
     word = str(text).strip().lower()
@@ -135,7 +159,7 @@ _RULE_ID = re.compile(r"^[A-Z][0-9]{1,2}$")
 
 
 def rule_id_label(rule_id: object) -> str:
-    """A RULES.md id (C1, S3, H7 ...) as it is written; 'none' when absent, else 'other'."""
+    """A rule ID (docs/rules.md: C1, S3, H7 ...) as written; 'none' when absent, else 'other'."""
     if rule_id is None or rule_id == "":
         return "none"
     text = str(rule_id)
@@ -143,7 +167,7 @@ def rule_id_label(rule_id: object) -> str:
 
 
 def deck_label(deck: object) -> str:
-    """A deck letter as EVENTS.md writes it (`A`, `B`); a single deck is `main`."""
+    """A deck letter as docs/events.md writes it (`A`, `B`); a single deck is `main`."""
     text = str(deck) if deck is not None else "main"
     if len(text) == 1 and text.isalpha():
         return text.upper()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,36 +69,6 @@ def request(
     if not isinstance(reply, dict):
         raise OperatorClientError(f"{socket_path}: unexpected answer {reply!r}")
     return reply
-
-
-def parse_value(text: str) -> Any:
-    """`52` -> 52, `true` -> True, `[1,2]` -> [1, 2], `1,2,4` -> [1, 2, 4], `alice` -> "alice"."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    if "," in text:
-        return [parse_value(item.strip()) for item in text.split(",") if item.strip()]
-    return text
-
-
-def parse_fields(tokens: Sequence[str]) -> dict[str, Any]:
-    """`--field value` / `--field=value` pairs into event fields (dashes become underscores)."""
-    fields: dict[str, Any] = {}
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        if not token.startswith("--") or len(token) < 3:
-            raise ValueError(f"expected --field value, got {token!r}")
-        name, equals, value = token[2:].partition("=")
-        if not equals:
-            if index + 1 >= len(tokens):
-                raise ValueError(f"--{name} needs a value")
-            index += 1
-            value = tokens[index]
-        fields[name.replace("-", "_")] = parse_value(value)
-        index += 1
-    return fields
 
 
 def render_status(status: Mapping[str, Any], indent: int = 0) -> list[str]:

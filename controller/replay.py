@@ -1,6 +1,6 @@
 """`tablectl replay FILE`: run a scenario through the engine, decisions as JSON lines.
 
-The file is JSON Lines (EVENTS.md): the first line describes the table, every later line
+The file is JSON Lines (docs/events.md): the first line describes the table, every later line
 is one event; blank lines and lines starting with ``#`` are ignored. Each decision's ``at``
 is the 1-based line number of the event that caused it. A malformed line, or a table the
 rules refuse, stops the replay with exit status 2 and a message naming the line.
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from tablectl.controller.engine import Engine
-from tablectl.controller.events import EventError, validate
+from tablectl.controller.events import EventError, parse_json_object, validate
 from tablectl.controller.table import TableSpec, TableSpecError
 
 
@@ -35,13 +35,10 @@ def read_lines(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
         if not text or text.startswith("#"):
             continue
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ScenarioError(
-                number, f"not valid JSON: {error.msg} (column {error.colno})"
-            ) from None
-        if not isinstance(obj, dict):
-            raise ScenarioError(number, f"an event must be a JSON object, got {text[:40]}")
+            # the same guards as the operator socket's: no NaN, no deep nesting, no surrogate
+            obj = parse_json_object(text)
+        except EventError as error:
+            raise ScenarioError(number, str(error)) from None
         if not isinstance(obj.get("type"), str):
             raise ScenarioError(number, 'the object has no "type" string')
         yield number, obj
@@ -80,7 +77,7 @@ def replay(lines: Iterable[str], random_source: Any = None) -> Iterator[dict[str
         if obj["type"] == "table":
             raise ScenarioError(number, "a second table line; one scenario describes one table")
         try:
-            # EVENTS.md: a line that is no valid event is an error of the file (exit 2);
+            # docs/events.md: a line that is no valid event is an error of the file (exit 2);
             # only an event the rules refuse is a `rejected` decision. The same validate()
             # guards Engine.handle, which answers `rejected` to the daemon's callers.
             validate(obj)
@@ -97,12 +94,12 @@ def replay(lines: Iterable[str], random_source: Any = None) -> Iterator[dict[str
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a scenario file (JSON Lines, EVENTS.md); - for stdin")
+    parser.add_argument("file", help="a scenario file (JSON Lines, docs/events.md); - for stdin")
     parser.add_argument(
         "--seed",
         type=int,
         default=0,
-        help="seed for Asia Poker's computer-drawn starting position (ap_start=computer)",
+        help="seed for a computer-drawn starting position (ap_start=computer, A1)",
     )
 
 

@@ -1,4 +1,4 @@
-"""The rule catalogue: the one place that maps a rule ID of RULES.md to its citation.
+"""The rule catalogue: the one place that maps a rule ID (docs/rules.md) to its citation.
 
 Every decision the engine emits takes its ``rule`` text from :func:`citation`, so a
 regulator's lab can trace any decision back to the regulation (docs/rules.md).
@@ -16,7 +16,7 @@ METHODS = ("manual_shoe", "hand", "automated_shoe")
 
 @dataclass(frozen=True)
 class Rule:
-    """One rule of RULES.md: its ID, a one-line summary and its citations."""
+    """One rule of docs/rules.md: its ID, a one-line summary and its citations."""
 
     rule_id: str
     summary: str
@@ -272,7 +272,7 @@ CATALOGUE: dict[str, Rule] = {
                 _A: "13:69F-31.8(d)2 by analogy (interpretation)",
             },
         ),
-        Rule("E0", "the event does not follow EVENTS.md", "EVENTS.md"),
+        Rule("E0", "the event does not follow docs/events.md", "docs/events.md"),
     ]
 }
 

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tablectl.controller.cards import Composition, deck_with_joker, multi_deck_shoe, standard_deck
+from tablectl.controller.cards import Composition
 from tablectl.controller.interpretations import Interpretations
-from tablectl.controller.rules import GAMES, METHODS, citation
+from tablectl.controller.registry import find_game, game_names
+from tablectl.controller.rules import METHODS, citation
 
 SHUFFLERS = ("none", "batch", "counting")
 READERS = ("none", "concealed", "revealing")
@@ -22,7 +23,7 @@ AP_NUMBERINGS = ("from_dealer_left", "from_dealer_right")
 
 
 class TableSpecError(ValueError):
-    """A table description the rules or EVENTS.md refuse; the message says what and why."""
+    """A table description the rules or docs/events.md refuse; the message says what and why."""
 
 
 @dataclass(frozen=True)
@@ -39,31 +40,26 @@ class GameProfile:
     may_dual_deck: bool
 
 
-PROFILES: dict[str, GameProfile] = {
-    "three_card_21": GameProfile(
-        "three_card_21", 'Three Card 21 "N" Done', 6, 3, 2, 0, ("manual_shoe",), False
-    ),
-    "five_card_hilo": GameProfile("five_card_hilo", "5 Card Hi-Lo", 7, 5, 5, 0, METHODS, True),
-    "heads_up_holdem": GameProfile(
-        "heads_up_holdem", "Heads Up Hold'em", 6, 2, 2, 5, METHODS, True
-    ),
-    "asia_poker": GameProfile("asia_poker", "Asia Poker", 6, 7, 7, 0, ("manual_shoe",), False),
-}
+# Each game's profile, options and deck live in its module (controller/games/); a table
+# finds its game by name in the registry.
 
-_GAME_ONLY = {
-    "decks": ("three_card_21",),
-    "bart_carter": ("three_card_21",),
-    "dealer_hits_soft_17": ("three_card_21",),
-    "reader": ("three_card_21",),
-    "dual_deck": ("five_card_hilo", "heads_up_holdem"),
-    "ap_start": ("asia_poker",),
-    "ap_numbering": ("asia_poker",),
-}
+
+def _game(name: str) -> Any:
+    return find_game(name)
+
+
+def _games_with(option: str) -> tuple[str, ...]:
+    """The games whose own options include ``option`` (e.g. ``decks``)."""
+    return tuple(n for n in game_names() if option in _game(n).game_options)
+
+
+def _game_only_options() -> set[str]:
+    return {option for n in game_names() for option in _game(n).game_options}
 
 
 @dataclass(frozen=True)
 class TableOptions:
-    """EVENTS.md's options (and tablectl's documented additions) with their defaults."""
+    """docs/events.md's options (and tablectl's documented additions) with their defaults."""
 
     positions: int
     dealing: str = "manual_shoe"
@@ -89,14 +85,13 @@ class TableSpec:
 
     @property
     def profile(self) -> GameProfile:
-        return PROFILES[self.game]
+        profile: GameProfile = _game(self.game).profile
+        return profile
 
     def composition(self) -> Composition:
-        if self.game == "three_card_21":
-            return multi_deck_shoe(self.options.decks)
-        if self.game == "asia_poker":
-            return deck_with_joker()
-        return standard_deck()
+        """The cards of one deck (or shoe of decks) of this game with these options."""
+        composition: Composition = _game(self.game).composition_for(self.options)
+        return composition
 
     def deck_names(self) -> tuple[str, ...]:
         return ("A", "B") if self.options.dual_deck else ("A",)
@@ -107,8 +102,9 @@ class TableSpec:
         if not isinstance(data, Mapping):
             raise TableSpecError(f"a table must be a JSON object, got {data!r}")
         game = data.get("game")
-        if game not in GAMES:
-            raise TableSpecError(f"game: {game!r} is not one of {', '.join(GAMES)}")
+        names = game_names()
+        if not isinstance(game, str) or game not in names:
+            raise TableSpecError(f"game: {game!r} is not one of {', '.join(names)}")
         raw = data.get("options", {})
         if raw is None:
             raw = {}
@@ -139,21 +135,27 @@ def _integer(opts: dict[str, Any], name: str, default: int) -> int:
 
 
 def _options(game: str, opts: dict[str, Any]) -> TableOptions:
-    profile = PROFILES[game]
+    game_class = _game(game)
+    profile: GameProfile = game_class.profile
     defaults = TableOptions(positions=profile.max_positions)
-    if game != "three_card_21" and "decks" in opts:
-        # EVENTS.md lists `decks` among the options every game knows (3C21: 6 to 8); the
-        # other games are dealt from one deck: `decks: 1` states it, any other count is refused.
+    if "decks" not in game_class.game_options and "decks" in opts:
+        # docs/events.md lists `decks` among the options every game knows; a game dealt from
+        # one deck takes `decks: 1` as stating it and refuses any other count.
         value = opts.pop("decks")
         if isinstance(value, bool) or value != 1:
             raise TableSpecError(
                 f"option decks: {game} is dealt from one deck, not {value!r} "
-                "(6 to 8 decks apply only to three_card_21)"
+                f"(6 to 8 decks apply only to {', '.join(_games_with('decks'))})"
             )
-    for name, games in _GAME_ONLY.items():
-        if name in opts and game not in games and opts[name] != getattr(defaults, name):
+    only = _game_only_options()
+    for name in [n for n in TableOptions.__dataclass_fields__ if n in only]:
+        if (
+            name in opts
+            and name not in game_class.game_options
+            and opts[name] != getattr(defaults, name)
+        ):
             raise TableSpecError(
-                f"option {name}: applies only to {', '.join(games)}, not to {game}"
+                f"option {name}: applies only to {', '.join(_games_with(name))}, not to {game}"
             )
     positions = _integer(opts, "positions", profile.max_positions)  # C11 (configuration)
     if not 1 <= positions <= profile.max_positions:

@@ -1,1 +1,1 @@
-"""Transports, codecs and device drivers: device bytes in, EVENTS.md events out."""
+"""Transports, codecs and device drivers: device bytes in, docs/events.md events out."""

@@ -5,7 +5,7 @@ supervisor (open, handshake, reconnect with exponential backoff), health
 (``up``, ``device_lost`` / ``device_connected``), the allow-list and identity
 pinning, structlog logging that never carries a card, and driver-level
 prometheus metrics. A concrete driver supplies the protocol: how to hold a
-session over the transport and how frames become EVENTS.md events.
+session over the transport and how frames become docs/events.md events.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ RECONNECTS = Counter(
     "tablectl_driver_reconnect_attempts_total", "Attempts to reopen and handshake", ["device"]
 )
 
-#: Events the drivers add to EVENTS.md (docs/protocol.md): device status for the status
+#: Events the drivers add to docs/events.md (docs/protocol.md): device status for the status
 #: interface, metrics and logs, not round events; the round engine does not take them.
 STATUS_EVENTS: frozenset[str] = frozenset(
     {
@@ -59,17 +59,35 @@ STATUS_EVENTS: frozenset[str] = frozenset(
         "deck_released",
         "dispensing_locked",
         "reader_self_test",
+        "device_fault",
     }
 )
+#: The `fault` of the fault event a driver emits for a frame it cannot decode.
+UNDECODABLE_FRAME = "undecodable_frame"
+#: Each kind's fault event (docs/events.md); a kind without one reports `device_fault` (a status
+#: event: journaled and alarmed by the daemon, not given to the round engine).
+FAULT_EVENTS: dict[str, str] = {
+    "shuffler": "shuffler_fault",
+    "shoe": "shoe_fault",
+    "hole_card_reader": "reader_fault",
+}
+DEVICE_FAULT = "device_fault"
+
 #: The driver's alarm: a device refused (allow-list, changed identity, kind, version).
 ALARM_EVENTS: frozenset[str] = frozenset({"device_refused"})
 
-#: Event fields that may carry a face-down card (RULES.md H7): never logged.
+#: Seconds a driver's stop() waits for its supervisor to end, and again for the transport to
+#: close: every stop is bounded, so SIGTERM ends a start in a handshake within 2 s.
+STOP_DEADLINE = 0.5
+#: ... and for the transport to close (a serial port drains what is queued for up to 1 s).
+TEARDOWN_DEADLINE = 1.2
+
+#: Event fields that may carry a face-down card (docs/rules.md H7): never logged.
 CARD_FIELDS: frozenset[str] = frozenset({"card", "cards", "hole_card"})
 
 
 def loggable(event: Mapping[str, Any]) -> dict[str, Any]:
-    """The event without card identities: a stack keeps only its size (RULES.md H7)."""
+    """The event without card identities: a stack keeps only its size (docs/rules.md H7)."""
     out = {k: v for k, v in event.items() if k not in CARD_FIELDS}
     if isinstance(event.get("cards"), list):
         out["card_count"] = len(event["cards"])
@@ -248,7 +266,8 @@ class DeviceDriver(abc.ABC):
         if self._connected is None:
             raise DriverError(f"{self.name}: driver not started")
         try:
-            await asyncio.wait_for(self._connected.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._connected.wait()
         except TimeoutError:
             return False
         return True
@@ -272,9 +291,18 @@ class DeviceDriver(abc.ABC):
         task, self._supervisor = self._supervisor, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self._teardown("driver stopped")
+            # Bounded: a supervisor that does not end within the deadline (a vendor driver
+            # catching CancelledError) is left behind, logged, rather than hanging the stop.
+            done, _ = await asyncio.wait({task}, timeout=STOP_DEADLINE)
+            if not done:
+                self.log.error("driver_stop_overran", seconds=STOP_DEADLINE)
+            elif not task.cancelled() and task.exception() is not None:
+                self.log.warning("driver_stopped_with_error", error=repr(task.exception()))
+        try:
+            async with asyncio.timeout(TEARDOWN_DEADLINE):
+                await self._teardown("driver stopped")
+        except TimeoutError:
+            self.log.error("driver_teardown_overran", seconds=TEARDOWN_DEADLINE)
         self.up = False
 
     # -- for subclasses ------------------------------------------------------
@@ -286,7 +314,7 @@ class DeviceDriver(abc.ABC):
         return self._loop
 
     def emit(self, event_type: str, **fields: Any) -> None:
-        """Deliver an EVENTS.md event, naming the device and its kind; logged without any card."""
+        """Deliver an event (docs/events.md), naming the device and its kind; logged card-free."""
         event: Event = {"type": event_type, **fields, "device": self.name, "kind": self.kind}
         self.log.debug("device_event", **loggable(event))
         if self._on_event is not None:
@@ -294,6 +322,17 @@ class DeviceDriver(abc.ABC):
                 self._on_event(event)
             except Exception:
                 self.log.exception("on_event_failed", event_type=event_type)
+
+    def undecodable_frame(self, message: str) -> None:
+        """A frame that arrived intact but cannot be decoded: the kind's fault event.
+
+        `message` names the frame's type only: its payload is never echoed (it may be a card).
+        """
+        self.emit(
+            FAULT_EVENTS.get(self.kind, DEVICE_FAULT),
+            fault=UNDECODABLE_FRAME,
+            detail=f"a {message} frame the driver cannot decode",
+        )
 
     def session_lost(self, reason: str) -> None:
         """The session is over (transport lost, link failure, device reset)."""

@@ -3,7 +3,7 @@
 ``ReferenceSession`` holds a session over any Transport with the sans-I/O
 link layer (drivers.protocol.link): handshake, commands awaiting their RESULT,
 retransmission timers and a heartbeat. Each reference driver adds how its
-kind's frames become EVENTS.md events and how its commands are sent.
+kind's frames become docs/events.md events and how its commands are sent.
 """
 
 from __future__ import annotations
@@ -74,7 +74,10 @@ class ReferenceSession(DeviceDriver):
         self.send(Msg.HELLO, m.pack_hello(*m.PROTOCOL_VERSIONS))
         timeout = self.settings.handshake_timeout
         try:
-            version, identity = await asyncio.wait_for(hello, timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # arrives with the result (CPython gh-86296), and stop() would wait for ever.
+            async with asyncio.timeout(timeout):
+                version, identity = await hello
         except TimeoutError:
             self.count_error("timeout")
             raise DeviceTimeout(
@@ -216,8 +219,16 @@ class ReferenceSession(DeviceDriver):
                 else:
                     self.emit(event[0], **event[1])
         except PayloadError as bad:
+            # Arrived intact (the link layer acknowledged it) but undecodable: a device fault,
+            # never a frame dropped as fine: a card may have left the shoe unseen.
             self.count_error("payload")
-            self.log.warning("bad_payload", msg_type=frame.type, error=str(bad))
+            try:
+                name = Msg(frame.type).name
+            except ValueError:
+                name = f"0x{frame.type:02x}"
+            self.log.warning("bad_payload", msg_type=name, error=str(bad))
+            if self._in_session:  # a handshake frame fails the handshake instead
+                self.undecodable_frame(name)
 
     def _on_identity(self, frame: Frame) -> None:
         version, identity = m.unpack_identity(frame.payload)
@@ -253,7 +264,8 @@ class ReferenceSession(DeviceDriver):
         self._pending[seq] = future
         timeout = self.settings.command_timeout
         try:
-            code, text = await asyncio.wait_for(future, timeout)
+            async with asyncio.timeout(timeout):
+                code, text = await future
         except TimeoutError:
             self._pending.pop(seq, None)
             self.count_error("timeout")
@@ -274,7 +286,8 @@ class ReferenceSession(DeviceDriver):
         self._waiters.setdefault(answer, []).append(waiter)
         try:
             await self.command(msg, payload)
-            return await asyncio.wait_for(waiter, self.settings.command_timeout)
+            async with asyncio.timeout(self.settings.command_timeout):
+                return await waiter
         except TimeoutError:
             self.count_error("timeout")
             raise DeviceTimeout(f"{self.name}: no {answer.name} after {msg.name}") from None
@@ -289,7 +302,7 @@ class ReferenceSession(DeviceDriver):
 
     @abc.abstractmethod
     def frame_event(self, frame: Frame) -> EventFields | None:
-        """The EVENTS.md event for a device frame, or None for a type this kind lacks."""
+        """The docs/events.md event for a device frame, or None for a type this kind lacks."""
 
 
 def _deck(deck: str | None) -> dict[str, Any]:

@@ -4,7 +4,7 @@ It lives with the simulators because it *is* part of the simulated world: it pre
 shuffler's button, lifts the shuffled deck into the shoe, draws cards (the shoe reports them to
 the daemon through the production drivers), inserts the hole card into the reader, collects
 the cards into the discard rack, and types the operator events a dealer or floorperson would
-send (EVENTS.md). Every card comes from the simulated shoe; none is invented. It never learns
+send (docs/events.md). Every card comes from the simulated shoe; none is invented. It never learns
 the shuffled order beyond the card in its hand, exactly like a human dealer.
 
 The dealer waits, after each physical action, until the daemon has handled the event the
@@ -32,7 +32,7 @@ Event = dict[str, Any]
 Decision = dict[str, Any]
 OperatorSink = Callable[[Event], Awaitable[list[Decision]]]
 
-#: the decisions a legal round must never draw (roundgen's contract, RULES.md)
+#: the decisions a legal round must never draw (roundgen's contract, docs/rules.md)
 ILLEGAL_IN_A_LEGAL_ROUND = frozenset(
     {"void_round", "void_hand", "procedure_violation", "remove_deck", "deal_blocked", "rejected"}
 )
@@ -285,7 +285,7 @@ class AutoDealer:
             return
         day = self._gaming_day()
         if self._inspected_day != day:
-            await self.say("reader_inspected", by="floor")
+            await self.say("reader_inspected")  # by: the terminal's user, from the socket
             self._inspected_day = day
             self.reader_usable = True
 
@@ -500,7 +500,7 @@ class AutoDealer:
     async def _after_faults(self) -> None:
         if self.has_reader and not self.reader_usable:
             self.table.reader.repair()
-            await self.say("reader_inspected", by="floor")
+            await self.say("reader_inspected")  # by: the terminal's user, from the socket
             self.reader_usable = True
         await self._acknowledge()
 
@@ -509,7 +509,7 @@ class AutoDealer:
         if self._report is None:
             return
         if any(d.get("decision") == "notify_supervisor" for d in self._report.decisions):
-            await self.say("supervisor_ack", by="floor")
+            await self.say("supervisor_ack")  # by: the terminal's user, from the socket
 
     # -- rounds -------------------------------------------------------------------------------
 

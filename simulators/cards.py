@@ -1,4 +1,4 @@
-"""Deck compositions for the simulators (cards spelled as EVENTS.md says)."""
+"""Deck compositions for the simulators (cards spelled as docs/events.md says)."""
 
 from __future__ import annotations
 

@@ -36,6 +36,7 @@ from prometheus_client import REGISTRY
 from tablectl.controller.config import GAMES, TableConfig, parse_config, parse_listen_address
 from tablectl.controller.daemon import Daemon, run_daemon
 from tablectl.controller.logs import configure_logging
+from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
 from tablectl.drivers.registry import get_driver_class
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
@@ -256,7 +257,11 @@ def demo_config(
         "table": {"id": "demo", "game": game, "options": dict(options), "log_level": "info"},
         "journal": {"path": str(state_dir / "journal.sqlite")},
         "metrics": {"listen": metrics_listen},
-        "operator": {"socket": str(state_dir / "operator.sock"), "group": _operator_group()},
+        "operator": {
+            "socket": str(state_dir / "operator.sock"),
+            "group": _operator_group(),
+            "supervisor_group": _operator_group(),
+        },
         "devices": devices,
     }
     return parse_config(data, "tablectl demo (generated)")
@@ -388,6 +393,13 @@ async def play_demo(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, interrupted.set)
 
+    # One daemon per table: the state dir's lock first, before its ptys are plugged (a second
+    # demo on the same state dir must not replace the first one's device links).
+    try:
+        lock = acquire_table_lock(state_dir / "journal.sqlite")
+    except (TableLocked, LockError) as error:
+        print(f"tablectl demo: {error}", file=sys.stderr)
+        return 2
     drivers: dict[str, str] = getattr(args, "drivers", None) or {}
     try:
         harness = SimulatedTableHarness(
@@ -399,6 +411,7 @@ async def play_demo(
             drivers=drivers,
         )
     except (ValueError, LookupError) as error:
+        lock.release()
         print(f"tablectl demo: {error}", file=sys.stderr)
         return 2
     harness.plug()
@@ -414,9 +427,10 @@ async def play_demo(
             f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
             drivers,
         )
-        return await _play(args, config, harness, seed, options, interrupted, on_round)
+        return await _play(args, config, harness, seed, options, interrupted, on_round, lock)
     finally:
         harness.unplug()
+        lock.release()
 
 
 async def _play(
@@ -427,6 +441,7 @@ async def _play(
     options: Mapping[str, Any],
     interrupted: asyncio.Event,
     on_round: RoundCallback | None = None,
+    lock: TableLock | None = None,
 ) -> int:
     """run_daemon over the simulated devices; the dealer plays once it is READY."""
     loop = asyncio.get_running_loop()
@@ -446,6 +461,7 @@ async def _play(
             on_ready=on_ready,
             device_wait=DEVICE_WAIT,
             handle_signals=False,
+            lock=lock,
         ),
         name="daemon",
     )

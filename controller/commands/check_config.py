@@ -1,15 +1,34 @@
-"""`tablectl check-config FILE`: validate a table's configuration without starting anything."""
+"""`tablectl check-config FILE`: everything `run` would refuse, found without starting anything.
+
+The file's own checks first, then the preflight `run` does before it opens the journal (the
+operator group, the metrics address, the directories, free space, drivers, the serial ports),
+all problems at once with the same messages as `run`. `--file-only` checks the file alone
+(for a file written on another machine).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from tablectl.controller.config import ConfigError, check_drivers, load_config
+from tablectl.controller.config import ConfigError, load_config
+from tablectl.controller.preflight import ERROR, preflight
+from tablectl.controller.tablelock import lock_path_for, running_holder
+
+EXIT_CODES = """exit status:
+  0  the file is valid and `tablectl run` would start (warnings, if any, on stderr)
+  1  problems found (each on stderr, naming the file and key); `tablectl run` would exit 2"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXIT_CODES
     parser.add_argument("file", metavar="FILE", help="the table's TOML configuration")
+    parser.add_argument(
+        "--file-only",
+        action="store_true",
+        help="check the file alone, not this machine (group, ports, directories, devices)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,12 +39,20 @@ def run(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         print(f"{args.file}: {len(error.problems)} problem(s)", file=sys.stderr)
         return 1
-    # each driver installed, and its [devices.NAME.settings] valid by the driver's own schema
-    driver_problems = check_drivers(config)
-    if driver_problems:
-        for problem in driver_problems:
-            print(problem, file=sys.stderr)
-        print(f"{args.file}: {len(driver_problems)} problem(s)", file=sys.stderr)
+    running = None if args.file_only else running_holder(config.journal_path)
+    if running is not None:
+        who = f"PID {running}" if running else "a process"
+        print(
+            f"{args.file}: note: this table is running ({who} holds "
+            f"{lock_path_for(config.journal_path)}); its metrics address and socket are its own",
+            file=sys.stderr,
+        )
+    problems = [] if args.file_only else preflight(config, running=running is not None)
+    for found in problems:
+        print(found.text(config.source), file=sys.stderr)
+    failed = [p for p in problems if p.severity == ERROR]
+    if failed:
+        print(f"{args.file}: {len(failed)} problem(s)", file=sys.stderr)
         return 1
     devices = ", ".join(
         f"{d.name} ({d.kind}, {d.driver}, {d.transport.type})" for d in config.devices
@@ -34,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         f"{args.file}: OK: table {config.table_id}, game {config.game}, "
         f"devices: {devices or 'none'}; journal {config.journal_path}; "
         f"metrics {config.metrics_host}:{config.metrics_port}; "
-        f"operator socket {config.operator_socket} (group {config.operator_group})"
+        f"operator socket {config.operator_socket} (group {config.operator_group}, "
+        f"supervisors {config.supervisor_group})"
     )
     return 0

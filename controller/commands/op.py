@@ -1,18 +1,37 @@
-"""`tablectl op EVENT [--field value ...]`: send one operator event to the running daemon."""
+"""`tablectl op EVENT [--field value ...]`: send one operator event to the running daemon.
+
+The event is checked against the event language (docs/events.md) before it is sent, with the
+daemon's own messages: an unknown field is named (with the nearest known one), a value of the
+wrong type names the field and what it must be. `op`'s own options (`--socket`, `--table`,
+`--timeout`, `--json`) may stand before or after the event; `op EVENT --help` lists its fields.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from typing import Any
 
+from tablectl.controller.events import (
+    EVENT_TYPES,
+    OPERATOR_EVENTS,
+    EventError,
+    EventType,
+    event_type,
+    validate,
+)
 from tablectl.controller.operator_client import (
     OperatorClientError,
     default_socket,
-    parse_fields,
     render_decision,
     request,
 )
+
+#: op's own options that take a value, and those that do not (they may follow the event).
+VALUE_OPTIONS = ("--socket", "--table", "--timeout")
+FLAG_OPTIONS = ("--json",)
 
 
 def add_socket_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,23 +47,102 @@ def add_socket_arguments(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_socket_arguments(parser)
     parser.add_argument(
-        "event", metavar="EVENT", help="an EVENTS.md operator event, e.g. bets_closed"
+        "event",
+        metavar="EVENT",
+        help=f"an operator event (docs/events.md): {', '.join(sorted(OPERATOR_EVENTS))}",
     )
     parser.add_argument(
         "fields",
         nargs=argparse.REMAINDER,
         metavar="--field value",
-        help="the event's fields: --positions 1,2,4  --by alice  --hand_counts '{\"1\": 5}'",
+        help="the event's fields (`tablectl op EVENT --help` lists them), e.g. "
+        "--positions 1,2,4  --hand_counts '{\"1\": 5}'",
     )
+
+
+class UsageError(ValueError):
+    """A command line `op` cannot read; the message says what."""
+
+
+def event_help(spec: EventType) -> str:
+    """`tablectl op EVENT --help`: the event, who may send it, its fields."""
+    lines = [
+        f"usage: tablectl op {spec.name} [--field value ...] [--socket PATH | --table ID]",
+        "",
+        f"{spec.doc} (role: {spec.role})",
+        "",
+        "fields:",
+    ]
+    for field in spec.fields:
+        if field.stamped:
+            continue
+        need = "required" if field.required and not field.from_caller else "optional"
+        lines.append(f"  --{field.name:<12} {need}; {field.type.expected}")
+        lines.append(f"  {'':<14} {field.doc}")
+    if spec.name == "starting_position":
+        lines.append("  (exactly one of --dice and --number)")
+    return "\n".join(lines)
+
+
+def split_arguments(args: argparse.Namespace, tokens: Sequence[str]) -> tuple[dict[str, Any], bool]:
+    """The event's fields from the tokens after EVENT; op's own options there set on `args`.
+
+    Returns (fields, help wanted). Values are read as the field's type reads text (`1,2,4`
+    for positions, `true` for a flag, JSON for an object); unknown fields are kept for the
+    schema to name.
+    """
+    spec = EVENT_TYPES.get(args.event)
+    fields: dict[str, Any] = {}
+    index = 0
+    wants_help = False
+    while index < len(tokens):
+        token = tokens[index]
+        index += 1
+        if token in ("-h", "--help"):
+            wants_help = True
+            continue
+        if not token.startswith("--") or len(token) < 3:
+            raise UsageError(f"expected --field value, got {token!r}")
+        name, equals, value = token.partition("=")
+        if name in FLAG_OPTIONS:
+            if equals:
+                raise UsageError(f"{name} takes no value")
+            setattr(args, name[2:], True)
+            continue
+        if not equals:
+            if index >= len(tokens):
+                raise UsageError(f"{name} needs a value")
+            value = tokens[index]
+            index += 1
+        if name in VALUE_OPTIONS:
+            if name == "--timeout":
+                try:
+                    args.timeout = float(value)
+                except ValueError:
+                    raise UsageError(f"--timeout: {value!r} is not a number of seconds") from None
+            else:
+                setattr(args, name[2:], value)
+            continue
+        field_name = name[2:].replace("-", "_")
+        field = spec.field(field_name) if spec is not None else None
+        fields[field_name] = field.type.from_text(value) if field is not None else value
+    if args.socket and args.table:
+        raise UsageError("give --socket or --table, not both")
+    return fields, wants_help
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        fields = parse_fields(args.fields)
-    except ValueError as error:
+        spec = event_type(args.event, client=True)
+        fields, wants_help = split_arguments(args, args.fields)
+        if wants_help:
+            print(event_help(spec))
+            return 0
+        event = {"type": args.event, **fields}
+        validate(event, client=True)  # the daemon checks again; this names the field sooner
+    except (EventError, UsageError) as error:
         print(f"tablectl op: {error}", file=sys.stderr)
         return 2
-    event = {"type": args.event, **fields}
     try:
         path = args.socket or default_socket(args.table)
         reply = request(path, event, timeout=args.timeout)

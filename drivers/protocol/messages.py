@@ -100,7 +100,7 @@ class ResultCode(enum.IntEnum):
 
 
 class Fault(enum.IntEnum):
-    """Fault codes of SHUFFLER_FAULT, SHOE_FAULT and READER_FAULT (EVENTS.md ``fault``)."""
+    """Fault codes of SHUFFLER_FAULT, SHOE_FAULT and READER_FAULT (docs/events.md ``fault``)."""
 
     JAM = 1
     STOPPED = 2
@@ -116,9 +116,12 @@ _CARD = re.compile(r"^(?:[A2-9TJQK][cdhs]|JK)$")
 
 
 def check_card(card: str) -> str:
-    """The card if it is spelled as EVENTS.md says, else PayloadError naming it."""
+    """The card if spelled as docs/events.md says, else PayloadError (never echoing it: H7)."""
     if not _CARD.match(card):
-        raise PayloadError(f"bad card {card!r}: expected rank A23456789TJQK + suit cdhs, or JK")
+        raise PayloadError(
+            "bad card (not shown: it may be face down): expected the docs/events.md spelling, "
+            "rank A23456789TJQK then suit cdhs, or JK"
+        )
     return card
 
 
@@ -130,7 +133,7 @@ def _card_from(raw: bytes, what: str) -> str:
     try:
         text = raw.decode("ascii")
     except UnicodeDecodeError:
-        raise PayloadError(f"{what}: card bytes {raw.hex()} are not ASCII") from None
+        raise PayloadError(f"{what}: card bytes are not ASCII (not shown)") from None
     try:
         return check_card(text)
     except PayloadError as exc:
@@ -140,7 +143,7 @@ def _card_from(raw: bytes, what: str) -> str:
 def _pack_str(text: str) -> bytes:
     raw = text.encode("utf-8")
     if len(raw) > 255:
-        raise PayloadError(f"string of {len(raw)} bytes exceeds 255: {text[:40]!r}")
+        raise PayloadError(f"string of {len(raw)} bytes exceeds 255")
     return bytes((len(raw),)) + raw
 
 
@@ -268,7 +271,7 @@ def unpack_result(payload: bytes) -> tuple[int, int, str]:
 
 
 def fault_name(code: int, text: str) -> str:
-    """The EVENTS.md ``fault`` word: jam/stopped/incomplete/..., or the device's own word."""
+    """The docs/events.md ``fault`` word: jam/stopped/incomplete/..., or the device's own word."""
     try:
         fault = Fault(code)
     except ValueError:

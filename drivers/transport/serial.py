@@ -134,9 +134,12 @@ class SerialTransport(Transport):
                 xonxoff=self.xonxoff,
                 rtscts=self.rtscts,
                 dsrdtr=self.dsrdtr,
-                **({"exclusive": True} if self.exclusive and "://" not in self.port else {}),
                 timeout=0,
                 write_timeout=0,
+                # flock(LOCK_EX) on the port: a second process (another daemon for this table, a
+                # terminal program left open) cannot open it and interleave bytes with ours.
+                # `exclusive = false` in [devices.NAME.transport] only for a port shared on purpose.
+                exclusive=self.exclusive,
             )
         except (serial.SerialException, OSError, ValueError) as exc:
             raise TransportError(f"serial port {self.port!r}: cannot open: {exc}") from exc
@@ -188,7 +191,8 @@ class SerialTransport(Transport):
             return
         if self._out and self._drained is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._drained.wait(), CLOSE_DRAIN_TIMEOUT)
+                async with asyncio.timeout(CLOSE_DRAIN_TIMEOUT):  # not wait_for (gh-86296)
+                    await self._drained.wait()
         self._teardown()
 
     # -- loop callbacks -----------------------------------------------------

@@ -8,7 +8,7 @@ from tablectl.controller.rules import GAMES
 
 
 def scenario_text(game: str) -> str:
-    """The bundled scenario of ``game`` (JSON Lines, EVENTS.md)."""
+    """The bundled scenario of ``game`` (JSON Lines, docs/events.md)."""
     return resources.files(__package__).joinpath(f"{game}.jsonl").read_text(encoding="utf-8")
 
 

@@ -127,7 +127,7 @@ class Scenario:
     def ap_round(self, positions: list[int], cards: Iterator[str], dice: int = 8) -> None:
         """One clean Asia Poker round from a manual shoe (31.8)."""
         self.ev("bets_closed", positions=positions)
-        self.ev("starting_position", dice=dice)
+        self.ev("starting_position", ("starting_position", "A1"), dice=dice)
         self.draw(cards, 49)
         self.ev("deal_completed")
         self.ev("stub_counted", count=4)
@@ -1047,7 +1047,7 @@ def s_rules() -> None:
     opening(sc, count=53)
     sc.ev("shoe_loaded")
     sc.ev("bets_closed", positions=[1, 4])
-    sc.ev("starting_position", number=1)
+    sc.ev("starting_position", ("starting_position", "A1"), number=1)
     sc.draw(iter([*DECK_52, "JK"]), 48)
     sc.ev("stub_counted", ("void_round", "S4"), count=5, hand_counts={"4": 6})
     sc.open(
@@ -1064,7 +1064,7 @@ def s_rules() -> None:
     opening(sc, count=53)
     sc.ev("shoe_loaded")
     sc.ev("bets_closed", positions=[3])
-    sc.ev("starting_position", dice=12)
+    sc.ev("starting_position", ("starting_position", "A1"), dice=12)
     sc.draw(iter([*DECK_52, "JK"]), 49)
     sc.ev("deal_completed")
     sc.ev(
@@ -1116,7 +1116,7 @@ def a_rules() -> None:
     opening(sc, count=53)
     sc.ev("shoe_loaded")
     sc.ev("bets_closed", positions=[1])
-    sc.ev("starting_position", number=7)
+    sc.ev("starting_position", ("starting_position", "A1"), number=7)
     sc.draw(iter([*DECK_52, "JK"]), 49)
     sc.ev("deal_completed")
     sc.ev("stub_counted", count=4)
@@ -1125,7 +1125,7 @@ def a_rules() -> None:
     sc.ev("shuffle_completed", count=53)
     sc.ev("shoe_loaded")
     sc.ev("bets_closed", positions=[6])
-    sc.ev("starting_position", number=1)
+    sc.ev("starting_position", ("starting_position", "A1"), number=1)
     sc.draw(iter(["JK", *DECK_52]), 49)
     sc.ev("deal_completed")
     sc.ev("stub_counted", count=4)
@@ -1145,7 +1145,7 @@ def a_rules() -> None:
     sc.ev("starting_position", ("rejected", "*"), dice=19)
     sc.ev("starting_position", ("rejected", "*"), number=0)
     sc.ev("starting_position", ("rejected", "*"), number=8)
-    sc.ev("starting_position", dice=9)
+    sc.ev("starting_position", ("starting_position", "A1"), dice=9)
     sc.draw(iter([*DECK_52, "JK"]), 49)
     sc.ev("deal_completed")
     sc.ev("stub_counted", count=4)

@@ -61,7 +61,7 @@ def test_four_commented_examples_one_per_game():
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_examples_pass_check_config(path, capsys):
-    assert cli.main(["check-config", str(path)]) == 0
+    assert cli.main(["check-config", "--file-only", str(path)]) == 0
     assert "OK" in capsys.readouterr().out
 
 
@@ -201,3 +201,38 @@ def test_every_configured_transport_builds_with_the_transport_layer(path):
             device.transport.type, **device.transport.transport_options()
         )
         assert isinstance(transport, transport_module.Transport)
+
+
+def test_operator_roles_and_limits_are_read_and_checked():
+    from tablectl.controller.config import OperatorLimits, parse_config
+
+    base = {"table": {"id": "t1", "game": "five_card_hilo"}}
+    config = parse_config(base, "t1.toml")
+    assert config.supervisor_group == "tablectl-sup"
+    assert config.operator_limits == OperatorLimits()
+    config = parse_config(
+        {**base, "operator": {"supervisor_group": "floor", "idle_timeout": 5, "event_burst": 2}},
+        "t1.toml",
+    )
+    assert config.supervisor_group == "floor"
+    assert config.operator_limits.idle_timeout == 5 and config.operator_limits.event_burst == 2
+    with pytest.raises(ConfigError) as error:
+        parse_config(
+            {
+                **base,
+                "operator": {
+                    "supervisor_group": "Floor Staff",
+                    "max_connections": 10_000,
+                    "event_burst": 1.5,
+                    "max_conections": 3,
+                },
+            },
+            "t1.toml",
+        )
+    problems = "\n".join(error.value.problems)
+    assert "t1.toml: operator.supervisor_group: 'Floor Staff' is not allowed" in problems
+    assert "operator.max_connections: 10000 is not allowed; expected a whole number 1-512" in (
+        problems
+    )
+    assert "operator.event_burst: 1.5 is not allowed; expected a whole number 1-1000" in problems
+    assert "operator.max_conections: unknown key" in problems

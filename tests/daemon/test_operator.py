@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import grp
 import io
@@ -21,6 +22,8 @@ import pytest
 import structlog
 
 from tablectl.controller import cli, logs
+from tablectl.controller.commands import op
+from tablectl.controller.events import EVENT_TYPES
 from tablectl.controller.operator import (
     OperatorError,
     OperatorServer,
@@ -28,11 +31,16 @@ from tablectl.controller.operator import (
     peer_credentials,
     supplementary_groups,
 )
-from tablectl.controller.operator_client import parse_fields, parse_value, request
+from tablectl.controller.operator_client import request
 
 REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def root_as(role: str) -> dict[str, Any]:
+    """The caller record of root (these tests run as root) acting in `role`."""
+    return {"uid": 0, "user": "root", "role": role, "granted_by": "root"}
 
 
 def a_group_nobody_is_not_in() -> grp.struct_group:
@@ -128,14 +136,14 @@ def test_operator_event_reaches_the_handler_and_decisions_come_back(server):
     assert reply["reply"] == "decisions"
     assert reply["decisions"][0]["decision"] == "continue_play"
     ((event, peer),) = server.events
-    assert event == {"type": "bets_closed", "positions": [1, 2]}
+    assert event == {"type": "bets_closed", "positions": [1, 2], "caller": root_as("dealer")}
     assert (peer.pid, peer.uid) == (os.getpid(), os.getuid())
 
 
 def test_device_events_are_refused_on_the_operator_socket(server):
     reply = request(server.server.socket_path, {"type": "card_drawn", "card": "As"})
     assert reply["reply"] == "error"
-    assert "'card_drawn' is not an operator event" in reply["error"]
+    assert "'card_drawn' is a device event; a terminal sends operator events only" in reply["error"]
     assert "bets_closed" in reply["error"]
     assert server.events == []
 
@@ -194,7 +202,12 @@ def test_op_cli_sends_fields_and_prints_decisions(server, capsys):
         == 0
     )
     assert "continue_play [C3; 40.12(c)]" in capsys.readouterr().out
-    assert server.events[-1][0] == {"type": "stub_counted", "count": 47, "hand_counts": {"1": 5}}
+    assert server.events[-1][0] == {
+        "type": "stub_counted",
+        "count": 47,
+        "hand_counts": {"1": 5},
+        "caller": root_as("dealer"),
+    }
     assert cli.main(["op", "--socket", path, "bets_closed", "--positions", "1,2,3,4,5,6,7,8"]) == 1
     assert "rejected" in capsys.readouterr().out
 
@@ -271,17 +284,43 @@ def test_membership_rule():
     assert not server.is_allowed(PeerCredentials(1, NOBODY, NOBODY, frozenset({NOBODY})))
 
 
-def test_field_parsing():
-    assert parse_fields(["--positions", "1,2,4", "--by=alice", "--face-up", "true"]) == {
-        "positions": [1, 2, 4],
-        "by": "alice",
-        "face_up": True,
+def test_op_reads_each_field_as_its_type_says():
+    def fields(event: str, *tokens: str) -> dict[str, Any]:
+        args = argparse.Namespace(event=event, socket=None, table=None, timeout=5.0, json=False)
+        return op.split_arguments(args, tokens)[0]
+
+    assert fields("bets_closed", "--positions", "1,2,4") == {"positions": [1, 2, 4]}
+    assert fields("bets_closed", "--positions", "[3]") == {"positions": [3]}
+    assert fields("supervisor_ack", "--by=123") == {"by": "123"}  # a user name stays text
+    assert fields("stub_counted", "--count", "47", "--hand-counts", '{"1": 5}') == {
+        "count": 47,
+        "hand_counts": {"1": 5},
     }
-    assert parse_value("[]") == []
-    with pytest.raises(ValueError, match="--count needs a value"):
-        parse_fields(["--count"])
-    with pytest.raises(ValueError, match="expected --field value"):
-        parse_fields(["count", "3"])
+    assert fields("misdeal_reported", "--position", "dealer", "--cards", "4") == {
+        "position": "dealer",
+        "cards": 4,
+    }
+    with pytest.raises(op.UsageError, match="--count needs a value"):
+        fields("stub_counted", "--count")
+    with pytest.raises(op.UsageError, match="expected --field value"):
+        fields("stub_counted", "count", "3")
+
+
+def test_op_own_options_may_follow_the_event():
+    args = argparse.Namespace(
+        event="dealer_changed", socket=None, table=None, timeout=5.0, json=False
+    )
+    fields, wants_help = op.split_arguments(
+        args, ["--socket", "/run/x.sock", "--timeout=2.5", "--json"]
+    )
+    assert (fields, wants_help) == ({}, False)
+    assert (args.socket, args.timeout, args.json) == ("/run/x.sock", 2.5, True)
+
+
+def test_no_event_field_is_named_like_an_op_option():
+    options = {o[2:] for o in (*op.VALUE_OPTIONS, *op.FLAG_OPTIONS)} | {"help", "h"}
+    for spec in EVENT_TYPES.values():
+        assert not options & {f.name for f in spec.fields}, spec.name
 
 
 needs_root_and_system_python = pytest.mark.skipif(
@@ -324,11 +363,19 @@ def test_a_stranger_is_refused_with_a_clear_message_and_logged(server, log_strea
 def test_a_member_of_the_operator_group_is_served(server):
     gid = grp.getgrnam(server.server.allowed_group).gr_gid
     result = run_as_nobody(
-        ["op", "--socket", str(server.server.socket_path), "supervisor_ack", "--by", "sam"], [gid]
+        ["op", "dealer_changed", "--socket", str(server.server.socket_path)], [gid]
     )
     assert result.returncode == 0, result.stderr
     ((event, peer),) = server.events
-    assert event == {"type": "supervisor_ack", "by": "sam"}
+    assert event == {
+        "type": "dealer_changed",
+        "caller": {
+            "uid": NOBODY,
+            "user": "nobody",
+            "role": "dealer",
+            "granted_by": f"group {server.server.allowed_group}",
+        },
+    }
     assert peer.uid == NOBODY and gid in peer.groups
 
 

@@ -112,5 +112,5 @@ def test_a_second_run_in_the_same_state_dir_continues_the_journal(tmp_path: Path
     assert [d for d in decisions(rows) if d.get("decision") in ILLEGAL_IN_A_LEGAL_ROUND] == []
     assert verify_journal(tmp_path / "journal.sqlite").returncode == 0
     other_game = run_demo(tmp_path, "--game", "five_card_hilo", "--rounds", "1", timeout=30)
-    assert other_game.returncode == 1  # the journal was written for another table: refused
+    assert other_game.returncode == 2  # the journal was written for another table: refused
     assert "was written for" in other_game.stderr and "--state-dir" in other_game.stderr

@@ -40,7 +40,8 @@ KIND_EVENTS = {
         "dispensing_locked",
     },
     "hole_card_reader": {"reader_inserted", "reader_result", "reader_fault", "reader_self_test"},
-    "discard_rack": {"rack_level", "rack_cleared"},
+    # device_fault: a frame it cannot decode (the rack has no fault event of its own)
+    "discard_rack": {"rack_level", "rack_cleared", "device_fault"},
 }
 
 frames = st.lists(

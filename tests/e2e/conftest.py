@@ -81,6 +81,8 @@ class Table:
         self.notify.bind(str(self.notify_path))
         self.notices: list[str] = []
         self.daemon_env = daemon_env
+        # Put before the daemon's command line (e.g. prlimit, to give it the unit's LimitNOFILE).
+        self.command_prefix: list[str] = []
         self.daemon: subprocess.Popen[bytes] | None = None
         self.stderr_path = self.dir / "daemon.log"
         self.ready_seconds = 0.0
@@ -95,6 +97,7 @@ class Table:
         with open(self.stderr_path, "ab") as stderr:
             self.daemon = subprocess.Popen(
                 [
+                    *self.command_prefix,
                     *tablectl("run", "--config", str(self.config_path)),
                     "--log-format",
                     "json",

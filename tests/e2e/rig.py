@@ -11,6 +11,7 @@ firmware_sha256}}}` and then answers one JSON line per request:
   {"do": "wire", "device": N, "method": M, "args": [...]}   a wire fault (garbage, bad_crc ...)
   {"do": "step", "device": N, "step": S, ...}  a scenario step (docs/protocol.md): jam, impostor ...
   {"do": "get", "device": N, "attr": A}  a simulator attribute (locked, state ...)
+  {"do": "frame", "device": N, "msg": T, "hex": H}  the device sends a frame of type T, payload H
   {"do": "unplug" | "replug", "device": N}
 Replies are `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`.
 """
@@ -25,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tablectl.drivers.protocol.messages import pack_deck
+from tablectl.drivers.protocol.messages import Msg, pack_deck
 from tablectl.simulators.device import SimulatedDevice
 from tablectl.simulators.discard_rack import DiscardRackSim
 from tablectl.simulators.faults import FaultyWire
@@ -115,6 +116,11 @@ class Rig:
             return None
         if action == "get":
             return getattr(self.sims[request["device"]], request["attr"])
+        if action == "frame":
+            self.sims[request["device"]].send_frame(
+                Msg(request["msg"]), bytes.fromhex(request["hex"])
+            )
+            return None
         if action == "unplug":
             self.attachments[request["device"]].unplug()
             return None

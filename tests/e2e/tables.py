@@ -58,6 +58,7 @@ def table_toml(
     metrics_port: int,
     table_id: str = "e2e",
     group: str = "root",
+    supervisor_group: str = "root",
     log_level: str = "info",
 ) -> str:
     """A table's TOML: `devices` maps a device name to its kind, port (or usb), serial, hash."""
@@ -95,5 +96,6 @@ def table_toml(
         "[operator]",
         f'socket = "{state_dir / "operator.sock"}"',
         f'group = "{group}"',
+        f'supervisor_group = "{supervisor_group}"',
     ]
     return "\n".join(lines) + "\n"

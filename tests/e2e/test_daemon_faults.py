@@ -90,7 +90,7 @@ def test_shuffler_reader_link_and_identity_faults(make_table: Any) -> None:
         table.sim("step", "shuffler", step="clear_fault")
     assert table.sim("shuffle") == "ready"
     # H5: the reader fails -> it may not be used
-    table.op("reader_inspected", by="floor")
+    table.op("reader_inspected")  # by: the socket's caller (root)
     seq = last_seq(table)
     table.sim("step", "reader", step="fault")
     row = fault_event(table, seq, "reader_fault", "sensor")

@@ -231,7 +231,7 @@ def test_kill_9_mid_round_of_three_card_21_resumes_the_round(make_table: Any) ->
     """X1: Three Card 21's cards are face up, so the engine lets the round resume."""
     table = make_table("three_card_21")
     table.start()
-    table.op("reader_inspected", by="floor")
+    table.op("reader_inspected")  # by: the socket's caller (root)
     table.sim("shuffle")
     table.sim("to_shoe")
     table.sim("call", "shoe", method="draw")  # G2: the burn card
@@ -279,9 +279,15 @@ def test_a_busy_metrics_port_or_a_foreign_journal_fail_the_start_clearly(tmp_pat
         timeout=30,
     )
     busy.close()
-    assert result.returncode == 1
+    assert result.returncode == 2  # refused by the preflight, before the journal is opened
     assert f"{config}: metrics.listen: cannot bind 127.0.0.1:{port}" in result.stderr
-    # the journal now holds a heads_up_holdem table; the same path configured for another game
+    assert not (tmp_path / "journal.sqlite").exists()
+    # a journal written for a heads_up_holdem table; the same path configured for another game
+    from tablectl.controller.config import load_config
+    from tablectl.controller.journal import Journal
+
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        journal.append("table", load_config(config).table_dict(), durable=True)
     other = tmp_path / "other.toml"
     other.write_text(table_toml("asia_poker", tmp_path, {}, metrics_port=0))
     result = subprocess.run(
@@ -291,5 +297,5 @@ def test_a_busy_metrics_port_or_a_foreign_journal_fail_the_start_clearly(tmp_pat
         text=True,
         timeout=30,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "archive the journal and configure a new path" in result.stderr

@@ -74,7 +74,7 @@ def play_asia_poker(table: Table) -> None:
 
 
 def play_three_card_21(table: Table) -> None:
-    clean(table.op("reader_inspected", by="floor"))
+    clean(table.op("reader_inspected"))  # by: the socket's caller (root)
     shuffle_into_shoe(table)
     size = 6 * 52
     draw(table, 1)  # G2: the burn card

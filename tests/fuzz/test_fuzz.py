@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tablectl.controller.config import ConfigError, load_config, parse_config
 from tablectl.controller.engine import Engine
-from tablectl.controller.events import SCHEMA
+from tablectl.controller.events import EVENT_TYPES as SCHEMA
 from tablectl.controller.table import TableSpec
 from tests.fuzz import targets
 from tests.fuzz.corpus import config_seeds, mutate, protocol_seeds, scenario_seeds

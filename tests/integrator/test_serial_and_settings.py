@@ -15,7 +15,7 @@ import pytest
 import serial
 
 from tablectl.controller import cli
-from tablectl.controller.config import ConfigError, DriverTimeouts, check_drivers, load_config
+from tablectl.controller.config import ConfigError, DriverTimeouts, load_config
 from tablectl.controller.daemon import run_daemon
 from tablectl.controller.logs import configure_logging
 from tablectl.drivers.transport import make_transport
@@ -113,9 +113,9 @@ def test_a_bad_serial_line_is_named_key_by_key(tmp_path):
 
 
 def test_check_config_validates_settings_by_the_drivers_schema(tmp_path, capsys):
-    good = table(tmp_path, settings="status_poll_seconds = 0.5\ncommand_tries = 2")
-    assert cli.main(["check-config", str(good)]) == 0
-    bad = table(tmp_path, settings="status_poll_seconds = 'often'\ncommand_tries = 9")
+    good = _daemon_table(tmp_path, "status_poll_seconds = 0.5\ncommand_tries = 2")
+    assert cli.main(["check-config", str(good)]) == 0, capsys.readouterr().err
+    bad = _daemon_table(tmp_path, "status_poll_seconds = 'often'\ncommand_tries = 9")
     assert cli.main(["check-config", str(bad)]) == 1
     err = capsys.readouterr().err
     assert (
@@ -123,7 +123,7 @@ def test_check_config_validates_settings_by_the_drivers_schema(tmp_path, capsys)
     )
     assert f"{bad}: devices.shoe.settings.command_tries: 9 is greater than the maximum of 5" in err
     # the reference driver takes no settings at all
-    ref = table(tmp_path, driver="reference", settings="speed = 3")
+    ref = _daemon_table(tmp_path, "speed = 3", driver="reference")
     assert cli.main(["check-config", str(ref)]) == 1
     assert "devices.shoe.settings.speed: unknown setting for this driver; allowed: none" in (
         capsys.readouterr().err
@@ -131,17 +131,20 @@ def test_check_config_validates_settings_by_the_drivers_schema(tmp_path, capsys)
 
 
 def test_check_config_names_a_driver_that_is_not_installed(tmp_path, capsys):
-    path = table(tmp_path, driver="nosuch-shoe")
-    assert check_drivers(load_config(path)) == [
+    path = _daemon_table(tmp_path, "", driver="nosuch-shoe")
+    assert cli.main(["check-config", str(path)]) == 1
+    assert (
         f"{path}: devices.shoe.driver: no shoe driver named 'nosuch-shoe' "
         "(available: acme-cs9, reference)"
-    ]
-    assert cli.main(["check-config", str(path)]) == 1
+    ) in capsys.readouterr().err
 
 
-def _daemon_table(tmp_path: Path, settings: str, transport: str = "") -> Path:
-    path = table(tmp_path, port=str(tmp_path / "no-such-port"), transport=transport,
-                 settings=settings)  # fmt: skip
+def _daemon_table(
+    tmp_path: Path, settings: str, transport: str = "", driver: str = "acme-cs9"
+) -> Path:
+    """A table whose state lives under tmp_path, so the machine's preflight passes too."""
+    path = table(tmp_path, driver=driver, port=str(tmp_path / "no-such-port"),
+                 transport=transport, settings=settings)  # fmt: skip
     path.write_text(
         path.read_text()
         + f"""
@@ -152,6 +155,7 @@ listen = "127.0.0.1:0"
 [operator]
 socket = "{tmp_path}/op.sock"
 group = "{grp.getgrgid(os.getgid()).gr_name}"
+supervisor_group = "{grp.getgrgid(os.getgid()).gr_name}"
 """
     )
     return path
@@ -177,7 +181,8 @@ def test_the_daemon_hands_the_settings_and_timeouts_to_the_driver(tmp_path):
 
     # the daemon logs through structlog: to a stream of this test's own, not one an earlier
     # test configured and pytest has since closed
-    configure_logging("warning", mode="json", stream=io.StringIO())
+    log = io.StringIO()
+    configure_logging("warning", mode="json", stream=log)
 
     async def main():
         stop = asyncio.Event()
@@ -199,7 +204,7 @@ def test_the_daemon_hands_the_settings_and_timeouts_to_the_driver(tmp_path):
         return status, seen
 
     status, seen = asyncio.run(main())
-    assert status == 0
+    assert status == 0, log.getvalue()
     assert seen == {
         "settings": {"status_poll_seconds": 0.4},
         "poll": 0.4,

@@ -33,6 +33,13 @@ KNOWN_METRICS = frozenset(
         "tablectl_journal_write_seconds",
         "tablectl_build_info",
         "tablectl_supervisor_notifications_pending",
+        # the record's health (issue 9 fail-stop; issue 11 visible health)
+        "tablectl_journal_write_errors_total",
+        "tablectl_journal_free_bytes",
+        "tablectl_journal_size_bytes",
+        "tablectl_journal_bytes_per_round",
+        "tablectl_dealing_stopped",
+        "tablectl_alarms_coalesced_total",
     }
 )
 HISTOGRAMS = frozenset({"tablectl_event_processing_seconds", "tablectl_journal_write_seconds"})

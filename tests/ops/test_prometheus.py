@@ -17,6 +17,10 @@ REQUIRED_ALERTS = {
     "TablectlDeviceDown",
     "TablectlStubCountOverdue",
     "TablectlSupervisorNotificationUnanswered",
+    "TablectlDealingStopped",
+    "TablectlJournalSpaceLow",
+    "TablectlJournalSpaceCritical",
+    "TablectlJournalLarge",
 }
 
 

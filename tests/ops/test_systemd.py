@@ -88,6 +88,19 @@ def test_unit_has_the_required_settings() -> None:
     allowed = {value.split()[0] for value in unit["Service.DeviceAllow"]}
     assert allowed == {"char-ttyUSB", "char-ttyACM", "char-usb_device"}
     assert unit["Install.WantedBy"] == ["multi-user.target"]
+    assert unit["Service.LimitNOFILE"] == ["1024"]
+
+
+def test_the_operator_socket_fits_in_the_units_descriptors() -> None:
+    """LimitNOFILE covers every connection the operator socket may hold, one accept burst
+    and room for the rest of the daemon (the abuse tests run the daemon with this limit)."""
+    from tablectl.controller.config import OperatorLimits
+    from tablectl.controller.operator import LISTEN_BACKLOG
+
+    nofile = int(settings(UNIT.read_text())["Service.LimitNOFILE"][0])
+    limits = OperatorLimits()
+    held = limits.max_connections + limits.privileged_connections + 2 * LISTEN_BACKLOG
+    assert held + 256 <= nofile
 
 
 def test_exposure_is_at_most_two(require_tool: Callable[[str], str]) -> None:
@@ -153,7 +166,8 @@ def test_sysusers_creates_the_user_and_groups(
     user = account(root / "etc/passwd", "tablectl")
     group = account(root / "etc/group", "tablectl")
     operators = account(root / "etc/group", "tablectl-op")
-    assert user and group and operators
+    supervisors = account(root / "etc/group", "tablectl-sup")
+    assert user and group and operators and supervisors
     assert user[3] == group[2], "the user's primary group is tablectl"
     assert int(user[2]) < 1000, "a system user"
     assert user[6] in {"/usr/sbin/nologin", "/sbin/nologin"}
@@ -182,3 +196,13 @@ def test_tmpfiles_creates_the_parent_directories(
 def test_systemd_package_tools_present(tool: str) -> None:
     if shutil.which(tool) is None:
         missing(f"{tool} is not installed")
+
+
+def test_a_refused_start_is_not_restarted() -> None:
+    """Exit 2 (a refused start) cannot be mended by restarting: the unit names it in
+    RestartPreventExitStatus, and it is the code run uses for a refusal."""
+    from tablectl.controller.commands.run import EXIT_REFUSED
+
+    unit = settings(UNIT.read_text())
+    assert unit["Service.RestartPreventExitStatus"] == [str(EXIT_REFUSED)]
+    assert unit["Service.Restart"] == ["on-failure"]  # exit 1 and 3 still restart and replay

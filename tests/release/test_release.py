@@ -3,6 +3,8 @@ outside the repository, and the example vendor's shoe configured and dealt from 
 
 from __future__ import annotations
 
+import grp
+import os
 import re
 import sqlite3
 import subprocess
@@ -88,7 +90,7 @@ def test_installed_from_the_wheel_outside_the_repository(release):
     assert example.returncode == 0
     assert example.stdout == (ROOT / "config" / "five_card_hilo.toml").read_text()
     (release.home / "hilo01.toml").write_text(example.stdout)
-    checked = release.run("tablectl", "check-config", "hilo01.toml")
+    checked = release.run("tablectl", "check-config", "--file-only", "hilo01.toml")
     assert checked.returncode == 0, checked.stderr
     assert "OK: table hilo01, game five_card_hilo" in checked.stdout
 
@@ -113,18 +115,27 @@ bytesize = 8
 parity = "E"
 stopbits = 1
 command_timeout = 1.5
+[journal]
+path = "{home}/hilo07/journal.sqlite"
+[metrics]
+listen = "127.0.0.1:0"
+[operator]
+socket = "{home}/hilo07/operator.sock"
+group = "{group}"
+supervisor_group = "{group}"
 [devices.shoe.settings]
 {settings}
 """
 
 
 def test_a_table_configured_with_the_vendor_driver_is_checked_by_its_schema(release):
-    good = VENDOR_TABLE.format(sha="a" * 64, settings="status_poll_seconds = 1.0")
+    where = {"home": release.home, "group": grp.getgrgid(os.getgid()).gr_name, "sha": "a" * 64}
+    good = VENDOR_TABLE.format(settings="status_poll_seconds = 1.0", **where)
     (release.home / "hilo07.toml").write_text(good)
     ok = release.run("tablectl", "check-config", "hilo07.toml")
     assert ok.returncode == 0, ok.stderr
     assert "shoe (shoe, acme-cs9, serial)" in ok.stdout
-    bad = VENDOR_TABLE.format(sha="a" * 64, settings='status_poll_seconds = 0.01\ncolour = "red"')
+    bad = VENDOR_TABLE.format(settings='status_poll_seconds = 0.01\ncolour = "red"', **where)
     (release.home / "bad.toml").write_text(bad)
     refused = release.run("tablectl", "check-config", "bad.toml")
     assert refused.returncode == 1

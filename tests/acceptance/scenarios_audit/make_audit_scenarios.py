@@ -323,6 +323,7 @@ for key, values in (("dice", range(3, 19)), ("number", range(1, 8))):
     for v in values:
         deck = [*DECK, "JK"]
         items += [ev("bets_closed", positions=[1, 6]), ev("starting_position", **{key: v})]
+        items += [Exp("starting_position", "A1")]  # 31.11(b): the start is recorded
         items += [draw(c) for c in deck[:49]]
         items += [ev("deal_completed"), ev("stub_counted", count=4), ev("hands_collected")]
         items += [*shuffle(None, 53), ev("shoe_loaded")]
@@ -714,19 +715,38 @@ def opening(dual: bool = False) -> list[Any]:
 
 
 for method in ("manual_shoe", "hand"):
+    # 40.12(d): whose hand is short decides between M1 and M2; a count one short cannot
+    # tell (a skipped position gives the same count): the dealer checks, then reports.
     items = [
         *opening(),
         *[draw(c) for c in DECK[:14]],
         ev("deal_completed"),
+        Exp("misdeal_check_required", "M1"),
+        ev("misdeal_reported", position="dealer", cards=4),
         Exp("deal_dealer_card", "M2"),
         draw(DECK[14]),
         ev("hands_collected"),
     ]
     scenario(
-        f"M2_hilo_{method}_deal_completed_one_short_dealer_gets_fifth",
+        f"M2_hilo_{method}_one_short_checked_dealer_holds_four_gets_fifth",
         table("five_card_hilo", dealing=method),
         items,
-        ["Deal order 40.7(d)/40.8(c): the 15th card is the dealer's fifth."],
+        ["40.12(d): the dealer's report, not the deal order, says the dealer holds four."],
+    )
+    items = [
+        *opening(),
+        *[draw(c) for c in DECK[:14]],
+        ev("deal_completed"),
+        Exp("misdeal_check_required", "M1"),
+        ev("misdeal_reported", position=1, cards=4),
+        Exp("void_hand", "M1", {"position": 1}),
+        ev("hands_collected"),
+    ]
+    scenario(
+        f"M1_hilo_{method}_one_short_checked_player_holds_four_no_dealer_card",
+        table("five_card_hilo", dealing=method),
+        items,
+        ["40.12(d): a skipped position, not a short dealer: no fifth card is ordered."],
     )
     items = [
         *opening(),

@@ -174,7 +174,8 @@ def test_E0_cli_replay_exits_2_with_the_line_on_stderr(tmp_path: Path):
         check=False,
     )
     assert done.returncode == 2
-    assert "line 3:" in done.stderr and "Xs" in done.stderr
+    assert "line 3:" in done.stderr and "bad card" in done.stderr
+    assert "Xs" not in done.stderr  # a misspelled card is still a card (H7): never echoed
 
 
 # ---- F5: deal_blocked only for deals ----------------------------------------------------------

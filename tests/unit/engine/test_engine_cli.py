@@ -78,9 +78,29 @@ def test_replay_decisions_before_a_bad_line_are_printed(tmp_path, capsys):
 def test_diagram_prints_mermaid_from_the_machine_definition(game, capsys):
     assert cli.main(["diagram", "--game", game]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("stateDiagram-v2")
-    for trigger, sources, dest in definition(game).transitions:
-        assert f"{sources[0]} --> {dest}: {trigger}" in out
+    assert "stateDiagram-v2" in out
+    edges = [line.strip() for line in out.splitlines() if "-->" in line]
+    for trigger, sources, dest, conditions in definition(game).transitions:
+        for source in sources:
+            to = source if dest == "=" else dest
+            (edge,) = [e for e in edges if e.startswith(f"{source} --> {to}: ")]
+            label = f"{trigger} [{' & '.join(conditions)}]" if conditions else trigger
+            assert label in edge, (edge, label)
+
+
+def test_diagram_names_the_gating_rules_on_their_edges(capsys):
+    """Issue #10: the rules that allow or refuse a step are on the chart, by rule ID."""
+    cli.main(["diagram", "--game", "five_card_hilo"])
+    out = capsys.readouterr().out
+    (deal,) = [line for line in out.splitlines() if "start_deal [" in line]
+    for rule in ("C10_", "C6_", "D4_", "C4_", "D1_D3_", "S1_"):
+        assert rule in deal
+    assert "close_bets [C11_positions_within_the_table]" in out
+    cli.main(["diagram", "--game", "three_card_21"])
+    out = capsys.readouterr().out
+    assert "players --> players: insert_reader [H1_" in out
+    cli.main(["diagram", "--game", "asia_poker"])
+    assert "choose_start [A1_start_in_range]" in capsys.readouterr().out
 
 
 def test_diagram_game_specific_steps(capsys):
@@ -92,6 +112,7 @@ def test_diagram_game_specific_steps(capsys):
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz not installed")
 def test_diagram_renders_svg_with_graphviz(tmp_path, capsys):
+    pytest.importorskip("graphviz")
     target = tmp_path / "chart.svg"
     assert cli.main(["diagram", "--game", "heads_up_holdem", "--svg", str(target)]) == 0
     assert "<svg" in target.read_text()
@@ -122,7 +143,10 @@ def test_the_charts_in_docs_match_the_machines(game):
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
-        ('{"type": "card_drawn", "card": "1h"}', "line 2: card: bad card '1h'"),
+        (
+            '{"type": "card_drawn", "card": "1h"}',
+            "line 2: card: bad card (2 characters, not shown)",
+        ),
         ('{"type": "card_drawn", "card": 10}', "line 2: card:"),
         ('{"type": "card_drawn"}', "line 2: card: missing"),
         ('{"type": "card_burned", "card": "As"}', "line 2: type: unknown event type"),

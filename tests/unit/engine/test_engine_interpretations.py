@@ -33,7 +33,7 @@ def test_asia_poker_shuffles_every_round():
 
     assert ("deal_blocked", "D3") in names(two_rounds(table("asia_poker")))
     relaxed = flipped("asia_poker", "asia_poker_shuffles_every_round", False)
-    assert two_rounds(relaxed) == []
+    assert {d for d, _ in names(two_rounds(relaxed))} == {"starting_position"}  # A1 only
 
 
 def test_opening_decks_preshuffled():

@@ -360,7 +360,9 @@ def test_S4_not_four_and_no_misdeal_voids_and_removes_deck():
 def test_A1_dice_total_counted_counterclockwise_with_dealer_as_one(dice, expected):
     e = table(AP)
     out = feed(e, ev("bets_closed", positions=[1]), ev("starting_position", dice=dice))
-    assert out == []  # the operator's event is the record; the deal shows the start
+    # 31.11(b): the start is a decision for the dealer's dice too, not only the computer's
+    assert_decision(out, "starting_position", "A1", e, position=expected)
+    assert len(out) == 1
     assert feed(e, *draws("As")) == []
     assert e.dealt_cards()[0]["to"] == expected
 
@@ -419,10 +421,14 @@ def test_M1_from_misdeal_reported_with_manual_shoe():
 
 
 def test_M1_from_deal_completed_short_deal():
+    """40.12(d): two short; whose hands is the dealer's report, not the deal order's guess."""
     e = table(HILO)
     feed(e, ev("bets_closed", positions=[1, 2]), *draws(*cards(13)))
     out = feed(e, ev("deal_completed"))
+    assert names(out) == [("misdeal_check_required", "M1")]
+    out = feed(e, ev("misdeal_reported", position=2, cards=4))
     assert_decision(out, "void_hand", "M1", e, position=2)
+    out = feed(e, ev("misdeal_reported", position="dealer", cards=4))
     assert_decision(out, "deal_dealer_card", "M2", e)
 
 

@@ -22,10 +22,15 @@ RULE_IDS = [
     "R1",
     "X1",
 ]
-DOC = (ROOT / "docs" / "rules.md").read_text()
+# the traceability table (the catalogue above it has rows by ID too)
+DOC = (ROOT / "docs" / "rules.md").read_text().split("\n## Traceability\n", 1)[1]
 TESTS = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
 CODE = "\n".join(
-    (ROOT / "controller" / name).read_text() for name in ("engine.py", "table.py", "cards.py")
+    p.read_text()
+    for p in [
+        *(ROOT / "controller" / n for n in ("engine.py", "machine.py", "table.py", "cards.py")),
+        *sorted((ROOT / "controller" / "games").glob("*.py")),
+    ]
 )
 
 

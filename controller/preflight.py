@@ -1,0 +1,239 @@
+"""One preflight, shared by `tablectl check-config` and `tablectl run`.
+
+Everything `run` would refuse once it started is looked for here first, before the journal is
+opened, a port touched or a socket bound, and every problem is reported at once with the same
+message by both commands (each naming the configuration file and key, like the configuration's
+own checks). A problem is an error (run refuses to start: exit 2) or a warning (run starts and
+logs it: a serial port absent now may be plugged later).
+
+Nothing here changes anything: directories are checked for the right to create them, the
+metrics address is tried with a socket closed at once, the lock is only tried by `run`.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import shutil
+import socket
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from tablectl.controller.config import SerialTransportConfig, TableConfig, UsbTransportConfig
+from tablectl.controller.operator import socket_in_use
+from tablectl.drivers.registry import DriverNotFound, get_driver_class
+
+ERROR = "error"
+WARNING = "warning"
+
+MIB = 1024 * 1024
+#: Below this much free space under the journal, `run` refuses to start: the journal's
+#: preallocated -wal (about 4.6 MiB) and a gaming day of rounds must fit with room to spare.
+MIN_FREE_BYTES = 64 * MIB
+#: Below this, `run` starts but warns (and check-config says so). The journal grows by about
+#: 8 KiB (Three Card 21) to 13 KiB (HILO, an ADS) per round, measured with `tablectl demo`:
+#: a week at 60 rounds an hour around the clock is 55-130 MiB; this is several weeks.
+WARN_FREE_BYTES = 512 * MIB
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing run would refuse (error) or would start despite (warning)."""
+
+    severity: str
+    key: str
+    message: str
+
+    def text(self, source: str) -> str:
+        prefix = "" if self.severity == ERROR else "warning: "
+        return f"{prefix}{source}: {self.key}: {self.message}"
+
+
+def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
+    """Every problem a start of this table would meet, errors and warnings, all at once.
+
+    `running`: the table's daemon runs now (check-config beside it), so the metrics address
+    and the operator socket in use are its own, not problems.
+    """
+    problems: list[Problem] = []
+    problems += check_group(config.operator_group)
+    if not running:
+        problems += check_metrics_address(config.metrics_host, config.metrics_port)
+    problems += check_directory("journal.path", config.journal_path)
+    problems += check_journal_file(config.journal_path)
+    problems += check_free_space("journal.path", config.journal_path)
+    problems += check_directory("operator.socket", config.operator_socket)
+    if not running:
+        problems += check_socket_path(config.operator_socket)
+    problems += check_devices(config)
+    return problems
+
+
+def errors(problems: list[Problem]) -> list[Problem]:
+    return [p for p in problems if p.severity == ERROR]
+
+
+def check_group(group: str) -> list[Problem]:
+    try:
+        grp.getgrnam(group)
+    except KeyError:
+        return [
+            Problem(
+                ERROR,
+                "operator.group",
+                f"group {group!r} does not exist (create it, e.g. with the sysusers entry "
+                "systemd/tablectl.sysusers, or name another group)",
+            )
+        ]
+    return []
+
+
+def check_metrics_address(host: str, port: int) -> list[Problem]:
+    """The address can be bound now (as the metrics server binds it: SO_REUSEADDR)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        return [Problem(ERROR, "metrics.listen", f"cannot resolve {host!r}: {error.strerror}")]
+    family, kind, proto, _name, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as error:
+        return [
+            Problem(
+                ERROR,
+                "metrics.listen",
+                f"cannot bind {host}:{port}: {error.strerror} (another process listens there? "
+                "`ss -ltnp` names it; or choose another port)",
+            )
+        ]
+    return []
+
+
+def _existing_ancestor(path: Path) -> Path:
+    current = path
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    return current
+
+
+def check_directory(key: str, file_path: Path) -> list[Problem]:
+    """The file's directory exists and is writable, or can be created by this user."""
+    directory = file_path.parent
+    if directory.is_dir():
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return [Problem(ERROR, key, f"directory {directory} is not writable by this user")]
+        return []
+    ancestor = _existing_ancestor(directory)
+    if not ancestor.is_dir():
+        return [Problem(ERROR, key, f"{ancestor} is not a directory; cannot create {directory}")]
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return [
+            Problem(
+                ERROR,
+                key,
+                f"directory {directory} does not exist and {ancestor} is not writable by this "
+                "user to create it (the tmpfiles entry creates it for the service user)",
+            )
+        ]
+    return []
+
+
+def check_journal_file(path: Path) -> list[Problem]:
+    if path.exists() and not path.is_file():
+        return [Problem(ERROR, "journal.path", f"{path} exists and is not a file")]
+    if path.is_file() and not os.access(path, os.R_OK | os.W_OK):
+        return [Problem(ERROR, "journal.path", f"{path} is not readable and writable by this user")]
+    return []
+
+
+def free_bytes(path: Path) -> int | None:
+    """Free bytes for this user on the filesystem that holds `path` (or its nearest ancestor)."""
+    try:
+        return shutil.disk_usage(_existing_ancestor(path)).free
+    except OSError:
+        return None
+
+
+def check_free_space(
+    key: str, path: Path, minimum: int = MIN_FREE_BYTES, warning: int = WARN_FREE_BYTES
+) -> list[Problem]:
+    free = free_bytes(path.parent)
+    if free is None:
+        return []
+    where = _existing_ancestor(path.parent)
+    if free < minimum:
+        return [
+            Problem(
+                ERROR,
+                key,
+                f"only {free / MIB:.1f} MiB free under {where}; the journal needs at least "
+                f"{minimum // MIB} MiB to start (free space, or archive old journals)",
+            )
+        ]
+    if free < warning:
+        return [
+            Problem(
+                WARNING,
+                key,
+                f"only {free / MIB:.1f} MiB free under {where} (less than about a week of "
+                f"play; warning below {warning // MIB} MiB)",
+            )
+        ]
+    return []
+
+
+def check_socket_path(path: Path) -> list[Problem]:
+    if not (path.exists() or path.is_symlink()):
+        return []
+    if not stat.S_ISSOCK(path.lstat().st_mode):
+        return [Problem(ERROR, "operator.socket", f"{path} exists and is not a socket")]
+    if socket_in_use(path):
+        return [
+            Problem(
+                ERROR,
+                "operator.socket",
+                f"{path}: another process accepts connections on it (another daemon for this "
+                "table, or a copied configuration); it is never replaced while in use",
+            )
+        ]
+    return []
+
+
+def check_devices(config: TableConfig) -> list[Problem]:
+    problems: list[Problem] = []
+    for device in config.devices:
+        key = f"devices.{device.name}"
+        try:
+            driver_class = get_driver_class(device.kind, device.driver)
+        except DriverNotFound as error:
+            problems.append(Problem(ERROR, f"{key}.driver", str(error)))
+        else:
+            # [devices.NAME.settings], by the driver's own schema (docs/drivers.md)
+            for setting, message in driver_class.settings_problems(device.settings):
+                where = f"{key}.settings" + (f".{setting}" if setting else "")
+                problems.append(Problem(ERROR, where, message))
+        transport = device.transport
+        if isinstance(transport, SerialTransportConfig) and "://" not in transport.port:
+            if not os.path.exists(transport.port):
+                problems.append(
+                    Problem(
+                        WARNING,
+                        f"{key}.transport.port",
+                        f"{transport.port} is absent (not plugged yet?): the daemon starts and "
+                        "connects when it appears",
+                    )
+                )
+        elif isinstance(transport, UsbTransportConfig) and not (
+            transport.vendor_id and transport.product_id
+        ):
+            problems.append(
+                Problem(
+                    ERROR,
+                    f"{key}.transport",
+                    "vendor_id and product_id must both be non-zero USB ids",
+                )
+            )
+    return problems
