@@ -5,12 +5,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams \
-	soak fuzz dist
+	soak fuzz dist demo-floor
 
 help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
 	@echo "make dist   - sdist and wheel into dist/ (python -m build), checked by twine --strict"
 	@echo "make test   - install everything needed, then ruff, mypy and the whole test suite"
+	@echo "make demo-floor - three tables shipping to a throwaway PostgreSQL; the floor's report"
 	@echo "make bench  - benchmarks (tests/bench), figures in .bench/"
 	@echo "make soak   - 1,000,000 rounds with faults and invariants, the whole fault matrix"
 	@echo "make fuzz   - long coverage-guided fuzzing (atheris) of codec, parsers, config"
@@ -51,6 +52,12 @@ test: venv system-tools lint typecheck unit
 demo: venv
 	$(BIN)/tablectl demo $(DEMO_ARGS)
 
+# Three simulated tables (three games) shipping their journals to a throwaway PostgreSQL
+# started in a temp dir as an unprivileged user (docs/floor.md); prints the gaming day's
+# report and a `tablectl floor round` command for a voided round.
+demo-floor: venv system-tools
+	$(BIN)/tablectl demo --floor $(DEMO_ARGS)
+
 # One harness (tests/bench/harness.py): .bench/results.json, details.json, latency.png.
 BENCH_ARGS ?=
 BENCH_STAMP := $(VENV)/.bench-installed
@@ -58,7 +65,7 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	@touch $(BENCH_STAMP)
 
-bench: $(BENCH_STAMP)
+bench: $(BENCH_STAMP) system-tools
 	$(BIN)/python -m tests.bench.harness $(BENCH_ARGS)
 
 # Proof at scale (docs/performance.md): SOAK_ARGS="--rounds 20000" for a shorter run.

@@ -61,6 +61,10 @@ COMMANDS: dict[str, Command] = {
         "tablectl.controller.commands.journal",
         "verify a journal's hash chain or show a round's cards",
     ),
+    "floor": Command(
+        "tablectl.controller.commands.floor",
+        "the floor store in PostgreSQL: init, verify, compare, round, report",
+    ),
     "op": Command(
         "tablectl.controller.commands.op", "send one operator event to the running table"
     ),

@@ -46,7 +46,12 @@ SHA256_PATTERN = re.compile(r"^[0-9a-f]{64}$")
 GROUP_NAME_PATTERN = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 HHMM_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
-TOP_LEVEL_KEYS = ("table", "journal", "metrics", "operator", "devices")
+TOP_LEVEL_KEYS = ("table", "journal", "metrics", "operator", "devices", "floor")
+FLOOR_KEYS = ("dsn", "passfile", "batch_rows")
+DEFAULT_FLOOR_BATCH_ROWS = 500
+MAX_FLOOR_BATCH_ROWS = 10_000
+# A password written into the DSN (key=value or URI form): refused, it belongs in a passfile.
+_DSN_PASSWORD = re.compile(r"(?:^|\s)password\s*=|^[a-z]+://[^/@\s]*:[^/@\s]*@", re.IGNORECASE)
 TABLE_KEYS = ("id", "game", "options", "gaming_day_start", "log_level")
 DEVICE_KEYS = (
     "kind",
@@ -151,6 +156,20 @@ class DeviceConfig:
 
 
 @dataclass(frozen=True)
+class FloorConfig:
+    """Where the daemon ships its journal rows (docs/floor.md); credentials never in here.
+
+    `dsn`: a libpq connection string without a password (e.g. "service=tablectl-floor" or
+    "host=floor.casino dbname=floor user=tablectl_table_t01"); `passfile`: the libpq password
+    file (mode 0600, readable by the service user only); `batch_rows`: rows per INSERT batch.
+    """
+
+    dsn: str
+    passfile: Path | None = None
+    batch_rows: int = DEFAULT_FLOOR_BATCH_ROWS
+
+
+@dataclass(frozen=True)
 class OperatorLimits:
     """What the operator socket gives one caller and all of them (docs/operations.md).
 
@@ -183,6 +202,7 @@ class TableConfig:
     operator_group: str
     gaming_day_start: datetime.time
     log_level: str
+    floor: FloorConfig | None = None
     supervisor_group: str = SUPERVISOR_GROUP
     operator_limits: OperatorLimits = OperatorLimits()
 
@@ -438,6 +458,47 @@ def _devices(problems: _Problems, data: Mapping[str, Any]) -> tuple[DeviceConfig
     return tuple(result)
 
 
+def _floor(problems: _Problems, data: Mapping[str, Any]) -> FloorConfig | None:
+    """The optional [floor] section: without it the table ships nothing."""
+    if "floor" not in data:
+        return None
+    floor = _table(problems, data, "floor", "floor")
+    _check_unknown(problems, floor, "floor", FLOOR_KEYS)
+    dsn = _string(
+        problems,
+        floor,
+        "dsn",
+        "floor.dsn",
+        what="a PostgreSQL connection string without a password, e.g. 'service=tablectl-floor'",
+    )
+    if dsn is not None and _DSN_PASSWORD.search(dsn):
+        problems.add(
+            "floor.dsn",
+            "holds a password in clear: keep it in a libpq passfile (floor.passfile) or a "
+            "service file instead (docs/floor.md)",
+        )
+        dsn = None
+    passfile_text = floor.get("passfile")
+    passfile: Path | None = None
+    if passfile_text is not None:
+        if not isinstance(passfile_text, str) or not passfile_text:
+            problems.add("floor.passfile", f"must be a file path, got {passfile_text!r}")
+        else:
+            passfile = Path(passfile_text)
+    batch_rows = floor.get("batch_rows", DEFAULT_FLOOR_BATCH_ROWS)
+    if (
+        isinstance(batch_rows, bool)
+        or not isinstance(batch_rows, int)
+        or not 1 <= batch_rows <= MAX_FLOOR_BATCH_ROWS
+    ):
+        problems.add(
+            "floor.batch_rows",
+            f"{batch_rows!r} is not allowed; expected a whole number 1-{MAX_FLOOR_BATCH_ROWS}",
+        )
+        return None
+    return FloorConfig(dsn=dsn, passfile=passfile, batch_rows=batch_rows) if dsn else None
+
+
 # [operator] key -> (OperatorLimits field, lowest, highest): each a number in its range.
 OPERATOR_LIMIT_KEYS: dict[str, tuple[float, float]] = {
     "idle_timeout": (1, 3600),
@@ -574,6 +635,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
     options = {**options, "gaming_day_start": gaming_day_start.strftime("%H:%M")}
 
     devices = _devices(problems, data)
+    floor = _floor(problems, data)
     if game is not None and not problems.items:
         # the engine's own check of the options (the service builds its TableSpec from the
         # journal's table row, so nothing here keeps it)
@@ -599,6 +661,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         operator_group=group,
         gaming_day_start=gaming_day_start,
         log_level=log_level,
+        floor=floor,
         supervisor_group=supervisor_group,
         operator_limits=limits,
     )

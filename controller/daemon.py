@@ -38,6 +38,7 @@ from typing import Any
 from tablectl.controller import metrics
 from tablectl.controller.config import DeviceConfig, TableConfig
 from tablectl.controller.events import DEVICE_EVENTS
+from tablectl.controller.floor.shipper import FloorShipper
 from tablectl.controller.journal import Journal, JournalError, JournalRow, read_rows
 from tablectl.controller.logs import get_logger
 from tablectl.controller.metrics import MetricsServer, start_metrics_server
@@ -263,6 +264,12 @@ class Daemon:
         # it (a retry after a restart is answered, not applied twice); dropped once used.
         self.journal_rows: list[JournalRow] = []
         self._log = get_logger("daemon", table=config.table_id)
+        # The floor store's shipper (docs/floor.md), when [floor] is configured: its own
+        # thread, woken by the journal's commits; the table never waits for it.
+        self.floor: FloorShipper | None = None
+        if config.floor is not None:
+            self.floor = FloorShipper(config.table_id, service.journal.path, config.floor)
+            service.journal.commit_listeners.append(self.floor.notify)
         self._alarms: AlarmCoalescer | None = None
         self._health: asyncio.Task[None] | None = None
         self._health_round = -1
@@ -312,6 +319,8 @@ class Daemon:
         """Wire the service, start the event consumer, drivers, operator socket and metrics."""
         loop = asyncio.get_running_loop()
         self.service.device_commands = self._device_commands
+        if self.floor is not None:
+            self.floor.start()
         self._consumer = loop.create_task(self._consume(), name="daemon:events")
         for name, driver in self.drivers.items():
             queue: asyncio.Queue[tuple[str, Callable[[], Any]]] = asyncio.Queue()
@@ -422,6 +431,9 @@ class Daemon:
             self.metrics_server.close()
             self.metrics_server = None
         self.service.close()
+        if self.floor is not None:
+            # after the journal's last commit: what is left goes now, or at the next start
+            await asyncio.get_running_loop().run_in_executor(None, self.floor.stop)
 
     # -- status ------------------------------------------------------------------------------
 
@@ -434,6 +446,8 @@ class Daemon:
         status["interlocks"] = self.interlocks.as_dict()
         if self.refusals:
             status["refused_devices"] = dict(self.refusals)
+        if self.floor is not None:
+            status["floor"] = self.floor.status()
         status["dealing"] = "stopped" if self.dealing_stopped else "allowed"
         if self.dealing_stopped:
             status["dealing_stopped"] = dict(self.dealing_stopped)

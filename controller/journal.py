@@ -22,7 +22,7 @@ import sqlite3
 import stat
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -175,6 +175,9 @@ class Journal:
         self._pending: list[tuple[int, str, int | None, str, str, str, str]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._side_files_checked = False
+        # Told the last committed seq after each commit (the floor shipper wakes on it; it
+        # reads the rows from the file itself, so a listener never holds the table up).
+        self.commit_listeners: list[Callable[[int], None]] = []
         # The head (last seq and hash) goes to the system log at open and close: an anchor
         # outside the file, against which a truncated or wholly rewritten chain shows.
         self._log.info("journal_opened", last_seq=self._last_seq, head=self._last_hash)
@@ -321,6 +324,8 @@ class Journal:
             raise self.failure from error
         self._pending.clear()
         metrics.JOURNAL_WRITE_SECONDS.observe(time.perf_counter() - started)
+        for listener in self.commit_listeners:
+            listener(self._last_seq)
         if not self._side_files_checked:
             # The -wal appears with the first commit and lives as long as this connection.
             for suffix in ("-wal", "-shm"):
@@ -393,6 +398,11 @@ def _to_row(raw: _RawRow) -> JournalRow:
     return JournalRow(seq, kind, round_number, recorded_at, parsed, prev_hash, digest)
 
 
+# The floor store (controller/floor) reads the same rows back from PostgreSQL.
+RawRow = _RawRow
+parse_row = _to_row
+
+
 @dataclass(frozen=True)
 class VerifyResult:
     ok: bool
@@ -413,10 +423,19 @@ def verify_journal(path: str | Path) -> VerifyResult:
         highest = int(db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()[0])
     finally:
         db.close()
+    return verify_chain(_raw_rows(path), highest)
+
+
+def verify_chain(rows: Iterable[RawRow], highest: int) -> VerifyResult:
+    """The chain check over stored rows in storage order, wherever they are stored.
+
+    One implementation for the local journal and the floor's copy (`tablectl floor verify`):
+    `highest` is the largest seq held, used to name where a moved row came from.
+    """
     expected_seq = 1
     prev_hash = GENESIS_HASH
     count = 0
-    for seq, kind, round_number, recorded_at, body, stored_prev, stored_hash in _raw_rows(path):
+    for seq, kind, round_number, recorded_at, body, stored_prev, stored_hash in rows:
         if seq > expected_seq:
             missing = (
                 f"row {expected_seq}"
@@ -531,7 +550,19 @@ def round_cards(
     Each card is `{"card", "to", "face_up"}` (Engine.dealt_cards()). Face-down cards are
     included: this reads the access-controlled journal for a dispute, never a log or status.
     """
-    rows = list(read_rows(path))
+    return replay_round(read_rows(path), round_number, engine_factory, where=str(path))
+
+
+def replay_round(
+    journal_rows: Iterable[JournalRow],
+    round_number: int,
+    engine_factory: EngineFactory = engine_from_table_row,
+    *,
+    where: str = "the journal",
+) -> list[dict[str, Any]]:
+    """`round_cards` over rows from any store (the local file or the floor's copy)."""
+    path = where
+    rows = list(journal_rows)
     tables = [row for row in rows if row.kind == "table"]
     if not tables:
         raise JournalError(f"{path}: no table row: the journal does not say which game it holds")

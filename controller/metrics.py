@@ -111,6 +111,23 @@ JOURNAL_WRITE_SECONDS = Histogram(
     "Time of one journal commit (a durable row or a group-committed batch)",
     buckets=LATENCY_BUCKETS,
 )
+# The floor store (docs/floor.md): how far the floor's copy trails the local journal.
+FLOOR_ROWS_BEHIND = Gauge(
+    "tablectl_floor_rows_behind", "Journal rows committed locally, not yet on the floor store"
+)
+FLOOR_SECONDS_BEHIND = Gauge(
+    "tablectl_floor_seconds_behind",
+    "Age of the oldest journal row not yet on the floor store (0 when none is waiting)",
+)
+FLOOR_SHIP_ERRORS_TOTAL = Counter(
+    "tablectl_floor_ship_errors",
+    "Failures to ship rows to the floor store, by kind (connection, refused, diverged ...)",
+    ["error"],
+)
+FLOOR_LAST_ERROR_TIMESTAMP = Gauge(
+    "tablectl_floor_last_error_timestamp_seconds",
+    "Unix time of the last failure to ship to the floor store (0: none since start)",
+)
 JOURNAL_WRITE_ERRORS = Counter(
     "tablectl_journal_write_errors_total",
     "Journal commits that failed (a full disk, an I/O error): each stops dealing (fail-stop)",

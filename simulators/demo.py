@@ -129,6 +129,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a vendor's driver for a device (e.g. shoe=acme-cs9), played on its own simulator",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="three tables of three games shipping to a throwaway PostgreSQL (docs/floor.md); "
+        "prints the gaming day's report and a `floor round` command for a voided round",
+    )
+    parser.add_argument(
+        "--floor-dsn",
+        default=None,
+        metavar="DSN",
+        help="ship this table's journal to a floor store (libpq DSN, no password)",
+    )
+    parser.add_argument(
+        "--floor-passfile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the libpq passfile holding the --floor-dsn role's password",
+    )
+    parser.add_argument(
+        "--table-id", default="demo", help="the table's id (default demo; the floor's key)"
+    )
+    parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="warning",
@@ -181,6 +203,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configure_logging(args.log_level, mode="json" if not sys.stderr.isatty() else "auto")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    if args.floor:
+        from tablectl.simulators.floor_demo import run_floor_demo
+
+        try:
+            return asyncio.run(run_floor_demo(args, seed))
+        except KeyboardInterrupt:
+            return 130
     try:
         return asyncio.run(play_demo(args, seed, host, port))
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
@@ -223,6 +252,9 @@ def demo_config(
     usb_ids: Mapping[str, tuple[int, int]],
     metrics_listen: str,
     drivers: Mapping[str, str] | None = None,
+    *,
+    table_id: str = "demo",
+    floor: Mapping[str, Any] | None = None,
 ) -> TableConfig:
     """The table's configuration, validated like a file's: devices at the demo's ptys/USB ids.
 
@@ -253,8 +285,8 @@ def demo_config(
             "allowed_serials": [serial],
             "allowed_firmware_sha256": [firmware],
         }
-    data = {
-        "table": {"id": "demo", "game": game, "options": dict(options), "log_level": "info"},
+    data: dict[str, Any] = {
+        "table": {"id": table_id, "game": game, "options": dict(options), "log_level": "info"},
         "journal": {"path": str(state_dir / "journal.sqlite")},
         "metrics": {"listen": metrics_listen},
         "operator": {
@@ -264,7 +296,21 @@ def demo_config(
         },
         "devices": devices,
     }
+    if floor is not None:
+        data["floor"] = dict(floor)
     return parse_config(data, "tablectl demo (generated)")
+
+
+def _floor_section(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The [floor] section for --floor-dsn (and its passfile), or None: ship nothing."""
+    dsn = getattr(args, "floor_dsn", None)
+    if not dsn:
+        return None
+    section: dict[str, Any] = {"dsn": dsn}
+    passfile = getattr(args, "floor_passfile", None)
+    if passfile is not None:
+        section["passfile"] = str(passfile)
+    return section
 
 
 def histogram_quantile(buckets: list[tuple[float, float]], quantile: float) -> float | None:
@@ -426,6 +472,8 @@ async def play_demo(
             harness.usb_ids(),
             f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
             drivers,
+            table_id=getattr(args, "table_id", "demo"),
+            floor=_floor_section(args),
         )
         return await _play(args, config, harness, seed, options, interrupted, on_round, lock)
     finally:

@@ -63,5 +63,11 @@ def run(args: argparse.Namespace) -> int:
         f"metrics {config.metrics_host}:{config.metrics_port}; "
         f"operator socket {config.operator_socket} (group {config.operator_group}, "
         f"supervisors {config.supervisor_group})"
+        + (
+            f"; ships to the floor store: {config.floor.dsn}"
+            + (f" (passfile {config.floor.passfile})" if config.floor.passfile else "")
+            if config.floor is not None
+            else ""
+        )
     )
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from tablectl.controller.journal import (
     JournalError,
@@ -49,11 +50,16 @@ def _show(path: str, round_number: int, *, as_json: bool) -> int:
     if as_json:
         print(json.dumps(cards))
         return 0
-    print(f"round {round_number}: {len(cards)} cards in the order dealt")
+    print_cards(f"round {round_number}", cards)
+    return 0
+
+
+def print_cards(title: str, cards: list[dict[str, Any]]) -> None:
+    """A round's cards in the order dealt, then hand by hand (journal show, floor round)."""
+    print(f"{title}: {len(cards)} cards in the order dealt")
     for index, card in enumerate(cards, start=1):
         face = "face up" if card.get("face_up") else "face down"
         print(f"  {index:3d}. {card['card']:<3} to {recipient_name(card.get('to'))} ({face})")
     print("hands:")
     for name, hand in hands_in_deal_order(cards):
         print(f"  {name}: {' '.join(str(card['card']) for card in hand)}")
-    return 0

@@ -36,7 +36,7 @@ from typing import Any
 
 import structlog
 
-from tests.bench import device_latency, engine, ready, service
+from tests.bench import device_latency, engine, floor, ready, service
 
 RESULT_KEYS = (
     "engine_vs_bare_trigger",
@@ -46,6 +46,7 @@ RESULT_KEYS = (
     "rounds_per_second",
     "ready_ms",
     "idle_rss_mib",
+    *floor.RESULT_KEYS,
 )
 GOALS = {
     "engine_vs_bare_trigger": ("<=", 3),
@@ -55,6 +56,7 @@ GOALS = {
     "rounds_per_second": (">=", 1_000),
     "ready_ms": ("<=", 300),
     "idle_rss_mib": ("<=", 40),
+    **floor.GOALS,
 }
 
 
@@ -188,6 +190,9 @@ def _run(quick: bool, png: Path, out: Path) -> dict[str, Any]:
         details["journal"] = service.journal_figures(Path(tmp))
     details["service_latency"] = asyncio.run(service.service_latency(int(100 * scale) or 10))
 
+    print("floor store: twenty tables shipping to PostgreSQL ...", flush=True)
+    details["floor"] = floor.measure(quick)
+
     results = {
         "engine_vs_bare_trigger": details["engine"]["engine_vs_bare_trigger"],
         "e2e_median_vs_wire": e2e["median_vs_wire"],
@@ -196,6 +201,7 @@ def _run(quick: bool, png: Path, out: Path) -> dict[str, Any]:
         "rounds_per_second": details["rounds_per_second"]["rounds_per_second"],
         "ready_ms": details["ready"]["ready_ms"],
         "idle_rss_mib": details["ready"]["idle_rss_mib"],
+        **{key: details["floor"][key] for key in floor.RESULT_KEYS},
     }
     assert tuple(results) == RESULT_KEYS
     out.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,10 @@ KNOWN_METRICS = frozenset(
         "tablectl_journal_write_seconds",
         "tablectl_build_info",
         "tablectl_supervisor_notifications_pending",
+        "tablectl_floor_rows_behind",
+        "tablectl_floor_seconds_behind",
+        "tablectl_floor_ship_errors_total",
+        "tablectl_floor_last_error_timestamp_seconds",
         # the record's health (issue 9 fail-stop; issue 11 visible health)
         "tablectl_journal_write_errors_total",
         "tablectl_journal_free_bytes",

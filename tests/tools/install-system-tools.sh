@@ -12,6 +12,10 @@ need systemd-sysusers systemd
 need systemd-tmpfiles systemd
 need udevadm udev
 need umockdev-run umockdev
+# the floor store's tests start a real PostgreSQL server (tests/floor); Debian keeps its
+# server binaries off PATH, in /usr/lib/postgresql/VERSION/bin
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
+    || missing="$missing postgresql"
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         # Not root: say what is missing and go on; the tests that need a tool skip

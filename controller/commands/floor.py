@@ -1,0 +1,258 @@
+"""`tablectl floor ...`: the floor store in PostgreSQL (docs/floor.md).
+
+    floor init    --dsn DSN [--table ID ... --passfile FILE] [--reader ROLE ...]
+    floor verify  --dsn DSN [--table ID]
+    floor compare --dsn DSN --journal PATH [--table ID]
+    floor round   --dsn DSN --table ID --round N [--json]
+    floor report  --dsn DSN --gaming-day YYYY-MM-DD [--out DIR]
+
+Exit status: 0 good, 1 a finding (a broken chain, a local journal that left the floor's copy),
+2 cannot say (unreachable store, unknown table, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tablectl.controller.commands.journal import print_cards
+from tablectl.controller.journal import JournalError, JournalRow, replay_round
+from tablectl.controller.operator_client import render_decision
+
+#: what `floor round` shows of each event besides its type (the cards are listed above)
+EVENT_FIELDS_SHOWN = ("time", "device", "fault", "positions", "by", "deck", "count")
+EXIT_OK = 0
+EXIT_FINDING = 1
+EXIT_ERROR = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = actions.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument(
+            "--dsn",
+            required=True,
+            help="libpq connection string (no password: use --passfile, ~/.pgpass or a service)",
+        )
+        sub.add_argument("--passfile", type=Path, default=None, help="libpq password file")
+        return sub
+
+    init = command("init", "create the floor's schema and roles (a DBA, as the database owner)")
+    init.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="register a table and create its INSERT-only login role (repeatable)",
+    )
+    init.add_argument(
+        "--write-passfile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="give each new table role a random password, appended to this libpq passfile "
+        "(0600) for the table PC; without it the roles have none (certificates, peer)",
+    )
+    init.add_argument(
+        "--reader",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help="grant the read-only floor reader role to an existing role (repeatable)",
+    )
+    verify = command("verify", "check every table's chain on the floor (as journal verify)")
+    verify.add_argument("--table", metavar="ID", help="only this table")
+    cmp = command("compare", "the local journal against the floor's copy")
+    cmp.add_argument("--journal", required=True, type=Path, metavar="PATH")
+    cmp.add_argument("--table", metavar="ID", help="default: the table whose row 1 matches")
+    rnd = command("round", "a round from the floor: its cards in deal order and its decisions")
+    rnd.add_argument("--table", required=True, metavar="ID")
+    rnd.add_argument("--round", required=True, type=int, metavar="N")
+    rnd.add_argument("--json", action="store_true", help="cards and decisions as JSON")
+    report = command("report", "the gaming day's report: CSV and one HTML page")
+    report.add_argument(
+        "--gaming-day", required=True, type=_date, metavar="YYYY-MM-DD", help="the gaming day"
+    )
+    report.add_argument(
+        "--out", type=Path, default=Path("."), metavar="DIR", help="where to write (default .)"
+    )
+
+
+def _date(text: str) -> datetime.date:
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from tablectl.controller.floor.store import FloorError
+
+    try:
+        handler = {
+            "init": _init,
+            "verify": _verify,
+            "compare": _compare,
+            "round": _round,
+            "report": _report,
+        }[args.action]
+        return handler(args)
+    except (FloorError, JournalError) as error:
+        print(f"tablectl floor {args.action}: {error}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _connect(args: argparse.Namespace) -> Any:
+    from tablectl.controller.floor.store import connect
+
+    return connect(args.dsn, passfile=args.passfile)
+
+
+def _init(args: argparse.Namespace) -> int:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tablectl.controller.floor.schema import (
+        READER_GROUP,
+        WRITER_GROUP,
+        FloorSetupError,
+        add_reader,
+        add_table,
+        create_schema,
+    )
+
+    conn = _connect(args)
+    try:
+        params = {k: str(v) for k, v in conninfo_to_dict(args.dsn).items()}
+        dbname = params.get("dbname") or str(conn.info.dbname)
+        create_schema(conn)
+        print(f"floor schema ready in database {dbname} (groups {WRITER_GROUP}, {READER_GROUP})")
+        for table_id in args.table:
+            done = add_table(conn, table_id, passfile=args.write_passfile, dbname=dbname)
+            where = f"; password in {args.write_passfile}" if done.password_written else ""
+            print(f"table {done.table_id}: ships as role {done.role} (INSERT only){where}")
+        for role in args.reader:
+            add_reader(conn, role)
+            print(f"{role}: reads the floor (SELECT only)")
+    except (psycopg.Error, FloorSetupError) as error:
+        print(f"tablectl floor init: {str(error).strip()}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        conn.close()
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from tablectl.controller.floor.store import require_table, table_ids, verify_table
+
+    conn = _connect(args)
+    try:
+        if args.table:
+            require_table(conn, args.table)
+        tables = [args.table] if args.table else table_ids(conn)
+        bad = 0
+        for table_id in tables:
+            result = verify_table(conn, table_id)
+            if result.ok:
+                print(f"{table_id}: {result.message}")
+            else:
+                bad += 1
+                print(f"{table_id}: TAMPERED: {result.message}", file=sys.stderr)
+        if not tables:
+            print("no table on the floor yet")
+    finally:
+        conn.close()
+    return EXIT_FINDING if bad else EXIT_OK
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from tablectl.controller.floor.store import compare, identify_table
+
+    conn = _connect(args)
+    try:
+        table_id = args.table or identify_table(conn, args.journal)
+        result = compare(conn, table_id, args.journal)
+    finally:
+        conn.close()
+    stream = sys.stdout if result.same else sys.stderr
+    print(f"{args.journal} vs floor table {table_id}: {result.message}", file=stream)
+    return EXIT_OK if result.same else EXIT_FINDING
+
+
+def _round(args: argparse.Namespace) -> int:
+    from tablectl.controller.floor.store import floor_rows, require_table
+
+    conn = _connect(args)
+    try:
+        require_table(conn, args.table)
+        rows = list(_through_round(floor_rows(conn, args.table), args.round))
+    finally:
+        conn.close()
+    where = f"floor table {args.table}"
+    cards = replay_round(rows, args.round, where=where)
+    decisions = [row.body for row in rows if row.kind == "decision" and row.round == args.round]
+    # An event row carries the round before it was handled; the row after it (its decisions
+    # or the next event) carries the round after: the bets_closed that opened round N is N's.
+    events = [
+        row
+        for row, after in zip(rows, [*rows[1:], None], strict=True)
+        if row.kind == "event" and (after.round if after is not None else row.round) == args.round
+    ]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "table": args.table,
+                    "round": args.round,
+                    "cards": cards,
+                    "events": [{"seq": row.seq, **row.body} for row in events],
+                    "decisions": decisions,
+                }
+            )
+        )
+        return EXIT_OK
+    print_cards(f"{where}, round {args.round}", cards)
+    print(f"events ({len(events)}):")
+    for event in events:
+        said = ", ".join(
+            f"{key}={event.body[key]}" for key in EVENT_FIELDS_SHOWN if key in event.body
+        )
+        print(f"  seq {event.seq}: {event.body.get('type')}" + (f" ({said})" if said else ""))
+    print(f"decisions ({len(decisions)}):")
+    for decision in decisions:
+        print(f"  seq {decision.get('at')}: {render_decision(decision)}")
+    return EXIT_OK
+
+
+def _through_round(rows: Iterable[JournalRow], round_number: int) -> Iterator[JournalRow]:
+    """The rows up to the end of the round, and the one row after (it holds the round that
+    followed the round's last event): a round early in a long history reads little."""
+    for row in rows:
+        yield row
+        if row.round is not None and row.round > round_number:
+            return
+
+
+def _report(args: argparse.Namespace) -> int:
+    from tablectl.controller.floor.report import build_report, write_csv, write_html
+
+    conn = _connect(args)
+    try:
+        report = build_report(conn, args.gaming_day)
+    finally:
+        conn.close()
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"floor-report-{args.gaming_day.isoformat()}"
+    csv_path = write_csv(report, args.out / f"{stem}.csv")
+    html_path = write_html(report, args.out / f"{stem}.html")
+    print(f"gaming day {args.gaming_day}: {len(report.tables)} tables")
+    print(f"csv:  {csv_path}")
+    print(f"html: {html_path}")
+    return EXIT_OK

@@ -1,0 +1,410 @@
+"""The gaming day's report from the floor store: per table and floor-wide, as CSV and HTML.
+
+A row belongs to the gaming day of the event it follows: an event's `time` is the table's
+local time (the daemon stamps it), and a gaming day runs from the table's `gaming_day_start`
+(its table row's options, default 06:00) to the same time the next day. Counted per table:
+rounds (accepted `bets_closed`), voided rounds (`void_round` decisions), misdeals (accepted
+`misdeal_reported`), deck removals (`remove_deck` decisions), device faults (`*_fault` and
+`device_lost` events), stub counts (accepted `stub_counted`) and every decision by rule.
+
+The HTML page is one self-contained file (inline CSS and SVG plots, no script, nothing
+fetched) that a shift manager opens from a share or a mail. Nothing face-down is in either
+file: counts, rule ids and citations only (RULES.md H7).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import html
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tablectl.controller.floor.schema import SCHEMA
+from tablectl.controller.journal import JournalRow, parse_row
+
+DEFAULT_DAY_START = datetime.time(6, 0)
+FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault", "device_lost"})
+COUNTS = ("rounds", "voids", "misdeals", "deck_removals", "device_faults", "stub_counts")
+COUNT_TITLES = {
+    "rounds": "Rounds",
+    "voids": "Voided rounds",
+    "misdeals": "Misdeals",
+    "deck_removals": "Deck removals",
+    "device_faults": "Device faults",
+    "stub_counts": "Stub counts",
+}
+
+
+@dataclass
+class TableDay:
+    table_id: str
+    game: str
+    counts: Counter[str] = field(default_factory=Counter)
+    decisions: Counter[str] = field(default_factory=Counter)  # rule_id -> decisions
+    rule_names: dict[str, str] = field(default_factory=dict)  # rule_id -> citation
+    decision_names: Counter[str] = field(default_factory=Counter)
+    rounds_by_hour: Counter[int] = field(default_factory=Counter)
+    faults_by_device: Counter[str] = field(default_factory=Counter)
+    voided_rounds: list[int] = field(default_factory=list)
+    first_event: str | None = None
+    last_event: str | None = None
+
+
+@dataclass
+class FloorReport:
+    gaming_day: datetime.date
+    generated_at: str
+    tables: list[TableDay]
+
+    def total(self, name: str) -> int:
+        return sum(table.counts[name] for table in self.tables)
+
+    def decisions(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for table in self.tables:
+            total.update(table.decisions)
+        return total
+
+    def rule_names(self) -> dict[str, str]:
+        names: dict[str, str] = {}
+        for table in self.tables:
+            names.update(table.rule_names)
+        return names
+
+    def rounds_by_hour(self) -> Counter[int]:
+        total: Counter[int] = Counter()
+        for table in self.tables:
+            total.update(table.rounds_by_hour)
+        return total
+
+
+def _day_start(table_row: Mapping[str, Any]) -> datetime.time:
+    text = str(dict(table_row.get("options", {})).get("gaming_day_start", ""))
+    try:
+        return datetime.time.fromisoformat(text)
+    except ValueError:
+        return DEFAULT_DAY_START
+
+
+def _local_time(text: object) -> datetime.datetime | None:
+    try:
+        moment = datetime.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone().replace(tzinfo=None)
+    return moment
+
+
+def gaming_day_of(moment: datetime.datetime, start: datetime.time) -> datetime.date:
+    """The gaming day a local time falls in (a day runs from `start` to `start` next day)."""
+    shifted = moment - datetime.timedelta(hours=start.hour, minutes=start.minute)
+    return shifted.date()
+
+
+def summarize_table(
+    table_id: str, rows: Iterable[JournalRow], day: datetime.date, start: datetime.time
+) -> TableDay:
+    """Count one table's gaming day from its rows in seq order (rows of other days skipped)."""
+    result = TableDay(table_id, "")
+    event: JournalRow | None = None
+    in_day = False
+    decisions: list[dict[str, Any]] = []
+
+    def close_event() -> None:
+        if event is None or not in_day:
+            return
+        kind = event.body.get("type")
+        accepted = not any(d.get("decision") == "rejected" for d in decisions)
+        when = _local_time(event.body.get("time"))
+        if kind == "bets_closed" and accepted:
+            result.counts["rounds"] += 1
+            if when is not None:
+                result.rounds_by_hour[when.hour] += 1
+        elif kind == "misdeal_reported" and accepted:
+            result.counts["misdeals"] += 1
+        elif kind == "stub_counted" and accepted:
+            result.counts["stub_counts"] += 1
+        if kind in FAULT_EVENTS:
+            result.counts["device_faults"] += 1
+            result.faults_by_device[str(event.body.get("device") or str(kind).split("_")[0])] += 1
+        for decision in decisions:
+            name = str(decision.get("decision"))
+            rule_id = str(decision.get("rule_id") or "none")
+            result.decisions[rule_id] += 1
+            result.decision_names[name] += 1
+            result.rule_names.setdefault(rule_id, str(decision.get("rule") or ""))
+            if name == "void_round":
+                result.counts["voids"] += 1
+                if event.round is not None:
+                    result.voided_rounds.append(int(event.round))
+            elif name == "remove_deck":
+                result.counts["deck_removals"] += 1
+
+    for row in rows:
+        if row.kind == "table" and not result.game:
+            result.game = str(row.body.get("game", ""))
+        elif row.kind == "event":
+            close_event()
+            event, decisions = row, []
+            when = _local_time(row.body.get("time"))
+            in_day = when is not None and gaming_day_of(when, start) == day
+            if in_day:
+                stamp = str(row.body.get("time"))
+                result.first_event = result.first_event or stamp
+                result.last_event = stamp
+        elif row.kind == "decision" and event is not None:
+            decisions.append(row.body)
+    close_event()
+    return result
+
+
+def build_report(conn: Any, day: datetime.date) -> FloorReport:
+    """Every table's gaming day, read from the floor (rows within a day either side only)."""
+    tables = [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
+    # recorded_at is UTC; a generous window around the day keeps the scan to a few days' rows
+    low = (datetime.datetime.combine(day, datetime.time()) - datetime.timedelta(days=2)).isoformat()
+    high = (
+        datetime.datetime.combine(day, datetime.time()) + datetime.timedelta(days=3)
+    ).isoformat()
+    days: list[TableDay] = []
+    for table_id in tables:
+        first = conn.execute(
+            f"SELECT body FROM {SCHEMA}.journal_rows WHERE table_id = %s AND kind = 'table'"
+            " ORDER BY seq LIMIT 1",
+            (table_id,),
+        ).fetchone()
+        if first is None:
+            continue
+        table_row = json.loads(first[0])
+        start = _day_start(table_row)
+        rows = _rows_between(conn, table_id, low, high)
+        summary = summarize_table(table_id, rows, day, start)
+        summary.game = str(table_row.get("game", ""))
+        days.append(summary)
+    generated = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return FloorReport(day, generated, days)
+
+
+def _rows_between(conn: Any, table_id: str, low: str, high: str) -> Iterable[JournalRow]:
+    with conn.transaction(), conn.cursor(name=f"report_{table_id}") as cursor:
+        cursor.itersize = 2000
+        cursor.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash"
+            f" FROM {SCHEMA}.journal_rows WHERE table_id = %s"
+            " AND recorded_at >= %s AND recorded_at < %s ORDER BY seq",
+            (table_id, low, high),
+        )
+        for raw in cursor:
+            yield parse_row(raw)
+
+
+# -- CSV -----------------------------------------------------------------------------------------
+
+
+def write_csv(report: FloorReport, path: Path) -> Path:
+    """One line per table and one for the floor; a column per count and per rule id."""
+    rules = sorted(report.decisions())
+    header = ["gaming_day", "table", "game", *COUNTS, "decisions", *(f"rule_{r}" for r in rules)]
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(header)
+        for table in report.tables:
+            writer.writerow(
+                [
+                    report.gaming_day.isoformat(),
+                    table.table_id,
+                    table.game,
+                    *(table.counts[name] for name in COUNTS),
+                    sum(table.decisions.values()),
+                    *(table.decisions[rule] for rule in rules),
+                ]
+            )
+        floor = report.decisions()
+        writer.writerow(
+            [
+                report.gaming_day.isoformat(),
+                "FLOOR",
+                "",
+                *(report.total(name) for name in COUNTS),
+                sum(floor.values()),
+                *(floor[rule] for rule in rules),
+            ]
+        )
+    return path
+
+
+# -- HTML ----------------------------------------------------------------------------------------
+
+PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb")
+
+
+def bar_chart(
+    title: str, labels: list[str], series: dict[str, list[float]], *, width: int = 640
+) -> str:
+    """Grouped vertical bars as inline SVG (one group per label, one bar per series)."""
+    height, left, bottom, top = 260, 44, 56, 30
+    plot_w, plot_h = width - left - 10, height - bottom - top
+    peak = max([v for values in series.values() for v in values] + [1])
+    group_w = plot_w / max(1, len(labels))
+    bar_w = max(2.0, group_w * 0.8 / max(1, len(series)))
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="{html.escape(title)}">',
+        f'<text x="{left}" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
+        'stroke="#333"/>',
+    ]
+    for tick in range(0, 5):
+        value = peak * tick / 4
+        y = top + plot_h - plot_h * tick / 4
+        parts.append(
+            f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">'
+            f"{value:.0f}</text>"
+            f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
+            'stroke="#ddd"/>'
+        )
+    for index, label in enumerate(labels):
+        x0 = left + index * group_w + group_w * 0.1
+        for number, (name, values) in enumerate(series.items()):
+            value = values[index]
+            bar_h = plot_h * value / peak
+            x = x0 + number * bar_w
+            parts.append(
+                f'<rect x="{x:.1f}" y="{top + plot_h - bar_h:.1f}" width="{bar_w - 1:.1f}" '
+                f'height="{bar_h:.1f}" fill="{PALETTE[number % len(PALETTE)]}">'
+                f"<title>{html.escape(label)}: {html.escape(name)} {value:g}</title></rect>"
+            )
+        parts.append(
+            f'<text x="{x0 + group_w * 0.4:.1f}" y="{top + plot_h + 14}" font-size="10" '
+            f'text-anchor="middle">{html.escape(label)}</text>'
+        )
+    for number, name in enumerate(series):
+        x = left + number * 130
+        parts.append(
+            f'<rect x="{x}" y="{height - 18}" width="10" height="10" '
+            f'fill="{PALETTE[number % len(PALETTE)]}"/>'
+            f'<text x="{x + 14}" y="{height - 9}" font-size="11">{html.escape(name)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+_CSS = """
+body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1100px; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #bbb; padding: 4px 10px; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child, td.text, th.text { text-align: left; }
+tr.total td { font-weight: bold; background: #f2f2f2; }
+.alert { color: #b00; font-weight: bold; }
+figure { margin: 1em 0; }
+"""
+
+
+def _clock(stamp: str | None) -> str:
+    """An event's local time to the second, as a shift manager reads it."""
+    moment = _local_time(stamp) if stamp else None
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
+def write_html(report: FloorReport, path: Path) -> Path:
+    """The one page a shift manager reads: totals, per table, plots, decisions by rule."""
+    day = report.gaming_day.isoformat()
+    esc = html.escape
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>Floor report, gaming day {esc(day)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>Floor report: gaming day {esc(day)}</h1>",
+        f"<p>{len(report.tables)} tables; generated {esc(report.generated_at)} from the floor "
+        "store (each table's gaming day starts at its configured time).</p>",
+        "<h2>Floor totals</h2><table><tr>",
+        *(f"<th>{esc(COUNT_TITLES[name])}</th>" for name in COUNTS),
+        "</tr><tr>",
+        *(f"<td>{report.total(name)}</td>" for name in COUNTS),
+        "</tr></table>",
+        "<h2>Per table</h2><table><tr><th>Table</th><th>Game</th>",
+        *(f"<th>{esc(COUNT_TITLES[name])}</th>" for name in COUNTS),
+        "<th class='text'>First event</th><th class='text'>Last event</th></tr>",
+    ]
+    for table in report.tables:
+        out.append(f"<tr><td>{esc(table.table_id)}</td><td class='text'>{esc(table.game)}</td>")
+        for name in COUNTS:
+            flagged = name in ("voids", "misdeals", "deck_removals") and table.counts[name]
+            cell = (
+                f"<span class='alert'>{table.counts[name]}</span>"
+                if flagged
+                else str(table.counts[name])
+            )
+            out.append(f"<td>{cell}</td>")
+        out.append(
+            f"<td class='text'>{esc(_clock(table.first_event))}</td>"
+            f"<td class='text'>{esc(_clock(table.last_event))}</td></tr>"
+        )
+    out.append("<tr class='total'><td>Floor</td><td></td>")
+    out += [f"<td>{report.total(name)}</td>" for name in COUNTS]
+    out.append("<td></td><td></td></tr></table>")
+
+    labels = [table.table_id for table in report.tables]
+    out.append("<h2>Plots</h2>")
+    out.append(
+        "<figure>"
+        + bar_chart(
+            "Rounds per table",
+            labels,
+            {"rounds": [float(t.counts["rounds"]) for t in report.tables]},
+        )
+        + "</figure>"
+    )
+    out.append(
+        "<figure>"
+        + bar_chart(
+            "Exceptions per table",
+            labels,
+            {
+                COUNT_TITLES[name]: [float(t.counts[name]) for t in report.tables]
+                for name in ("voids", "misdeals", "deck_removals", "device_faults")
+            },
+        )
+        + "</figure>"
+    )
+    hours = report.rounds_by_hour()
+    if hours:
+        ordered = sorted(hours)
+        out.append(
+            "<figure>"
+            + bar_chart(
+                "Rounds per hour, floor-wide (local time)",
+                [f"{hour:02d}h" for hour in ordered],
+                {"rounds": [float(hours[hour]) for hour in ordered]},
+            )
+            + "</figure>"
+        )
+    decisions = report.decisions()
+    names = report.rule_names()
+    out.append("<h2>Decisions by rule</h2><table><tr><th>Rule</th><th class='text'>Citation</th>")
+    out += [f"<th>{esc(t.table_id)}</th>" for t in report.tables]
+    out.append("<th>Floor</th></tr>")
+    for rule in sorted(decisions):
+        out.append(f"<tr><td>{esc(rule)}</td><td class='text'>{esc(names.get(rule, ''))}</td>")
+        out += [f"<td>{t.decisions[rule]}</td>" for t in report.tables]
+        out.append(f"<td>{decisions[rule]}</td></tr>")
+    out.append("</table>")
+    voided = [(t.table_id, r) for t in report.tables for r in sorted(set(t.voided_rounds))]
+    if voided:
+        out.append("<h2>Voided rounds</h2><ul>")
+        out += [
+            f"<li>{esc(tid)} round {rnd}: <code>tablectl floor round --dsn DSN --table "
+            f"{esc(tid)} --round {rnd}</code></li>"
+            for tid, rnd in voided
+        ]
+        out.append("</ul>")
+    out.append("</body></html>")
+    path.write_text("\n".join(out), encoding="utf-8")
+    return path

@@ -1,0 +1,382 @@
+"""Ships a table's committed journal rows to the floor store, on a thread of its own.
+
+The local journal stays the truth and the table never waits for the floor: the journal only
+tells the shipper the last committed seq (`notify`, a few hundred nanoseconds on the table's
+thread); the shipper reads the rows back from the SQLite file with its own read-only
+connection, at most `batch_rows` at a time (bounded memory, whatever the backlog), and inserts
+each batch in one transaction. It resumes from the floor's own head (the last row the floor
+acknowledged, read back at every connection), so an outage of PostgreSQL, of the network or of
+the daemon (kill -9 included) loses nothing and duplicates nothing: a row the floor already
+holds is skipped by its trigger, and one that differs under the same seq is refused, which
+stops the shipping and names the divergence (a rewritten or cut local journal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tablectl.controller import metrics
+from tablectl.controller.config import FloorConfig
+from tablectl.controller.floor.local import LocalJournal
+from tablectl.controller.floor.schema import (
+    CHAIN_COLUMNS,
+    SCHEMA,
+    SQLSTATE_CHAIN,
+    SQLSTATE_DIVERGED,
+)
+from tablectl.controller.logs import get_logger
+
+#: seconds between attempts after a failure: doubling from RETRY_MIN up to RETRY_MAX
+RETRY_MIN = 0.25
+RETRY_MAX = 10.0
+#: after a commit wakes it, the shipper waits this long for more rows before it reads: a
+#: table's burst goes as one INSERT transaction, not one per event (fewer wake-ups and
+#: round trips taken from the table PC's CPU); far below the 2 s a floor may trail a burst
+LINGER_SECONDS = 0.1
+#: how long a clean stop keeps shipping what is left before it gives up (the rest goes next start)
+DRAIN_SECONDS = 2.0
+CONNECT_TIMEOUT = 5
+STATEMENT_TIMEOUT_MS = 30_000
+#: while caught up the thread sleeps until the journal commits; this wakes it now and then to
+#: refresh the gauges (seconds behind) even if a notification was somehow missed
+IDLE_WAKE_SECONDS = 30.0
+
+_INSERT = (
+    f"INSERT INTO {SCHEMA}.journal_rows"
+    " (table_id, seq, kind, round, recorded_at, body, prev_hash, hash, columns)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+class FloorDiverged(RuntimeError):
+    """The floor holds rows the local journal does not hold the same: shipping stops."""
+
+
+@dataclass(frozen=True)
+class LocalRow:
+    seq: int
+    values: dict[str, Any]  # every column of the local row, by name
+
+    @property
+    def recorded_at(self) -> str:
+        return str(self.values.get("recorded_at", ""))
+
+
+def _unix_time(recorded_at: str) -> float | None:
+    try:
+        moment = datetime.datetime.fromisoformat(recorded_at)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def _json_value(value: Any) -> Any:
+    """A local column's value as JSON holds it: a BLOB as {"hex": ...}, the rest as it is."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"hex": bytes(value).hex()}
+    return value
+
+
+def error_kind(error: BaseException) -> str:
+    """A bounded word for the metric label: what went wrong, not the message."""
+    import psycopg
+
+    if isinstance(error, FloorDiverged):
+        return "diverged"
+    if isinstance(error, sqlite3.Error):
+        return "local_journal"
+    if isinstance(error, psycopg.Error):
+        state = getattr(error, "sqlstate", None)
+        if state in (SQLSTATE_DIVERGED, SQLSTATE_CHAIN):
+            return "diverged"
+        if isinstance(error, psycopg.errors.InsufficientPrivilege):
+            return "refused"
+        if "authentication" in str(error) or "password" in str(error):
+            return "authentication"
+        if isinstance(error, psycopg.OperationalError):
+            return "connection"
+        return "database"
+    return "other"
+
+
+class FloorShipper:
+    """One table's shipping thread: start it, `notify` it on commit, stop it at shutdown."""
+
+    def __init__(
+        self,
+        table_id: str,
+        journal_path: Path,
+        floor: FloorConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        publish_metrics: bool = True,
+        retry_min: float = RETRY_MIN,
+        retry_max: float = RETRY_MAX,
+        linger: float = LINGER_SECONDS,
+    ) -> None:
+        self.table_id = table_id
+        self.journal_path = Path(journal_path)
+        self.floor = floor
+        self.clock = clock
+        self.publish_metrics = publish_metrics
+        self.retry_min = retry_min
+        self.retry_max = retry_max
+        self.linger = linger
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._drain_until = 0.0
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._log = get_logger("floor", table=table_id)
+        # what the status reports (written by the thread, read by anyone)
+        self.committed_seq = 0
+        self.acknowledged_seq = 0
+        self.head_known = False
+        self.state = "starting"
+        self.shipped_rows = 0
+        self.last_error: str | None = None
+        self.last_error_at: float | None = None
+        self._oldest_waiting_at: float | None = None
+
+    # -- the table's side ---------------------------------------------------------------------
+
+    def notify(self, seq: int) -> None:
+        """The journal committed up to `seq` (called on the table's thread: stays tiny)."""
+        self.committed_seq = seq
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name=f"floor-shipper:{self.table_id}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, drain_seconds: float = DRAIN_SECONDS) -> None:
+        """Ship what is left for at most `drain_seconds`, then end the thread."""
+        self._drain_until = time.monotonic() + drain_seconds
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(drain_seconds + CONNECT_TIMEOUT + 1)
+            self._thread = None
+
+    @property
+    def rows_behind(self) -> int:
+        return max(0, self.committed_seq - self.acknowledged_seq)
+
+    def seconds_behind(self) -> float:
+        if self.rows_behind == 0 or self._oldest_waiting_at is None:
+            return 0.0
+        return max(0.0, self.clock() - self._oldest_waiting_at)
+
+    def status(self) -> dict[str, Any]:
+        """For `tablectl status`: the ship state in plain words and figures (no row content)."""
+        with self._lock:
+            status: dict[str, Any] = {
+                "state": self.state,
+                "acknowledged_seq": self.acknowledged_seq if self.head_known else None,
+                "committed_seq": self.committed_seq,
+                "rows_behind": self.rows_behind,
+                "seconds_behind": round(self.seconds_behind(), 1),
+                "shipped_rows": self.shipped_rows,
+                "last_error": self.last_error,
+            }
+            if self.last_error_at is not None:
+                status["last_error_at"] = datetime.datetime.fromtimestamp(
+                    self.last_error_at, datetime.UTC
+                ).isoformat(timespec="seconds")
+        return status
+
+    # -- the thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        local: LocalJournal | None = None
+        conn: Any = None
+        delay = self.retry_min
+        try:
+            while True:
+                if self._stopping.is_set() and (
+                    conn is None or time.monotonic() >= self._drain_until
+                ):
+                    break  # a stop does not wait for a floor that is away: next start resumes
+                try:
+                    if local is None:
+                        local = LocalJournal(self.journal_path)
+                        self.committed_seq = max(self.committed_seq, local.last_seq())
+                    if conn is None:
+                        conn = self._connect()
+                        self._resume(conn, local)
+                        delay = self.retry_min
+                    self._wake.clear()
+                    batch = self._read_batch(local)
+                    if not batch:
+                        self._set_state("caught_up")
+                        self._publish()
+                        if self._stopping.is_set():
+                            break
+                        if self._wake.wait(IDLE_WAKE_SECONDS) and self.linger:
+                            self._stopping.wait(self.linger)  # let the burst gather
+                        continue
+                    self._note_waiting(batch[0])
+                    self._set_state("shipping")
+                    self._insert(conn, batch)
+                    with self._lock:
+                        self.acknowledged_seq = batch[-1].seq
+                        self.committed_seq = max(self.committed_seq, self.acknowledged_seq)
+                        self.shipped_rows += len(batch)
+                        self._oldest_waiting_at = None
+                    self._publish()
+                    if len(batch) < self.floor.batch_rows and self.linger:
+                        # not a backlog: the table is playing; gather its next rows a while
+                        self._stopping.wait(self.linger)
+                except Exception as error:  # the thread must outlive any one failure
+                    conn = self._close(conn)
+                    if isinstance(error, sqlite3.Error | OSError) and local is not None:
+                        local.close()
+                        local = None
+                    self._failed(error)
+                    if local is not None:
+                        self._refresh_waiting(local)
+                    self._publish()
+                    if self._stopping.is_set():
+                        break
+                    # commits do not cut the back-off short (they come every few ms in
+                    # play); only a stop does
+                    self._stopping.wait(delay)
+                    if isinstance(error, FloorDiverged) or error_kind(error) == "diverged":
+                        delay = self.retry_max
+                    else:
+                        delay = min(self.retry_max, delay * 2)
+        finally:
+            self._close(conn)
+            if local is not None:
+                local.close()
+            self._set_state("stopped")
+
+    def _set_state(self, state: str) -> None:
+        with self._lock:
+            self.state = state
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        self._set_state("connecting")
+        options: dict[str, Any] = {
+            "connect_timeout": CONNECT_TIMEOUT,
+            "application_name": f"tablectl {self.table_id}",
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 3,
+            # a floor that accepts the connection but never answers fails the batch, which is
+            # tried again, rather than hang the shipper with its gauges frozen
+            "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+        }
+        if self.floor.passfile is not None:
+            options["passfile"] = str(self.floor.passfile)
+        return psycopg.connect(self.floor.dsn, **options)
+
+    def _resume(self, conn: Any, local: LocalJournal) -> None:
+        """Read the floor's head for this table; the local row there must be the same row."""
+        row = conn.execute(
+            f"SELECT seq, hash FROM {SCHEMA}.journal_rows WHERE table_id = %s"
+            " ORDER BY seq DESC LIMIT 1",
+            (self.table_id,),
+        ).fetchone()
+        conn.commit()
+        head_seq, head_hash = (int(row[0]), str(row[1])) if row else (0, None)
+        if head_seq:
+            mine = local.hash_at(head_seq)
+            if mine is None:
+                raise FloorDiverged(
+                    f"the floor holds table {self.table_id} up to row {head_seq}, the local "
+                    f"journal only to row {local.last_seq()}: it was cut "
+                    f"(tablectl floor compare names the rows)"
+                )
+            if mine != head_hash:
+                raise FloorDiverged(
+                    f"row {head_seq} of the local journal differs from the floor's copy: the "
+                    "journal was rewritten (tablectl floor compare names the first such row)"
+                )
+        with self._lock:
+            self.acknowledged_seq = head_seq
+            self.head_known = True
+        self._log.info("floor_connected", acknowledged_seq=head_seq)
+
+    def _read_batch(self, local: LocalJournal) -> list[LocalRow]:
+        batch = [
+            LocalRow(int(values["seq"]), values)
+            for values in local.rows_after(self.acknowledged_seq, self.floor.batch_rows)
+        ]
+        if batch:
+            self.committed_seq = max(self.committed_seq, batch[-1].seq)
+        return batch
+
+    def _insert(self, conn: Any, batch: list[LocalRow]) -> None:
+        from psycopg.types.json import Jsonb
+
+        params = []
+        for row in batch:
+            values = row.values
+            extra = {k: _json_value(v) for k, v in values.items() if k not in CHAIN_COLUMNS}
+            params.append(
+                (
+                    self.table_id,
+                    row.seq,
+                    values["kind"],
+                    values["round"],
+                    values["recorded_at"],
+                    values["body"],
+                    values["prev_hash"],
+                    values["hash"],
+                    Jsonb(extra),
+                )
+            )
+        with conn.transaction(), conn.cursor() as cursor:
+            cursor.executemany(_INSERT, params)
+
+    def _note_waiting(self, first: LocalRow) -> None:
+        with self._lock:
+            if self._oldest_waiting_at is None:
+                self._oldest_waiting_at = _unix_time(first.recorded_at)
+
+    def _refresh_waiting(self, local: LocalJournal) -> None:
+        """While the floor is away: the oldest row waiting, for seconds behind."""
+        with contextlib.suppress(sqlite3.Error, OSError):
+            rows = local.rows_after(self.acknowledged_seq, 1)
+            self.committed_seq = max(self.committed_seq, local.last_seq())
+            with self._lock:
+                self._oldest_waiting_at = _unix_time(str(rows[0]["recorded_at"])) if rows else None
+
+    def _failed(self, error: BaseException) -> None:
+        kind = error_kind(error)
+        message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        with self._lock:
+            self.state = "diverged" if kind == "diverged" else "disconnected"
+            self.last_error = f"{kind}: {message}"
+            self.last_error_at = self.clock()
+        if self.publish_metrics:
+            metrics.FLOOR_SHIP_ERRORS_TOTAL.labels(error=kind).inc()
+            metrics.FLOOR_LAST_ERROR_TIMESTAMP.set(self.last_error_at or 0)
+        self._log.warning("floor_ship_failed", error=kind, message=message)
+
+    def _publish(self) -> None:
+        if self.publish_metrics:
+            metrics.FLOOR_ROWS_BEHIND.set(self.rows_behind)
+            metrics.FLOOR_SECONDS_BEHIND.set(self.seconds_behind())
+
+    @staticmethod
+    def _close(conn: Any) -> None:
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()

@@ -1,0 +1,195 @@
+"""Reading the floor store back: rows per table, the chain check, and local-vs-floor comparison.
+
+Every read streams (a server-side cursor, a few thousand rows at a time), so a table's whole
+history never sits in memory; the chain check is the journal's own (`journal.verify_chain`),
+run over the floor's rows exactly as over the local file's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from tablectl.controller.floor.local import journal_chain_rows
+from tablectl.controller.floor.schema import CHAIN_COLUMNS, SCHEMA
+from tablectl.controller.journal import (
+    JournalError,
+    JournalRow,
+    RawRow,
+    VerifyResult,
+    parse_row,
+    verify_chain,
+)
+
+FETCH_ROWS = 2000
+
+
+class FloorError(RuntimeError):
+    """The floor cannot be read as asked (unreachable, no such table); the message says which."""
+
+
+def connect(dsn: str, *, passfile: str | Path | None = None) -> Any:
+    """A psycopg connection (autocommit: reads only) or FloorError naming the DSN's problem."""
+    import psycopg
+
+    options: dict[str, Any] = {"autocommit": True, "connect_timeout": 10}
+    if passfile is not None:
+        options["passfile"] = str(passfile)
+    try:
+        return psycopg.connect(dsn, **options)
+    except psycopg.Error as error:
+        raise FloorError(f"cannot reach the floor store: {str(error).strip()}") from error
+
+
+def table_ids(conn: Any) -> list[str]:
+    """Every table registered on the floor."""
+    return [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
+
+
+def head(conn: Any, table_id: str) -> tuple[int, str | None]:
+    row = conn.execute(
+        f"SELECT seq, hash FROM {SCHEMA}.journal_rows WHERE table_id = %s"
+        " ORDER BY seq DESC LIMIT 1",
+        (table_id,),
+    ).fetchone()
+    return (int(row[0]), str(row[1])) if row else (0, None)
+
+
+def require_table(conn: Any, table_id: str) -> None:
+    known = table_ids(conn)
+    if table_id not in known:
+        raise FloorError(
+            f"table {table_id!r} is not on the floor (tables: {', '.join(known) or 'none'})"
+        )
+
+
+def floor_raw_rows(conn: Any, table_id: str, *, after: int = 0) -> Iterator[RawRow]:
+    """The table's rows in seq order, as the local journal stores them (body as text)."""
+    columns = ", ".join(CHAIN_COLUMNS)
+    with conn.transaction(), conn.cursor(name=f"floor_rows_{table_id}") as cursor:
+        cursor.itersize = FETCH_ROWS
+        cursor.execute(
+            f"SELECT {columns} FROM {SCHEMA}.journal_rows"
+            " WHERE table_id = %s AND seq > %s ORDER BY seq",
+            (table_id, after),
+        )
+        for seq, kind, rnd, at, body, prev, digest in cursor:
+            yield (int(seq), kind, None if rnd is None else int(rnd), at, body, prev, digest)
+
+
+def floor_rows(conn: Any, table_id: str) -> Iterator[JournalRow]:
+    return (parse_row(raw) for raw in floor_raw_rows(conn, table_id))
+
+
+def verify_table(conn: Any, table_id: str) -> VerifyResult:
+    """The journal's chain check over the floor's copy of one table."""
+    highest, _ = head(conn, table_id)
+    return verify_chain(floor_raw_rows(conn, table_id), highest)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The local journal against the floor's copy of one table."""
+
+    table_id: str
+    same: bool  # everything the floor holds is in the local journal, unchanged
+    verdict: str  # identical | local_ahead | truncated | rewritten
+    message: str
+    first_differing_seq: int | None = None
+
+
+def _local_rows(journal: str | Path) -> Iterator[RawRow]:
+    """The local journal's rows (live file and closed segments, or a directory of them)."""
+    try:
+        for raw in journal_chain_rows(Path(journal)):
+            yield cast(RawRow, tuple(raw))
+    except (OSError, sqlite3.Error) as error:
+        raise JournalError(f"{journal}: not a readable journal: {error}") from error
+
+
+def identify_table(conn: Any, journal: str | Path) -> str:
+    """The floor table whose first row is this journal's first row (row 1's hash is unique)."""
+    first = next(iter(_local_rows(journal)), None)
+    if first is None:
+        raise FloorError(f"{journal}: the journal is empty: name the table with --table")
+    found = [
+        row[0]
+        for row in conn.execute(
+            f"SELECT table_id FROM {SCHEMA}.journal_rows WHERE seq = %s AND hash = %s",
+            (first[0], first[6]),
+        )
+    ]
+    if len(found) != 1:
+        raise FloorError(
+            f"{journal}: its first row is on {'no' if not found else 'more than one'} floor "
+            "table: name the table with --table"
+        )
+    return str(found[0])
+
+
+def compare(conn: Any, table_id: str, journal: str | Path) -> Comparison:
+    """Walk both in seq order; name the first seq where the local journal leaves the floor's."""
+    require_table(conn, table_id)
+    floor_head, _ = head(conn, table_id)
+    local = _local_rows(journal)
+    floor = floor_raw_rows(conn, table_id)
+    count = 0
+    last_local = 0
+    for floor_row in floor:
+        local_row = next(local, None)
+        if local_row is None:
+            return Comparison(
+                table_id,
+                False,
+                "truncated",
+                f"the local journal is truncated: it ends at row {last_local}, the floor holds "
+                f"rows up to {floor_head} (rows {last_local + 1}-{floor_head} missing locally)",
+                last_local + 1,
+            )
+        last_local = local_row[0]
+        if local_row != floor_row:
+            seq = floor_row[0]
+            changed = [
+                name
+                for name, mine, theirs in zip(CHAIN_COLUMNS, local_row, floor_row, strict=True)
+                if mine != theirs
+            ]
+            if local_row[0] != floor_row[0]:
+                where = f"local row {local_row[0]} stands where the floor has row {seq}"
+            else:
+                where = f"row {seq} differs from the floor's copy ({', '.join(changed)})"
+            return Comparison(
+                table_id,
+                False,
+                "rewritten",
+                f"the local journal was rewritten or diverged: {where}",
+                seq,
+            )
+        count += 1
+    ahead = sum(1 for _ in local)
+    if ahead:
+        return Comparison(
+            table_id,
+            True,
+            "local_ahead",
+            f"the {count} rows on the floor match; {ahead} newer local rows are not shipped yet",
+        )
+    return Comparison(table_id, True, "identical", f"identical: {count} rows, head {floor_head}")
+
+
+__all__ = [
+    "Comparison",
+    "FloorError",
+    "JournalError",
+    "compare",
+    "connect",
+    "floor_raw_rows",
+    "floor_rows",
+    "head",
+    "identify_table",
+    "table_ids",
+    "verify_table",
+]

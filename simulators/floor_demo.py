@@ -1,0 +1,118 @@
+"""`tablectl demo --floor` (`make demo-floor`): three tables shipping to a throwaway PostgreSQL.
+
+A PostgreSQL server is initialised in the state dir and started as an unprivileged user
+(simulators.pgserver); `floor init` creates the store, one INSERT-only role per table (their
+passwords in a libpq passfile, 0600, never in a configuration) and a read-only surveillance
+role. Three simulated tables of three games (each the whole daemon, as `tablectl demo` runs
+it, with a `[floor]` section) deal their rounds concurrently; the Heads Up Hold'em table deals
+from an automated shoe that jams now and then, so the floor holds voided rounds. Then the
+gaming day's report is written (CSV and HTML) and the demo prints its path and a `tablectl
+floor round` command, as surveillance would type it, for a voided round.
+The server is left running for those commands; the demo prints how to stop it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tablectl.controller.floor.report import build_report, gaming_day_of, write_csv, write_html
+from tablectl.controller.floor.schema import READER_GROUP, SCHEMA, add_table, create_schema
+from tablectl.controller.floor.store import connect, verify_table
+from tablectl.simulators.pgserver import PostgresUnavailable, ThrowawayPostgres
+
+#: table id -> (game, fault rate, the faults injected)
+FLOOR_TABLES: dict[str, tuple[str, float, tuple[str, ...]]] = {
+    "t-3c21": ("three_card_21", 0.1, ("reader_misuse", "face_up_card")),
+    "t-huh": ("heads_up_holdem", 0.3, ("ads_jam",)),
+    "t-hilo": ("five_card_hilo", 0.1, ("shuffler_jam",)),
+}
+DEFAULT_ROUNDS = 30
+DATABASE = "floor"
+SURVEILLANCE = "demo_surveillance"
+
+
+async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
+    from tablectl.simulators.demo import play_demo
+
+    state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-floor-demo-"))
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(state_dir, 0o755)  # the unprivileged PostgreSQL user goes through it
+    try:
+        server = ThrowawayPostgres(state_dir)
+        server.init()
+        server.start()
+    except PostgresUnavailable as error:
+        print(f"tablectl demo --floor: {error}", flush=True)
+        return 1
+    print(f"floor store: PostgreSQL in {server.root} (as {server.run_as or 'this user'})")
+    server.create_database(DATABASE)
+    passfile = state_dir / "floor.pgpass"
+    with connect(server.admin_dsn(DATABASE)) as conn:
+        create_schema(conn)
+        for table_id in FLOOR_TABLES:
+            add_table(conn, table_id, passfile=passfile, dbname=DATABASE)
+        conn.execute(f"CREATE ROLE {SURVEILLANCE} LOGIN IN ROLE {READER_GROUP}")
+    rounds = args.rounds or DEFAULT_ROUNDS
+    plays = []
+    for index, (table_id, (game, rate, faults)) in enumerate(FLOOR_TABLES.items()):
+        table_args = argparse.Namespace(**vars(args))
+        table_args.game = game
+        table_args.rounds = rounds
+        table_args.faults = rate
+        table_args.fault_kind = list(faults)
+        table_args.dealing = None
+        table_args.dual_deck = False
+        table_args.state_dir = state_dir / table_id
+        table_args.table_id = table_id
+        table_args.floor_dsn = server.table_dsn(DATABASE, f"tablectl_table_{table_id}")
+        table_args.floor_passfile = passfile
+        plays.append(play_demo(table_args, seed + index, "127.0.0.1", 0))
+    statuses = await asyncio.gather(*plays)
+    reader_dsn = f"host={server.sockets} port={server.port} user={SURVEILLANCE} dbname={DATABASE}"
+    with connect(reader_dsn) as conn:
+        for table_id in FLOOR_TABLES:
+            print(f"floor verify {table_id}: {verify_table(conn, table_id).message}")
+        day = gaming_day_of(datetime.datetime.now(), datetime.time(6, 0))
+        report = build_report(conn, day)
+        csv_path = write_csv(report, state_dir / f"floor-report-{day}.csv")
+        html_path = write_html(report, state_dir / f"floor-report-{day}.html")
+        voided = conn.execute(
+            f"SELECT table_id, round FROM {SCHEMA}.journal_rows WHERE kind = 'decision'"
+            " AND body::jsonb ->> 'decision' = 'void_round' ORDER BY table_id, seq LIMIT 1"
+        ).fetchone()
+    print(f"report (gaming day {day}): {html_path}")
+    print(f"report as CSV: {csv_path}")
+    if voided:
+        print("a voided round, as surveillance reads it from the floor:")
+        print(
+            f"  tablectl floor round --dsn '{reader_dsn}' --table {voided[0]} --round {voided[1]}"
+        )
+    else:
+        print("no round was voided this time (run again, or with more --rounds)")
+    stop = _stop_command(server)
+    (state_dir / "floor-server.json").write_text(
+        json.dumps({"reader_dsn": reader_dsn, "stop": stop, "data": str(server.data)}) + "\n"
+    )
+    print(f"the floor server keeps running for these commands; stop it with:\n  {stop}")
+    return max(statuses) if statuses else 0
+
+
+def _stop_command(server: ThrowawayPostgres) -> str:
+    pg_ctl = f"{server.bindir / 'pg_ctl'} -D {server.data} stop"
+    return f"runuser -u {server.run_as} -- {pg_ctl}" if server.run_as else pg_ctl
+
+
+def stop_floor_server(state_dir: Path) -> Any:
+    """Stop the server a floor demo left running in `state_dir` (tests, scripts)."""
+    import shlex
+    import subprocess
+
+    info = json.loads((state_dir / "floor-server.json").read_text())
+    return subprocess.run(shlex.split(info["stop"]), capture_output=True, text=True, check=False)

@@ -1,0 +1,192 @@
+"""`tablectl floor ...` against a real server: init, verify, round, report; demo --floor."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import datetime
+import json
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tablectl.controller.config import ConfigError, parse_config
+from tablectl.controller.floor.report import gaming_day_of
+from tablectl.controller.journal import read_rows, round_cards
+from tablectl.simulators import demo
+from tablectl.simulators.floor_demo import stop_floor_server
+from tests.floor.floorkit import FloorDb, unique_table_id
+from tests.floor.test_floor_shipping import assert_floor_equals_local, demo_args
+
+TABLECTL = [sys.executable, "-m", "tablectl.controller"]
+#: rounds of the table whose record the commands read (its automated shoe jams half the time)
+ROUNDS = 8
+
+
+def tablectl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*TABLECTL, *args], capture_output=True, text=True, check=False, timeout=120
+    )
+
+
+def _play_hilo_with_faults(floor_db: FloorDb, state: Path, table_id: str) -> Path:
+    floor_db.provision(table_id)
+    args = demo_args(state, ROUNDS, floor_db, table_id)
+    args.game = "heads_up_holdem"
+    args.faults = 0.5
+    args.fault_kind = ["ads_jam"]
+    assert asyncio.run(demo.play_demo(args, 21, "127.0.0.1", 0)) == 0
+    return state / "journal.sqlite"
+
+
+def test_init_provisions_tables_with_a_passfile_and_no_password_anywhere_else(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    passfile = tmp_path / "t.pgpass"
+    table_id = unique_table_id()
+    done = tablectl(
+        "floor", "init", "--dsn", floor_db.admin_dsn, "--table", table_id,
+        "--write-passfile", str(passfile),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"tablectl_table_{table_id} (INSERT only)" in done.stdout
+    assert stat.S_IMODE(passfile.stat().st_mode) == 0o600
+    password = passfile.read_text().strip().split(":")[-1]
+    assert len(password) >= 24 and password not in done.stdout + done.stderr
+    # idempotent: a second run changes nothing it should not
+    again = tablectl("floor", "init", "--dsn", floor_db.admin_dsn)
+    assert again.returncode == 0, again.stderr
+    # a table provisioned again gets a new password: its passfile line is replaced, and the
+    # role logs in with it
+    other = unique_table_id()
+    floor_db.passfile = passfile
+    floor_db.provision(other)
+    renewed = tablectl(
+        "floor", "init", "--dsn", floor_db.admin_dsn, "--table", table_id,
+        "--write-passfile", str(passfile),
+    )  # fmt: skip
+    assert renewed.returncode == 0, renewed.stderr
+    lines = passfile.read_text().splitlines()
+    assert len(lines) == 2 and password not in passfile.read_text()
+    with floor_db.as_writer(table_id) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (f"tablectl_table_{table_id}",)
+
+
+def test_a_password_in_the_configured_dsn_is_refused() -> None:
+    base = {"table": {"id": "t1", "game": "five_card_hilo"}}
+    for dsn in ("host=db user=x password=secret", "postgresql://x:secret@db/floor"):
+        with pytest.raises(ConfigError, match=r"floor\.dsn: holds a password in clear"):
+            parse_config({**base, "floor": {"dsn": dsn}}, "t1.toml")
+    config = parse_config(
+        {**base, "floor": {"dsn": "service=tablectl-floor", "passfile": "/etc/x"}}, "t1.toml"
+    )
+    assert config.floor is not None and config.floor.dsn == "service=tablectl-floor"
+    with pytest.raises(ConfigError, match=r"floor\.batch_rows"):
+        parse_config({**base, "floor": {"dsn": "service=f", "batch_rows": 0}}, "t1.toml")
+
+
+def test_verify_round_and_report_from_the_floor(floor_db: FloorDb, tmp_path: Path) -> None:
+    table_id = unique_table_id()
+    journal = _play_hilo_with_faults(floor_db, tmp_path / "table", table_id)
+    assert_floor_equals_local(floor_db, table_id, journal)
+    rows = list(read_rows(journal))
+
+    verified = tablectl("floor", "verify", "--dsn", floor_db.admin_dsn, "--table", table_id)
+    assert verified.returncode == 0 and f"{table_id}: intact: {len(rows)} rows" in verified.stdout
+
+    # a voided round, as journal show would rebuild it, plus its decisions with citations
+    voided = [r for r in rows if r.kind == "decision" and r.body["decision"] == "void_round"]
+    assert voided, "the demo's ADS jams void rounds"
+    number = int(voided[0].round or 0)
+    shown = tablectl(
+        "floor", "round", "--dsn", floor_db.admin_dsn, "--table", table_id,
+        "--round", str(number), "--json",
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    answer = json.loads(shown.stdout)
+    assert answer["cards"] == round_cards(journal, number)
+    assert {d["decision"] for d in answer["decisions"]} >= {"void_round"}
+    assert answer["events"][0]["type"] == "bets_closed"  # the event that opened the round
+    assert any(e.get("fault") == "jam" for e in answer["events"])
+    assert all(d["rule_id"] and d["rule"] for d in answer["decisions"])
+    text = tablectl(
+        "floor", "round", "--dsn", floor_db.admin_dsn, "--table", table_id, "--round", str(number)
+    )
+    assert re.search(r"void_round \[C5; 13:69F-39\.12\(f\)\]", text.stdout), text.stdout
+
+    # the gaming day's report: its counts are the journal's own
+    day = gaming_day_of(datetime.datetime.now(), datetime.time(6, 0))
+    out = tmp_path / "report"
+    made = tablectl(
+        "floor", "report", "--dsn", floor_db.admin_dsn, "--gaming-day", day.isoformat(),
+        "--out", str(out),
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    lines = {row["table"]: row for row in csv.DictReader(next(out.glob("*.csv")).open())}
+    mine = lines[table_id]
+    decisions = [r.body for r in rows if r.kind == "decision"]
+    assert int(mine["voids"]) == len(voided)
+    assert int(mine["rounds"]) == ROUNDS
+    by_rule = Counter(d["rule_id"] for d in decisions)
+    for rule, count in by_rule.items():
+        assert int(mine[f"rule_{rule}"]) == count
+    page = next(out.glob("*.html")).read_text()
+    assert (
+        page.count("<svg") >= 2
+        and "<script" not in page
+        and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    )
+    assert f"--table {table_id} --round {number}" in page
+
+
+def test_floor_verify_names_a_row_edited_on_the_floor(floor_db: FloorDb, tmp_path: Path) -> None:
+    """The DBA (or an intruder with the owner's rights) disables the guard and edits a row."""
+    from tests.floor.test_floor_shipping import _ship
+
+    table_id, _ = _ship(floor_db, tmp_path, 30)
+    with floor_db.admin() as conn:
+        conn.execute("ALTER TABLE floor.journal_rows DISABLE TRIGGER append_only")
+        conn.execute(
+            'UPDATE floor.journal_rows SET body = \'{"type":"edited"}\''
+            " WHERE table_id = %s AND seq = 17",
+            (table_id,),
+        )
+        conn.execute("ALTER TABLE floor.journal_rows ENABLE TRIGGER append_only")
+    done = tablectl("floor", "verify", "--dsn", floor_db.admin_dsn)
+    assert done.returncode == 1
+    assert f"{table_id}: TAMPERED: row 17 edited" in done.stderr
+
+
+def test_unknown_table_and_unreachable_store_are_named(floor_db: FloorDb) -> None:
+    done = tablectl("floor", "verify", "--dsn", floor_db.admin_dsn, "--table", "nosuch")
+    assert done.returncode == 2 and "table 'nosuch' is not on the floor" in done.stderr
+    gone = tablectl("floor", "verify", "--dsn", "host=127.0.0.1 port=1 dbname=x user=y")
+    assert gone.returncode == 2 and "cannot reach the floor store" in gone.stderr
+
+
+def test_demo_floor_prints_the_report_and_a_round_command_that_works() -> None:
+    state = Path(tempfile.mkdtemp(prefix="tablectl-demo-floor-"))
+    done = tablectl("demo", "--floor", "--rounds", "5", "--seed", "4", "--state-dir", str(state))
+    try:
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        html = re.search(r"^report \(gaming day .*\): (\S+\.html)$", done.stdout, re.MULTILINE)
+        assert html and Path(html.group(1)).is_file()
+        command = re.search(r"^  (tablectl floor round .*)$", done.stdout, re.MULTILINE)
+        assert command, done.stdout
+        argv = command.group(1).split("'")
+        dsn = argv[1]
+        rest = argv[2].split()
+        shown = tablectl("floor", "round", "--dsn", dsn, *rest)
+        assert shown.returncode == 0, shown.stderr
+        assert "void_round [C5;" in shown.stdout
+        assert done.stdout.count(": intact:") == 3
+    finally:
+        stop_floor_server(state)
+        shutil.rmtree(state, ignore_errors=True)

@@ -1,0 +1,115 @@
+"""Least privilege on a real server: a table's role inserts its own rows and nothing else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tablectl.controller.floor.schema import READER_GROUP, SCHEMA
+from tests.floor.floorkit import FloorDb, shipped_journal, unique_table_id
+
+INSERT = (
+    f"INSERT INTO {SCHEMA}.journal_rows (table_id, seq, kind, round, recorded_at, body,"
+    " prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+def _shipped_table(floor_db: FloorDb, tmp_path: Path, rows: int = 5) -> tuple[str, Path]:
+    table_id, journal = shipped_journal(floor_db, tmp_path, rows, "three_card_21")
+    assert len(floor_db.floor_rows(table_id)) == rows
+    return table_id, journal
+
+
+def test_the_writer_role_is_refused_update_delete_and_truncate(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    table_id, _ = _shipped_table(floor_db, tmp_path)
+    with floor_db.as_writer(table_id) as conn:
+        for statement in (
+            f"UPDATE {SCHEMA}.journal_rows SET body = '{{}}' WHERE seq = 2",
+            f"DELETE FROM {SCHEMA}.journal_rows WHERE seq = 5",
+            f"TRUNCATE {SCHEMA}.journal_rows",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+        # nor can it read what it wrote: only its chain's head (seq and hash)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"SELECT body FROM {SCHEMA}.journal_rows")
+        head = conn.execute(f"SELECT max(seq) FROM {SCHEMA}.journal_rows").fetchone()
+        assert head == (5,)
+    assert len(floor_db.floor_rows(table_id)) == 5
+
+
+def test_the_writer_role_is_refused_another_tables_rows(floor_db: FloorDb, tmp_path: Path) -> None:
+    mine, _ = _shipped_table(floor_db, tmp_path)
+    other, _ = _shipped_table(floor_db, tmp_path)
+    row = floor_db.floor_rows(other)[-1]
+    with floor_db.as_writer(mine) as conn:
+        # a row for the other table, continuing its chain: row-level security refuses it
+        forged = (other, row[0] + 1, "event", 1, row[3], "{}", row[6], "f" * 64)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute(INSERT, forged)
+        # and it sees none of the other table's rows, not even their head
+        seen = conn.execute(
+            f"SELECT count(*) FROM {SCHEMA}.journal_rows WHERE table_id = %s", (other,)
+        ).fetchone()
+        assert seen == (0,)
+    assert len(floor_db.floor_rows(other)) == 5
+
+
+def test_the_floor_keeps_the_chain_even_against_its_own_table(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    table_id, _ = _shipped_table(floor_db, tmp_path)
+    rows = floor_db.floor_rows(table_id)
+    with floor_db.as_writer(table_id) as conn:
+        # an identical re-send is a no-op (idempotent by table and seq)
+        conn.execute(INSERT, (table_id, *rows[2]))
+        # a different row under a shipped seq: refused, named
+        changed = (table_id, *rows[2][:4], json.dumps({"type": "edited"}), rows[2][5], "a" * 64)
+        with pytest.raises(psycopg.Error, match="differs from the floor's copy"):
+            conn.execute(INSERT, changed)
+        # a gap: refused
+        gap = (table_id, 7, "event", 1, rows[0][3], "{}", "b" * 64, "c" * 64)
+        with pytest.raises(psycopg.Error, match="floor keeps no gap"):
+            conn.execute(INSERT, gap)
+        # the next row with a prev_hash that is not the floor's head: refused
+        unlinked = (table_id, 6, "event", 1, rows[0][3], "{}", "d" * 64, "e" * 64)
+        with pytest.raises(psycopg.Error, match="does not follow row 5"):
+            conn.execute(INSERT, unlinked)
+    assert floor_db.floor_rows(table_id) == rows
+
+
+def test_readers_select_and_nothing_else(floor_db: FloorDb, tmp_path: Path) -> None:
+    table_id, _ = _shipped_table(floor_db, tmp_path)
+    reader = unique_table_id("reader_")
+    with floor_db.admin() as conn:
+        conn.execute(f"CREATE ROLE {reader} LOGIN IN ROLE {READER_GROUP}")
+    dsn = f"host={floor_db.server.sockets} port={floor_db.server.port} dbname={floor_db.name}"
+    with psycopg.connect(f"{dsn} user={reader}", autocommit=True) as conn:
+        count = conn.execute(
+            f"SELECT count(*) FROM {SCHEMA}.journal_rows WHERE table_id = %s", (table_id,)
+        ).fetchone()
+        assert count == (5,)
+        row = floor_db.floor_rows(table_id)[-1]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(INSERT, (table_id, 6, "event", 1, row[3], "{}", row[6], "f" * 64))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"DELETE FROM {SCHEMA}.journal_rows")
+
+
+def test_even_the_owner_cannot_rewrite_the_floor(floor_db: FloorDb, tmp_path: Path) -> None:
+    """A grant made by mistake still meets the append-only triggers."""
+    table_id, _ = _shipped_table(floor_db, tmp_path)
+    with floor_db.admin() as conn:
+        for statement in (
+            f"UPDATE {SCHEMA}.journal_rows SET body = '{{}}'",
+            f"DELETE FROM {SCHEMA}.journal_rows",
+            f"TRUNCATE {SCHEMA}.journal_rows",
+        ):
+            with pytest.raises(psycopg.Error, match="append-only"):
+                conn.execute(statement)
+    assert len(floor_db.floor_rows(table_id)) == 5
