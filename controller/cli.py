@@ -59,7 +59,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "journal": Command(
         "tablectl.controller.commands.journal",
-        "verify a journal's hash chain or show a round's cards",
+        "verify, back up or seal a journal (setup-keys), or show a round's cards",
     ),
     "floor": Command(
         "tablectl.controller.commands.floor",

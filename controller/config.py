@@ -36,6 +36,9 @@ DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 8337
 DEFAULT_GAMING_DAY_START = datetime.time(6, 0)
 DEFAULT_LOG_LEVEL = "info"
+DEFAULT_CHECKPOINT_ROUNDS = 25
+SEALING_KEY_NAME = "sealing-key"
+JOURNAL_KEYS = ("path", "sealing_key", "checkpoint_rounds", "retain_days", "archive_dir")
 DEFAULT_BAUDRATE = 115200
 BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)
 
@@ -205,6 +208,18 @@ class TableConfig:
     floor: FloorConfig | None = None
     supervisor_group: str = SUPERVISOR_GROUP
     operator_limits: OperatorLimits = OperatorLimits()
+    # [journal] beyond its path (docs/journal.md): sealing key, checkpoints, retention
+    sealing_key: Path | None = None
+    checkpoint_rounds: int = DEFAULT_CHECKPOINT_ROUNDS
+    retain_days: int = 0
+    archive_dir: Path | None = None
+
+    @property
+    def sealing_key_path(self) -> Path:
+        """Where `journal setup-keys` writes the sealing key and the daemon reads it."""
+        if self.sealing_key is not None:
+            return self.sealing_key
+        return self.journal_path.parent / SEALING_KEY_NAME
 
     def table_dict(self) -> dict[str, Any]:
         """The scenario/journal header line describing this table (docs/events.md)."""
@@ -576,11 +591,12 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
     )
 
     journal = _table(problems, data, "journal", "journal")
-    _check_unknown(problems, journal, "journal", ("path",))
+    _check_unknown(problems, journal, "journal", JOURNAL_KEYS)
     default_journal = JOURNAL_PATH_TEMPLATE.format(table=table_id or "TABLE")
     journal_text = _string(
         problems, journal, "path", "journal.path", default=default_journal, what="a file path"
     )
+    journal_options = _journal_options(problems, journal)
 
     metrics = _table(problems, data, "metrics", "metrics")
     _check_unknown(problems, metrics, "metrics", ("listen",))
@@ -664,7 +680,32 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         floor=floor,
         supervisor_group=supervisor_group,
         operator_limits=limits,
+        **journal_options,
     )
+
+
+def _journal_options(problems: _Problems, journal: Mapping[str, Any]) -> dict[str, Any]:
+    """[journal] sealing_key, checkpoint_rounds, retain_days, archive_dir (docs/journal.md)."""
+    options: dict[str, Any] = {}
+    for key in ("sealing_key", "archive_dir"):
+        if key in journal:
+            text = _string(problems, journal, key, f"journal.{key}", what="an absolute path")
+            if text is not None and not text.startswith("/"):
+                problems.add(f"journal.{key}", f"{text!r} is not an absolute path")
+            elif text is not None:
+                options[key] = Path(text)
+    for key, low, default in (
+        ("checkpoint_rounds", 1, DEFAULT_CHECKPOINT_ROUNDS),
+        ("retain_days", 0, 0),
+    ):
+        value = journal.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            problems.add(
+                f"journal.{key}", f"{value!r} is not allowed; expected an integer >= {low}"
+            )
+        else:
+            options[key] = value
+    return options
 
 
 def load_config(path: str | Path) -> TableConfig:

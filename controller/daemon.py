@@ -39,7 +39,8 @@ from tablectl.controller import metrics
 from tablectl.controller.config import DeviceConfig, TableConfig
 from tablectl.controller.events import DEVICE_EVENTS
 from tablectl.controller.floor.shipper import FloorShipper
-from tablectl.controller.journal import Journal, JournalError, JournalRow, read_rows
+from tablectl.controller.journal import Journal, JournalError, JournalRow
+from tablectl.controller.journal_upkeep import JournalUpkeep, StartDamage, check_before_start
 from tablectl.controller.logs import get_logger
 from tablectl.controller.metrics import MetricsServer, start_metrics_server
 from tablectl.controller.operator import (
@@ -51,6 +52,7 @@ from tablectl.controller.operator import (
 )
 from tablectl.controller.preflight import WARN_FREE_BYTES, free_bytes
 from tablectl.controller.sdnotify import SdNotifier, Watchdog
+from tablectl.controller.sealing import Sealer, SealingError
 from tablectl.controller.service import (
     DEVICE_FAULT_EVENTS,
     Publisher,
@@ -90,6 +92,14 @@ DEFAULT_HEALTH_INTERVAL = 30.0
 DRAIN_DEADLINE = 1.0
 #: Seconds within which repeats of one alarm are folded into one message with a count.
 ALARM_COALESCE_SECONDS = 5.0
+#: The journal failed its start check (docs/journal.md): refused like any other start problem;
+#: `--accept-damaged-journal` starts anyway.
+EXIT_JOURNAL_DAMAGED = EXIT_REFUSED
+#: How much longer systemd should wait, told every REPLAY_PROGRESS_EVERY events of a replay.
+REPLAY_EXTEND_USEC = 30_000_000
+#: The last rows of the live segment the operator socket reads its answers to client ids from
+#: (a retry after a restart is answered, not applied twice): bounded, whatever the history.
+OPERATOR_MEMORY_ROWS = 8192
 
 # Device reports that are not docs/events.md events (the hardware confirming a lock, a status
 # reading): journaled as notes for the audit trail, never given to the engine. The drivers
@@ -260,6 +270,10 @@ class Daemon:
         self._workers: list[asyncio.Task[None]] = []
         self._last_status = ""
         self._applied: dict[str, str] = {}  # device -> the last hold command it acknowledged
+        self._replayed_event: Mapping[str, Any] | None = None
+        self._replayed_decisions: list[dict[str, Any]] = []
+        self.upkeep: JournalUpkeep | None = None
+        self.journal_damage: StartDamage | None = None
         # The journal as read at start: the operator socket's answers to client ids come from
         # it (a retry after a restart is answered, not applied twice); dropped once used.
         self.journal_rows: list[JournalRow] = []
@@ -418,6 +432,11 @@ class Daemon:
                 await self.drain()
         except TimeoutError:
             self._log.error("drain_overran", seconds=DRAIN_DEADLINE, left=self._events.qsize())
+        if self.upkeep is not None:
+            await self.upkeep.stop()
+            self.upkeep = None
+            async with self._lock:
+                self._journal_at_stop()
         tasks = [*self._workers, *([self._consumer] if self._consumer else [])]
         for task in tasks:
             task.cancel()
@@ -435,6 +454,43 @@ class Daemon:
             # after the journal's last commit: what is left goes now, or at the next start
             await asyncio.get_running_loop().run_in_executor(None, self.floor.stop)
 
+    def _journal_at_stop(self) -> None:
+        """A clean stop: a checkpoint when between rounds (a fast next start), then a seal."""
+        if self.service.journal.failure is not None:
+            return  # dealing stopped on a failed write: nothing more is written
+        try:
+            if self.service.between_rounds():
+                self.service.checkpoint()
+            self.service.seal()
+        except Exception as error:  # the stop goes on: the journal is closed below regardless
+            self._log.exception("journal_stop_failed", error=str(error))
+
+    async def journal_damage_accepted(self, damage: StartDamage) -> None:
+        """Started on purpose on a damaged journal: the fact journaled, an alarm, a metric."""
+        self.journal_damage = damage
+        self.service.journal.append(
+            "note",
+            {
+                "type": "journal_damage_accepted",
+                "reason": damage.message,
+                "first_bad_seq": damage.first_bad_seq,
+            },
+            round_number=self.service.engine.round_number,
+            durable=True,
+        )
+        metrics.JOURNAL_START_DAMAGE.set(1)
+        self._log.error(
+            "journal_damage_accepted", reason=damage.message, first_bad_seq=damage.first_bad_seq
+        )
+        await self._publish(
+            {
+                "message": "alarm",
+                "alarm": "journal_damaged",
+                "reason": f"started on a damaged journal on purpose: {damage.message}",
+                "first_bad_seq": damage.first_bad_seq,
+            }
+        )
+
     # -- status ------------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
@@ -444,6 +500,7 @@ class Daemon:
             name: driver.health.get("identity") for name, driver in self.drivers.items()
         }
         status["interlocks"] = self.interlocks.as_dict()
+        status["journal"] = self.journal_status()
         if self.refusals:
             status["refused_devices"] = dict(self.refusals)
         if self.floor is not None:
@@ -452,6 +509,18 @@ class Daemon:
         if self.dealing_stopped:
             status["dealing_stopped"] = dict(self.dealing_stopped)
         return status
+
+    def journal_status(self) -> dict[str, Any]:
+        """The journal's state for `tablectl status`: where it is, sealed or not, damaged."""
+        journal = self.service.journal
+        sealer = self.service.sealer
+        return {
+            "last_seq": journal.last_seq,
+            "gaming_day": self.upkeep.segment_day.isoformat() if self.upkeep else None,
+            "sealed": sealer is not None,
+            "last_sealed_epoch": sealer.last_sealed_epoch if sealer is not None else None,
+            "started_damaged": self.journal_damage is not None,
+        }
 
     def status_line(self) -> str:
         """One line for systemd's STATUS=: why dealing stopped, or the round, state, devices."""
@@ -711,19 +780,38 @@ class Daemon:
 
     def rebuild_interlocks(self, rows: Iterable[JournalRow]) -> None:
         """The holds in force at the end of the journal's `rows` (replayed: no commands)."""
-        event: Mapping[str, Any] | None = None
-        decisions: list[dict[str, Any]] = []
         for row in rows:
-            if row.kind == "event":
-                if event is not None:
-                    self.interlocks.lift(event, decisions)
-                event, decisions = row.body, []
-                self.interlocks.hold_fault(row.body)
-            elif row.kind == "decision":
-                decisions.append(row.body)
-                self.interlocks.hold(row.body)
-        if event is not None:
-            self.interlocks.lift(event, decisions)
+            self.replay_row(row)
+        self.replay_done()
+
+    def restore_interlocks(self, checkpoint: Mapping[str, Any]) -> None:
+        """The holds in force at a checkpoint (its `interlocks`, as `Interlocks.as_dict`)."""
+        held = checkpoint.get("interlocks", {})
+        self.interlocks.shoe = set(held.get("shoe_locked", ()))
+        self.interlocks.shuffler = set(held.get("shuffler_deck_locked", ()))
+
+    def replay_row(self, row: JournalRow) -> None:
+        """One journaled row of the replay, folded into the holds (streamed: row by row)."""
+        if row.kind == "event":
+            if self._replayed_event is not None:
+                self.interlocks.lift(self._replayed_event, self._replayed_decisions)
+            self._replayed_event, self._replayed_decisions = row.body, []
+            self.interlocks.hold_fault(row.body)
+        elif row.kind == "decision":
+            self._replayed_decisions.append(row.body)
+            self.interlocks.hold(row.body)
+
+    def replay_done(self) -> None:
+        if self._replayed_event is not None:
+            self.interlocks.lift(self._replayed_event, self._replayed_decisions)
+        self._replayed_event, self._replayed_decisions = None, []
+
+    def replay_progress(self, events: int, seq: int, last_seq: int) -> None:
+        """A long replay: say how far it is and ask systemd for more time (sd_notify)."""
+        self.notifier.notify(
+            f"STATUS=replaying the journal: row {seq} of {last_seq} ({events} events)",
+            f"EXTEND_TIMEOUT_USEC={REPLAY_EXTEND_USEC}",
+        )
 
     def _sync(self, only: str | None = None) -> None:
         """Send each connected device the hold state it should be in, when it differs."""
@@ -782,6 +870,7 @@ async def run_daemon(
     on_ready: Callable[[Daemon], None] | None = None,
     device_wait: float = DEFAULT_DEVICE_WAIT,
     handle_signals: bool = True,
+    accept_damaged_journal: bool = False,
     lock: TableLock | None = None,
     fail_stop_linger: float = DEFAULT_FAIL_STOP_LINGER,
     health_interval: float = DEFAULT_HEALTH_INTERVAL,
@@ -797,7 +886,9 @@ async def run_daemon(
     preflight); otherwise it is taken here, before anything else is touched.
     `service_options` go to `TableService` (e.g. `group_commit=True`, `random_source=`).
     Returns EXIT_OK after a clean stop, EXIT_REFUSED when the table cannot start (the error is
-    logged), EXIT_STOPPED_DEALING after a journal write failed (fail-stop).
+    logged; also when the journal fails its start check: `accept_damaged_journal=True` starts
+    anyway, the fact journaled, an alarm raised, sequence numbers going on after the highest
+    ever written), EXIT_STOPPED_DEALING after a journal write failed (fail-stop).
     """
     loop = asyncio.get_running_loop()
     stop = stop if stop is not None else asyncio.Event()
@@ -849,17 +940,46 @@ async def run_daemon(
         journal.on_failure = lambda error: running.stop_dealing(str(error))
         try:
             daemon.build_drivers()
-            # The journal is read once for both: the holds first; then the replay's restart
+            notifier.status("verifying the journal")
+            damage = check_before_start(journal)
+            if damage is not None and not accept_damaged_journal:
+                log.error(
+                    "journal_damaged", error=damage.message, first_bad_seq=damage.first_bad_seq
+                )
+                notifier.status(f"refusing to start: journal damaged: {damage.message}")
+                journal.discard()
+                return EXIT_JOURNAL_DAMAGED
+            if damage is not None and damage.cut_from is not None:
+                journal.continue_after(damage.cut_from)  # sequence numbers are never reused
+            service.sealer = open_sealer(config, log)
+            service.seal_unsealed_at_start()
+            service.checkpoint_parts["interlocks"] = daemon.interlocks.as_dict
+            # The journal is streamed once for both: the holds, then the replay's restart
             # decisions (controller_restarted) go through the device-command seam like any
             # other, so a void locks the shoe.
-            rows = list(read_rows(journal.path))
-            daemon.rebuild_interlocks(rows)
-            daemon.journal_rows = rows
+            daemon.journal_rows = journal.tail_rows(OPERATOR_MEMORY_ROWS)
             service.device_commands = daemon._device_commands
-            await service.start(rows)
+            notifier.status("replaying the journal")
+            await service.start(
+                on_row=daemon.replay_row,
+                on_checkpoint=daemon.restore_interlocks,
+                progress=daemon.replay_progress,
+            )
+            daemon.replay_done()
             await daemon.start()
+            if damage is not None:
+                await daemon.journal_damage_accepted(damage)
+            daemon.upkeep = JournalUpkeep(service, daemon._lock)
+            daemon.upkeep.start()
             daemon.start_health(health_interval)
-        except (DaemonError, OperatorError, ServiceError, JournalError, OSError) as error:
+        except (
+            DaemonError,
+            OperatorError,
+            ServiceError,
+            JournalError,
+            SealingError,
+            OSError,
+        ) as error:
             log.error("cannot_start", error=str(error))
             return EXIT_REFUSED
         waiting = loop.create_task(daemon.wait_for_devices(device_wait))
@@ -887,3 +1007,12 @@ async def run_daemon(
         if notify is None:
             notifier.close()
         lock.release()
+
+
+def open_sealer(config: TableConfig, log: Any) -> Sealer | None:
+    """The sealing key, when `journal setup-keys` wrote one (None: the journal goes unsealed)."""
+    path = config.sealing_key_path
+    if not path.exists():
+        log.warning("journal_unsealed", reason=f"no sealing key at {path} (journal setup-keys)")
+        return None
+    return Sealer(path)

@@ -16,8 +16,10 @@ import asyncio
 import contextlib
 import datetime
 import hashlib
+import itertools
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import time
@@ -33,7 +35,9 @@ from tablectl.controller.logs import get_logger
 from tablectl.controller.table import TableSpec
 
 GENESIS_HASH = "0" * 64
-ROW_KINDS = ("table", "event", "decision", "note")
+ROW_KINDS = ("table", "event", "decision", "note", "segment", "checkpoint", "seal")
+# Rows the start-up and `verify` look up by kind: a partial index holds only these.
+INDEXED_KINDS = ("segment", "checkpoint", "seal")
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -50,6 +54,8 @@ CREATE TRIGGER IF NOT EXISTS journal_no_update BEFORE UPDATE ON journal
 BEGIN SELECT RAISE(ABORT, 'the journal is append-only: UPDATE refused'); END;
 CREATE TRIGGER IF NOT EXISTS journal_no_delete BEFORE DELETE ON journal
 BEGIN SELECT RAISE(ABORT, 'the journal is append-only: DELETE refused'); END;
+CREATE INDEX IF NOT EXISTS journal_landmarks ON journal(kind, seq)
+    WHERE kind IN ('segment', 'checkpoint', 'seal');
 """
 
 
@@ -152,6 +158,23 @@ class Journal:
         #: a durable append, the group-commit timer, or close().
         self.on_failure: Callable[[JournalError], None] | None = None
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._pending: list[tuple[int, str, int | None, str, str, str, str]] = []
+        # Told the last committed seq after each commit (the floor shipper wakes on it; it
+        # reads the rows from the file itself, so a listener never holds the table up).
+        self.commit_listeners: list[Callable[[int], None]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._open()
+        last = self._db.execute(
+            "SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        self._last_seq: int = last[0] if last else 0
+        self._last_hash: str = last[1] if last else GENESIS_HASH
+        # The head (last seq and hash) goes to the system log at open and close: an anchor
+        # outside the file, against which a truncated or wholly rewritten chain shows.
+        self._log.info("journal_opened", last_seq=self._last_seq, head=self._last_hash)
+
+    def _open(self) -> None:
         try:
             # Create the file 0600 before SQLite opens it; SQLite gives -wal and -shm the same mode.
             descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -167,20 +190,7 @@ class Journal:
         for suffix in ("-wal", "-shm"):
             _make_private(Path(f"{self.path}{suffix}"))
         self._preallocate_wal()
-        last = self._db.execute(
-            "SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
-        self._last_seq: int = last[0] if last else 0
-        self._last_hash: str = last[1] if last else GENESIS_HASH
-        self._pending: list[tuple[int, str, int | None, str, str, str, str]] = []
-        self._timer: asyncio.TimerHandle | None = None
         self._side_files_checked = False
-        # Told the last committed seq after each commit (the floor shipper wakes on it; it
-        # reads the rows from the file itself, so a listener never holds the table up).
-        self.commit_listeners: list[Callable[[int], None]] = []
-        # The head (last seq and hash) goes to the system log at open and close: an anchor
-        # outside the file, against which a truncated or wholly rewritten chain shows.
-        self._log.info("journal_opened", last_seq=self._last_seq, head=self._last_hash)
 
     def _preallocate_wal(self) -> None:
         """Give the -wal file, once, the size it reaches before SQLite checkpoints it.
@@ -250,6 +260,112 @@ class Journal:
         except (sqlite3.Error, TypeError, ValueError):
             return 0
         return pages * page_size
+
+    @property
+    def last_hash(self) -> str:
+        """The hash of the last row appended (committed or pending): the chain's head."""
+        return self._last_hash
+
+    def continue_after(self, seq: int) -> None:
+        """Number the next row `seq + 1`: sequence numbers cut from the tail are never reused.
+
+        The chain goes on from the last row the file holds, so `verify` shows the gap.
+        """
+        if seq > self._last_seq:
+            self.flush()
+            self._last_seq = seq
+
+    def last_of_kind(self, kind: str) -> JournalRow | None:
+        """The last committed row of an indexed kind (segment, checkpoint, seal)."""
+        if kind not in INDEXED_KINDS:
+            raise ValueError(f"{kind!r} is not an indexed row kind ({INDEXED_KINDS})")
+        self.flush()
+        raw = self._db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " WHERE kind = ? AND kind IN ('segment', 'checkpoint', 'seal')"
+            " ORDER BY seq DESC LIMIT 1",
+            (kind,),
+        ).fetchone()
+        return _to_row(raw) if raw else None
+
+    def first_row(self) -> JournalRow | None:
+        raw = self._db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " ORDER BY seq LIMIT 1"
+        ).fetchone()
+        return _to_row(raw) if raw else None
+
+    def first_of_kind(self, kind: str, *, within: int) -> JournalRow | None:
+        """The first row of `kind` among the segment's first `within` rows."""
+        first = self.first_row()
+        if first is None:
+            return None
+        raw = self._db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " WHERE seq >= ? AND seq < ? AND kind = ? ORDER BY seq LIMIT 1",
+            (first.seq, first.seq + within, kind),
+        ).fetchone()
+        return _to_row(raw) if raw else None
+
+    def tail_rows(self, limit: int) -> list[JournalRow]:
+        """The segment's last `limit` committed rows, in seq order."""
+        self.flush()
+        raws = self._db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " ORDER BY seq DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [_to_row(raw) for raw in reversed(raws)]
+
+    def raw_rows_from(self, seq: int) -> Iterator[_RawRow]:
+        """Committed rows from `seq` on, streamed (one row in memory at a time)."""
+        self.flush()
+        cursor = self._db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " WHERE seq >= ? ORDER BY seq",
+            (seq,),
+        )
+        cursor.arraysize = 256
+        while batch := cursor.fetchmany():
+            yield from batch
+
+    def write_head(self) -> None:
+        """Record the head outside the file (`PATH.head`): a later start finds a cut tail."""
+        self.flush()
+        write_head_file(self.path, self._last_seq, self._last_hash)
+
+    def roll_over(
+        self,
+        closed_path: Path,
+        segment: Mapping[str, Any],
+        then: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    ) -> None:
+        """Close this segment read-only as `closed_path`; begin a new one at `path`.
+
+        The new segment's first row is a `segment` row (`segment` plus `previous`: the closed
+        file's name, last seq and head, which is also the row's prev_hash), then `then` (the
+        table row and a checkpoint): each segment describes itself and starts from a state.
+        """
+        self.flush()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        previous = {"file": closed_path.name, "last_seq": self._last_seq, "head": self._last_hash}
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.close()
+            for suffix in ("-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            os.chmod(self.path, 0o400)
+            os.replace(self.path, closed_path)
+        except (OSError, sqlite3.Error) as error:
+            raise JournalError(f"{self.path}: cannot close the segment: {error}") from error
+        self._log.info("segment_closed", file=str(closed_path), last_seq=self._last_seq)
+        self._open()
+        self.append("segment", {**segment, "type": "segment", "previous": previous})
+        for kind, body in then:
+            self.append(kind, body)
+        self.write_head()
 
     @property
     def pending(self) -> int:
@@ -342,14 +458,26 @@ class Journal:
         if self.on_failure is not None:
             self.on_failure(error)
 
+    def discard(self) -> None:
+        """Close without recording the head (the daemon refused this journal at start)."""
+        if not self._closed:
+            self._closed = True
+            self._db.close()
+
     def close(self) -> None:
         """Flush pending rows and close the file (after a failure: close without writing)."""
+        if self._closed:
+            return
+        self._closed = True
         with contextlib.suppress(JournalError):
             self.flush()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self._db.close()
+        if self.failure is None:  # after a failed commit the head is not what the file holds
+            with contextlib.suppress(OSError):
+                write_head_file(self.path, self._last_seq, self._last_hash)
         self._log.info("journal_closed", last_seq=self._last_seq, head=self._last_hash)
 
     def __enter__(self) -> Journal:
@@ -378,15 +506,17 @@ def _connect_read_only(path: str | Path) -> sqlite3.Connection:
 _RawRow = tuple[int, str, int | None, str, str, str, str]
 
 
-def _raw_rows(path: str | Path) -> Iterator[_RawRow]:
-    db = _connect_read_only(path)
+def _raw_rows(path: str | Path, db: sqlite3.Connection | None = None) -> Iterator[_RawRow]:
+    own = db is None
+    db = _connect_read_only(path) if db is None else db
     try:
         yield from db.execute(
             "SELECT seq, kind, round, recorded_at, body, prev_hash, hash"
             " FROM journal ORDER BY rowid"
         )
     finally:
-        db.close()
+        if own:
+            db.close()
 
 
 def _to_row(raw: _RawRow) -> JournalRow:
@@ -403,95 +533,424 @@ RawRow = _RawRow
 parse_row = _to_row
 
 
+# --- the head outside the file, segments ------------------------------------------------------
+
+
+def head_file(path: str | Path) -> Path:
+    """`journal.sqlite` -> `journal.sqlite.head`: the last seq and hash the daemon wrote."""
+    return Path(f"{path}.head")
+
+
+def write_head_file(path: str | Path, seq: int, digest: str) -> None:
+    """Record (seq, head); never lowers a recorded seq (a cut tail must stay visible)."""
+    recorded = read_head_file(path)
+    if recorded is not None and recorded[0] > seq:
+        return
+    target = head_file(path)
+    temporary = target.with_name(f".{target.name}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(descriptor, (canonical_json({"seq": seq, "head": digest}) + "\n").encode())
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    os.replace(temporary, target)
+
+
+def read_head_file(path: str | Path) -> tuple[int, str] | None:
+    """(seq, head) recorded for the journal at `path`, or None when there is none (or garbled)."""
+    try:
+        data = json.loads(head_file(path).read_text())
+        return int(data["seq"]), str(data["head"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def segment_files(directory: str | Path) -> list[Path]:
+    """The journal files of a directory of segments (`*.sqlite`), in no particular order."""
+    return sorted(p for p in Path(directory).iterdir() if p.suffix == ".sqlite" and p.is_file())
+
+
+def closed_segment_name(live: Path, gaming_day: str, first_seq: int) -> Path:
+    """`journal.sqlite` closed (day 2026-11-23, from seq 41): `journal-2026-11-23-…041.sqlite`."""
+    return live.with_name(f"{live.stem}-{gaming_day}-{first_seq:012d}{live.suffix}")
+
+
+def gaming_day_of(moment: datetime.datetime, day_start: datetime.time) -> datetime.date:
+    """The gaming day a local time belongs to: it begins at `day_start` (e.g. 06:00)."""
+    local = moment.astimezone() if moment.tzinfo is not None else moment
+    shifted = local.replace(tzinfo=None) - datetime.timedelta(
+        hours=day_start.hour, minutes=day_start.minute, seconds=day_start.second
+    )
+    return shifted.date()
+
+
+def live_segments(live: Path) -> list[Path]:
+    """The live journal file and its closed segments (`STEM-*.sqlite` beside it)."""
+    closed = sorted(live.parent.glob(f"{live.stem}-*{live.suffix}"))
+    return [*closed, live] if live.is_file() else closed
+
+
+def backup_journal(live: Path, dest: Path) -> tuple[list[Path], VerifyResult]:
+    """Copy every segment into `dest` (the live one with SQLite's online backup API) and verify.
+
+    A closed segment is read-only and copied as a file; the live one is copied page by page
+    through a read transaction, so the copy is one consistent state of it even while the daemon
+    appends (a plain `cp` of a WAL database is not).
+    """
+    dest.mkdir(mode=0o700, parents=True, exist_ok=True)
+    copied: list[Path] = []
+    for segment in live_segments(live):
+        target = dest / segment.name
+        target.unlink(missing_ok=True)  # an earlier copy (closed segments are 0400)
+        if segment != live:
+            shutil.copyfile(segment, target)
+            os.chmod(target, 0o400)
+        else:
+            descriptor = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            os.close(descriptor)
+            source = _connect_read_only(segment)
+            try:
+                copy = sqlite3.connect(target)
+                try:
+                    source.backup(copy)
+                finally:
+                    copy.close()
+            except sqlite3.Error as error:
+                raise JournalError(f"{segment}: online backup failed: {error}") from error
+            finally:
+                source.close()
+        copied.append(target)
+    if not copied:
+        raise JournalError(f"{live}: no such journal file")
+    return copied, verify_journal(dest)
+
+
+# --- verification -----------------------------------------------------------------------------
+
+EXIT_INTACT = 0
+EXIT_TAMPERED = 1
+EXIT_UNREADABLE = 2
+
+
 @dataclass(frozen=True)
 class VerifyResult:
+    """A verdict: intact, tampered or damaged at a row, or not a readable journal."""
+
     ok: bool
     rows: int
     message: str
     first_bad_seq: int | None = None
+    readable: bool = True
+    first_seq: int | None = None
+    last_seq: int = 0
+    head: str = GENESIS_HASH
+    seals: int = 0
+    sealed_until: str | None = None
+    last_seal_seq: int | None = None
+    seals_verified: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        if self.ok:
+            return EXIT_INTACT
+        return EXIT_TAMPERED if self.readable else EXIT_UNREADABLE
+
+    @property
+    def unsealed_rows(self) -> int:
+        """Rows after the last seal (all of them when there is no seal)."""
+        if self.last_seal_seq is None:
+            return self.rows
+        return max(0, self.last_seq - self.last_seal_seq)
 
 
-def verify_journal(path: str | Path) -> VerifyResult:
-    """Walk the chain from the start; report the first row edited, deleted or reordered.
+class _Tampered(Exception):
+    def __init__(self, seq: int | None, message: str) -> None:
+        super().__init__(message)
+        self.seq = seq
+        self.message = message
 
-    Rows are read in physical (rowid = seq) order; a seq out of order, a gap, a row whose
-    stored hash does not match its content, or a row whose prev_hash does not match the row
-    before it each stop the walk with a message naming the row.
+
+class ChainWalk:
+    """Walks rows in order and checks each against the chain (and the seals, with a key).
+
+    A walk may begin at row 1 (the genesis hash) or at a `segment` row, whose prev_hash is the
+    previous segment's head (earlier segments archived or removed by retention).
     """
-    db = _connect_read_only(path)
-    try:
-        highest = int(db.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()[0])
-    finally:
-        db.close()
-    return verify_chain(_raw_rows(path), highest)
 
+    def __init__(self, seal_check: Any = None) -> None:
+        self.seal_check = seal_check
+        self.expected_seq: int | None = None
+        self.prev_hash = GENESIS_HASH
+        self.first_seq: int | None = None
+        self.count = 0
+        self.seals = 0
+        self.last_sealed_at: str | None = None
+        self.last_seal_seq: int | None = None
+        self.continued = False
 
-def verify_chain(rows: Iterable[RawRow], highest: int) -> VerifyResult:
-    """The chain check over stored rows in storage order, wherever they are stored.
+    def start_at(self, seq: int, prev_hash: str) -> None:
+        """Begin after a row already verified (the daemon's start: from the last checkpoint)."""
+        self.expected_seq, self.prev_hash = seq, prev_hash
+        self.continued = True
 
-    One implementation for the local journal and the floor's copy (`tablectl floor verify`):
-    `highest` is the largest seq held, used to name where a moved row came from.
-    """
-    expected_seq = 1
-    prev_hash = GENESIS_HASH
-    count = 0
-    for seq, kind, round_number, recorded_at, body, stored_prev, stored_hash in rows:
-        if seq > expected_seq:
-            missing = (
-                f"row {expected_seq}"
-                if seq == expected_seq + 1
-                else f"rows {expected_seq}-{seq - 1}"
+    def feed(self, raw: Sequence[Any], original: Callable[..., int | None] | None = None) -> None:
+        """Check one row; raises _Tampered naming it."""
+        if len(raw) != 7:
+            raise _Tampered(self.expected_seq, "a row without the journal's seven columns")
+        seq, kind, round_number, recorded_at, body, stored_prev, stored_hash = raw
+        if type(seq) is not int:
+            raise _Tampered(
+                self.expected_seq, f"row after {self._after()}: its seq is not a number"
             )
-            return VerifyResult(
-                False,
-                count,
-                f"{missing} deleted: the chain jumps from {expected_seq - 1} to {seq}",
-                expected_seq,
+        if not all(
+            isinstance(v, str) for v in (kind, recorded_at, body, stored_prev, stored_hash)
+        ) or (round_number is not None and type(round_number) is not int):
+            raise _Tampered(seq, f"row {seq} damaged: a column holds a value of the wrong type")
+        if self.expected_seq is None:
+            if seq == 1 and stored_prev == GENESIS_HASH:
+                self.expected_seq = 1
+            elif kind == "segment":
+                self.expected_seq, self.prev_hash = seq, stored_prev
+                self.continued = True
+                if self.seal_check is not None:
+                    self.seal_check.continued = True
+            else:
+                raise _Tampered(
+                    1,
+                    f"the journal starts at row {seq}, which is neither row 1 nor a segment's "
+                    "first row: the rows before it were deleted",
+                )
+            self.first_seq = seq
+        expected = self.expected_seq
+        if seq > expected:
+            missing = f"row {expected}" if seq == expected + 1 else f"rows {expected}-{seq - 1}"
+            raise _Tampered(
+                expected, f"{missing} deleted: the chain jumps from {expected - 1} to {seq}"
             )
-        if seq < expected_seq:
-            return VerifyResult(
-                False, count, f"row {seq} reordered: found after row {expected_seq - 1}", seq
-            )
+        if seq < expected:
+            raise _Tampered(seq, f"row {seq} reordered: found after row {expected - 1}")
         recomputed = row_hash(stored_prev, seq, kind, round_number, recorded_at, body)
         if recomputed != stored_hash:
-            original = _original_seq(
-                highest, stored_prev, kind, round_number, recorded_at, body, stored_hash
+            moved = (
+                original(stored_prev, kind, round_number, recorded_at, body, stored_hash)
+                if original
+                else None
             )
-            if original is not None:
-                return VerifyResult(
-                    False, count, f"row {seq} reordered: it holds row {original}'s content", seq
-                )
-            return VerifyResult(
-                False, count, f"row {seq} edited: its content does not match its hash", seq
-            )
-        if stored_prev != prev_hash:
-            return VerifyResult(
-                False,
-                count,
+            if moved is not None:
+                raise _Tampered(seq, f"row {seq} reordered: it holds row {moved}'s content")
+            raise _Tampered(seq, f"row {seq} edited: its content does not match its hash")
+        if stored_prev != self.prev_hash:
+            raise _Tampered(
+                seq,
                 f"row {seq} does not follow row {seq - 1}: a row before it was deleted, "
                 "replaced or reordered (the chain is broken here)",
-                seq,
             )
-        prev_hash = stored_hash
-        expected_seq += 1
-        count += 1
-    return VerifyResult(True, count, f"intact: {count} rows, last hash {prev_hash}")
+        if kind == "seal":
+            self._seal(seq, body)
+        self.prev_hash = stored_hash
+        self.expected_seq = seq + 1
+        self.count += 1
+
+    def _after(self) -> str:
+        return "the start" if self.expected_seq is None else f"row {self.expected_seq - 1}"
+
+    def _seal(self, seq: int, body_text: str) -> None:
+        try:
+            body = json.loads(body_text)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise _Tampered(seq, f"seal row {seq} is malformed")
+        self.seals += 1
+        self.last_seal_seq = seq
+        sealed_at = body.get("sealed_at")
+        self.last_sealed_at = sealed_at if isinstance(sealed_at, str) else None
+        if self.seal_check is not None:
+            problem = self.seal_check.check(seq, body, seq - 1, self.prev_hash)
+            if problem is not None:
+                raise _Tampered(seq, problem)
+
+    def result(
+        self, ok: bool, message: str, bad: int | None = None, readable: bool = True
+    ) -> VerifyResult:
+        last = (self.expected_seq or 1) - 1
+        return VerifyResult(
+            ok,
+            self.count,
+            message,
+            bad,
+            readable,
+            self.first_seq,
+            last,
+            self.prev_hash,
+            self.seals,
+            self.last_sealed_at,
+            self.last_seal_seq,
+            self.seal_check is not None,
+        )
 
 
-def _original_seq(
-    highest: int,
-    prev_hash: str,
-    kind: str,
-    round_number: int | None,
-    recorded_at: str,
-    body: str,
-    digest: str,
-) -> int | None:
-    """The seq under which this unedited content was hashed, when it was moved (renumbered)."""
-    for candidate in range(1, highest + 1):
-        if row_hash(prev_hash, candidate, kind, round_number, recorded_at, body) == digest:
-            return candidate
-    return None
+def _original_finder(db: sqlite3.Connection) -> Callable[..., int | None]:
+    """Finds the seq under which moved, unedited content was hashed (a renumbered row)."""
+
+    def find(
+        prev_hash: str,
+        kind: str,
+        round_number: int | None,
+        recorded_at: str,
+        body: str,
+        digest: str,
+    ) -> int | None:
+        try:
+            low, high = db.execute("SELECT min(seq), max(seq) FROM journal").fetchone()
+            low, high = int(low), int(high)
+        except (sqlite3.Error, TypeError, ValueError):
+            return None
+        for candidate in range(max(1, low - 1), high + 2):
+            if row_hash(prev_hash, candidate, kind, round_number, recorded_at, body) == digest:
+                return candidate
+        return None
+
+    return find
+
+
+def _first_seq(path: Path) -> int | None:
+    try:
+        db = _connect_read_only(path)
+    except JournalError:
+        return None
+    try:
+        row = db.execute("SELECT min(seq) FROM journal").fetchone()
+        return int(row[0]) if row and isinstance(row[0], int) else None
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+
+
+def verify_journal(
+    path: str | Path,
+    *,
+    verification_key: Any = None,
+    expect_until: datetime.datetime | None = None,
+) -> VerifyResult:
+    """The verdict on a journal file or a directory of segments; never raises for bad input.
+
+    Rows are read in physical (rowid = seq) order; a seq out of order, a gap, a row whose
+    stored hash does not match its content, a row whose prev_hash does not match the row before
+    it, a segment not linked to the one before, and (with `verification_key`) a seal that does
+    not prove the rows before it each stop the walk with a message naming the row.
+    """
+    from tablectl.controller.sealing import KeyDeriver, SealCheck
+
+    seal_check = SealCheck(KeyDeriver(verification_key)) if verification_key is not None else None
+    walk = ChainWalk(seal_check)
+    target = Path(path)
+    if target.is_dir():
+        files = segment_files(target)
+        if not files:
+            return walk.result(
+                False, f"{target}: no journal segments (*.sqlite) here", readable=False
+            )
+        ordered = sorted(files, key=lambda f: (_first_seq(f) is None, _first_seq(f) or 0))
+    else:
+        ordered = [target]
+    previous_name: str | None = None
+    for file in ordered:
+        try:
+            db = _connect_read_only(file)
+        except JournalError as error:
+            readable = walk.count > 0
+            return walk.result(False, str(error), walk.expected_seq, readable=readable)
+        try:
+            first = True
+            for raw in _raw_rows(file, db):
+                if first and previous_name is not None:
+                    seq = raw[0] if raw else None
+                    if seq != walk.expected_seq:
+                        return walk.result(
+                            False,
+                            f"{file.name} starts at row {seq}, but {previous_name} ended at row "
+                            f"{(walk.expected_seq or 1) - 1}: a segment between them is missing",
+                            walk.expected_seq,
+                        )
+                first = False
+                walk.feed(raw, _original_finder(db))
+        except _Tampered as tampered:
+            return walk.result(False, tampered.message, tampered.seq)
+        except (sqlite3.Error, ValueError, OverflowError, MemoryError, UnicodeError) as error:
+            where = walk.expected_seq or 1
+            readable = walk.count > 0
+            return walk.result(
+                False,
+                f"{file.name} is damaged at row {where}: {error}"
+                if readable
+                else f"{file}: not a readable journal: {error}",
+                where,
+                readable=readable,
+            )
+        finally:
+            db.close()
+        previous_name = file.name
+    if walk.count == 0:
+        return walk.result(True, "intact: an empty journal")
+    if seal_check is not None and expect_until is not None:
+        until = _parse_time(walk.last_sealed_at)
+        if until is None or until < expect_until:
+            sealed = walk.last_sealed_at or "never"
+            return walk.result(
+                False,
+                f"sealed until {sealed}, but the table ran until {expect_until.isoformat()}: "
+                f"the rows after row {walk.last_seal_seq or 0} are unproven and later seals "
+                "are missing (a cut tail)",
+                (walk.last_seal_seq or 0) + 1,
+            )
+    origin = (
+        "" if not walk.continued else f" (from row {walk.first_seq}: earlier segments archived)"
+    )
+    return walk.result(True, f"intact: {walk.count} rows{origin}, last hash {walk.prev_hash}")
+
+
+def verify_chain(
+    rows: Iterable[RawRow], highest: int, *, verification_key: Any = None
+) -> VerifyResult:
+    """The chain (and, with a key, seal) check over stored rows from any store.
+
+    One implementation, ChainWalk's, for the local files and the floor's copy (`tablectl floor
+    verify`): `highest` is the largest seq held, used to name where a moved row came from.
+    """
+    from tablectl.controller.sealing import KeyDeriver, SealCheck
+
+    seal_check = SealCheck(KeyDeriver(verification_key)) if verification_key is not None else None
+    walk = ChainWalk(seal_check)
+
+    def original(
+        prev_hash: str, kind: str, rnd: int | None, at: str, body: str, digest: str
+    ) -> int | None:
+        for candidate in range(1, highest + 2):
+            if row_hash(prev_hash, candidate, kind, rnd, at, body) == digest:
+                return candidate
+        return None
+
+    try:
+        for raw in rows:
+            walk.feed(raw, original)
+    except _Tampered as tampered:
+        return walk.result(False, tampered.message, tampered.seq)
+    if walk.count == 0:
+        return walk.result(True, "intact: an empty journal")
+    return walk.result(True, f"intact: {walk.count} rows, last hash {walk.prev_hash}")
+
+
+def _parse_time(text: str | None) -> datetime.datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)
 
 
 # --- dispute reconstruction (2C.6(m), 40.10(g)) -----------------------------------------------
@@ -522,6 +981,14 @@ def engine_from_table_row(table: Mapping[str, Any], random_source: Callable[[int
     return Engine(spec, random_source=random_source)
 
 
+def engine_from_checkpoint(
+    table: Mapping[str, Any], snapshot: Mapping[str, Any], random_source: Callable[[int], int]
+) -> Engine:
+    """The engine as it was at a checkpoint row: the table row's spec and its snapshot."""
+    spec = TableSpec.from_dict({"game": table["game"], "options": dict(table.get("options", {}))})
+    return Engine.restore(spec, snapshot, random_source=random_source)
+
+
 class ReplayedDraws:
     """Feeds the journaled random draws back to the engine, in order, each for its bound."""
 
@@ -530,6 +997,10 @@ class ReplayedDraws:
 
     def __len__(self) -> int:
         return len(self._draws)
+
+    def extend(self, draws: Iterable[Mapping[str, Any]]) -> None:
+        """More draws, read further on in a streamed replay (they follow their event's row)."""
+        self._draws.extend(draws)
 
     def __call__(self, bound: int) -> int:
         if not self._draws:
@@ -547,10 +1018,74 @@ def round_cards(
 ) -> list[dict[str, Any]]:
     """The round's cards in the order dealt, rebuilt by replaying the journaled events.
 
-    Each card is `{"card", "to", "face_up"}` (Engine.dealt_cards()). Face-down cards are
-    included: this reads the access-controlled journal for a dispute, never a log or status.
+    The replay starts from the last checkpoint before the round (or the file's table row when
+    there is none), so a round of any segment is rebuilt from that segment alone. Each card is
+    `{"card", "to", "face_up"}` (Engine.dealt_cards()). Face-down cards are included: this
+    reads the access-controlled journal for a dispute, never a log or status.
     """
-    return replay_round(read_rows(path), round_number, engine_factory, where=str(path))
+    db = _connect_read_only(path)
+    try:
+        table = next((_to_row(r) for r in _raw_rows(path, db) if r[1] == "table"), None)
+        if table is None:
+            raise JournalError(
+                f"{path}: no table row: the journal does not say which game it holds"
+            )
+        found = db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " WHERE kind = 'checkpoint' AND round < ? ORDER BY seq DESC LIMIT 1",
+            (round_number,),
+        ).fetchone()
+        draws = ReplayedDraws(())
+        engine: EngineLike
+        if found is not None:
+            checkpoint = _to_row(found)
+            engine = engine_from_checkpoint(table.body, checkpoint.body["engine"], draws)
+            start = checkpoint.seq + 1
+        else:
+            engine = engine_factory(table.body, draws)
+            start = table.seq
+        cursor = db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " WHERE seq >= ? ORDER BY seq",
+            (start,),
+        )
+        snapshot = _replay_round(engine, draws, (_to_row(r) for r in cursor), round_number)
+    except sqlite3.Error as error:
+        raise JournalError(f"{path}: cannot read the journal: {error}") from error
+    finally:
+        db.close()
+    if snapshot is None:
+        raise JournalError(
+            f"{path}: round {round_number} is not in the journal "
+            f"(it holds rounds up to {engine.round_number})"
+        )
+    return snapshot
+
+
+def _replay_round(
+    engine: EngineLike, draws: ReplayedDraws, rows: Iterator[JournalRow], round_number: int
+) -> list[dict[str, Any]] | None:
+    """Replay events (each with the draws journaled after it) until `round_number` is over."""
+    snapshot: list[dict[str, Any]] | None = None
+    pending: JournalRow | None = None
+    for row in itertools.chain(rows, [None]):
+        if row is not None and row.kind == "note" and row.body.get("type") == RANDOM_DRAW:
+            draws.extend([row.body])
+            continue
+        if row is not None and row.kind != "event":
+            continue
+        if pending is not None:
+            engine.handle(pending.body, pending.seq)
+            if engine.round_number == round_number:
+                cards = [dict(card) for card in engine.dealt_cards()]
+                # The engine clears its dealt cards when the round ends (hands_collected)
+                # while round_number stays until the next deal: keep the last non-empty view.
+                if snapshot is None or cards:
+                    snapshot = cards
+            elif engine.round_number > round_number:
+                break
+        pending = row
+    return snapshot
 
 
 def replay_round(
@@ -560,31 +1095,29 @@ def replay_round(
     *,
     where: str = "the journal",
 ) -> list[dict[str, Any]]:
-    """`round_cards` over rows from any store (the local file or the floor's copy)."""
-    path = where
+    """`round_cards` over rows from any store (the floor's copy): from the last checkpoint
+    before the round, or the table row."""
     rows = list(journal_rows)
-    tables = [row for row in rows if row.kind == "table"]
-    if not tables:
-        raise JournalError(f"{path}: no table row: the journal does not say which game it holds")
-    draws = [r.body for r in rows if r.kind == "note" and r.body.get("type") == RANDOM_DRAW]
-    engine = engine_factory(tables[0].body, ReplayedDraws(draws))
-    snapshot: list[dict[str, Any]] | None = None
+    table = next((row for row in rows if row.kind == "table"), None)
+    if table is None:
+        raise JournalError(f"{where}: no table row: the journal does not say which game it holds")
+    checkpoint = None
     for row in rows:
-        if row.kind != "event":
-            continue
-        engine.handle(row.body, row.seq)
-        if engine.round_number == round_number:
-            cards = [dict(card) for card in engine.dealt_cards()]
-            # The engine clears its dealt cards when the round ends (hands_collected) while
-            # round_number stays until the next deal: keep the last non-empty view.
-            if snapshot is None or cards:
-                snapshot = cards
-        elif engine.round_number > round_number:
-            break
+        if row.kind == "checkpoint" and row.round is not None and row.round < round_number:
+            checkpoint = row
+    draws = ReplayedDraws(())
+    engine: EngineLike
+    if checkpoint is not None:
+        engine = engine_from_checkpoint(table.body, checkpoint.body["engine"], draws)
+        start = checkpoint.seq + 1
+    else:
+        engine = engine_factory(table.body, draws)
+        start = table.seq
+    snapshot = _replay_round(engine, draws, (r for r in rows if r.seq >= start), round_number)
     if snapshot is None:
         raise JournalError(
-            f"{path}: round {round_number} is not in the journal "
-            f"(it holds rounds 1-{engine.round_number})"
+            f"{where}: round {round_number} is not in the journal "
+            f"(it holds rounds up to {engine.round_number})"
         )
     return snapshot
 

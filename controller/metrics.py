@@ -128,6 +128,19 @@ FLOOR_LAST_ERROR_TIMESTAMP = Gauge(
     "tablectl_floor_last_error_timestamp_seconds",
     "Unix time of the last failure to ship to the floor store (0: none since start)",
 )
+# Ages as timestamps (Prometheus practice): an alert computes `time() - value`; 0 = never.
+JOURNAL_LAST_CHECKPOINT = Gauge(
+    "tablectl_journal_last_checkpoint_timestamp_seconds",
+    "Unix time of the journal's last checkpoint row (the state a start replays from)",
+)
+JOURNAL_LAST_SEAL = Gauge(
+    "tablectl_journal_last_seal_timestamp_seconds",
+    "Unix time of the journal's last forward-secure seal (0: never sealed, e.g. no key)",
+)
+JOURNAL_START_DAMAGE = Gauge(
+    "tablectl_journal_started_damaged",
+    "1 when the daemon was started on purpose on a journal that failed its start check",
+)
 JOURNAL_WRITE_ERRORS = Counter(
     "tablectl_journal_write_errors_total",
     "Journal commits that failed (a full disk, an I/O error): each stops dealing (fail-stop)",

@@ -17,7 +17,8 @@ from __future__ import annotations
 import datetime
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from tablectl.controller import metrics
@@ -29,10 +30,19 @@ from tablectl.controller.journal import (
     JournalError,
     JournalRow,
     ReplayedDraws,
+    _to_row,
+    closed_segment_name,
+    engine_from_checkpoint,
     engine_from_table_row,
-    read_rows,
 )
 from tablectl.controller.logs import get_logger
+from tablectl.controller.sealing import Sealer
+
+CHECKPOINT_FORMAT = 1
+#: Replayed events between two progress reports (STATUS=, EXTEND_TIMEOUT_USEC=).
+REPLAY_PROGRESS_EVERY = 2000
+# (events replayed, seq reached, last seq): told now and then during a long replay.
+ReplayProgress = Callable[[int, int, int], None]
 
 # Decisions that the service turns into device commands (lock the dealing shoe, keep the deck in
 # the shuffler, disable the reader ...): durable before anything is sent (issue 4, Journal).
@@ -70,7 +80,7 @@ class _ReplaySource:
         self.replaying: ReplayedDraws | None = None
 
     def __call__(self, bound: int) -> int:
-        if self.replaying:
+        if self.replaying is not None:  # even when empty: a replay never draws afresh
             return self.replaying(bound)
         value = self.service.random_source(bound)
         self.service.journal.append(
@@ -118,6 +128,11 @@ class TableService:
         self._engine_status: Mapping[str, Any] | None = None
         self.replayed_events = 0
         self.replay_divergences: list[int] = []
+        # A checkpoint at the end of every `checkpoint_rounds`-th round; seals when a key is set.
+        self.checkpoint_rounds = config.checkpoint_rounds
+        self.sealer: Sealer | None = None
+        # Parts of the state kept outside the service (the daemon's interlocks), by name.
+        self.checkpoint_parts: dict[str, Callable[[], Any]] = {}
         self._round_voided = False
         self._round_counted = 0
         self.devices_up: dict[str, bool] = {device.name: False for device in config.devices}
@@ -126,57 +141,50 @@ class TableService:
 
     # -- start: rebuild from the journal ---------------------------------------------------------
 
-    async def start(self, rows: Sequence[JournalRow] | None = None) -> list[dict[str, Any]]:
-        """Replay the journal (or begin it); returns the restart decisions, if any.
+    async def start(
+        self,
+        rows: Iterable[JournalRow] | None = None,
+        *,
+        on_row: Callable[[JournalRow], None] | None = None,
+        on_checkpoint: Callable[[Mapping[str, Any]], None] | None = None,
+        progress: ReplayProgress | None = None,
+    ) -> list[dict[str, Any]]:
+        """Rebuild the table's state from the journal (or begin it); the restart decisions.
 
-        `rows`: the journal's rows when the caller has already read them (the daemon rebuilds
-        its device holds from the same rows), so the file is read once at start-up.
+        The state comes from the live segment's last checkpoint (`on_checkpoint` gets its body,
+        for the parts of the state the caller keeps) and the rows after it, streamed: never
+        the whole journal in memory. Each row replayed goes to `on_row`; `progress(events,
+        seq, last_seq)` is called now and then on a long replay. `rows`: replay these instead
+        (tests; a journal without checkpoints).
         """
-        if rows is None:
-            rows = list(read_rows(self.journal.path))
-        tables = [row for row in rows if row.kind == "table"]
-        if not tables:
+        table, checkpoint = self._segment_start()
+        if table is None:
             self.journal.append("table", self.table_row, durable=True)
             self._log.info("journal_started", game=self.config.game)
             self._update_gauges()
             return []
-        if tables[0].body != self.table_row:
+        if table.body != self.table_row:
             raise ServiceError(
-                f"{self.journal.path} was written for {tables[0].body}, but "
+                f"{self.journal.path} was written for {table.body}, but "
                 f"{self.config.source} now says {self.table_row}: restore the configuration, or "
                 "archive the journal and configure a new path"
             )
-        self._draws.replaying = ReplayedDraws(
-            [row.body for row in rows if row.kind == "note" and row.body.get("type") == RANDOM_DRAW]
-        )
-        journaled: dict[int, list[dict[str, Any]]] = {}
-        current_event = 0
-        for row in rows:
-            if row.kind == "event":
-                current_event = row.seq
-            elif row.kind == "decision":
-                journaled.setdefault(current_event, []).append(row.body)
+        first_seq = table.seq
+        if checkpoint is not None:
+            self._restore(checkpoint)
+            if on_checkpoint is not None:
+                on_checkpoint(checkpoint.body)
+            first_seq = checkpoint.seq + 1
+        if rows is None:
+            rows = (_to_row(raw) for raw in self.journal.raw_rows_from(first_seq))
         started = time.perf_counter()
         self.replay_divergences = []
-        ended = 0  # the last round that ended before the restart (counted by that process)
-        for row in rows:
-            if row.kind == "event":
-                before = self.engine.round_number
-                self._engine_status = None
-                try:
-                    replayed = [d.to_dict() for d in self.engine.handle(row.body, row.seq)]
-                except JournalError as error:  # a journaled random draw does not fit
-                    raise ServiceError(f"{self.journal.path}: row {row.seq}: {error}") from error
-                self.replayed_events += 1
-                if replayed != journaled.get(row.seq, []):
-                    self.replay_divergences.append(row.seq)
-                if self.engine.round_number > before:
-                    ended, self._round_voided = max(ended, before), False
-                if any(d.get("decision") == "void_round" for d in replayed):
-                    self._round_voided = True
-                rejected = any(d.get("decision") == "rejected" for d in replayed)
-                if row.body.get("type") == "hands_collected" and not rejected:
-                    ended = max(ended, self.engine.round_number)
+        ended = self._round_counted  # the last round that ended before the restart
+        last_seq = self.journal.last_seq
+        for event, draws, decisions in _event_groups(rows, on_row):
+            ended = self._replay_event(event, draws, decisions, ended)
+            if progress is not None and self.replayed_events % REPLAY_PROGRESS_EVERY == 0:
+                progress(self.replayed_events, event.seq, last_seq)
         self._draws.replaying = None
         if self.replay_divergences:
             # The engine decides differently now than when the journal was written (a new
@@ -188,15 +196,155 @@ class TableService:
             )
         # A round still open when the process died is counted when it ends, voided or not.
         self._round_counted = ended
-        if not self.replayed_events:
+        if not self.replayed_events and checkpoint is None:
             return []
         self._log.info(
             "journal_replayed",
             events=self.replayed_events,
+            from_seq=first_seq,
             round=self.engine.round_number,
             seconds=round(time.perf_counter() - started, 6),
         )
         return await self.handle_event({"type": "controller_restarted"}, source="controller")
+
+    def _segment_start(self) -> tuple[JournalRow | None, JournalRow | None]:
+        """The live segment's table row and its last checkpoint (None, None: a new journal)."""
+        first = self.journal.first_row()
+        if first is None:
+            return None, None
+        # the table row opens the journal, or follows the segment row (and a seal) at most
+        table = self.journal.first_of_kind("table", within=4)
+        if table is None:
+            raise ServiceError(
+                f"{self.journal.path}: row {first.seq} begins the journal but it holds no table "
+                "row there: not a journal this version wrote"
+            )
+        return table, self.journal.last_of_kind("checkpoint")
+
+    def _replay_event(
+        self,
+        row: JournalRow,
+        draws: list[Mapping[str, Any]],
+        journaled: list[dict[str, Any]],
+        ended: int,
+    ) -> int:
+        """One journaled event through the engine, with the draws journaled for it."""
+        if self._draws.replaying is None:
+            self._draws.replaying = ReplayedDraws(())
+        self._draws.replaying.extend(draws)
+        before = self.engine.round_number
+        self._engine_status = None
+        try:
+            replayed = [d.to_dict() for d in self.engine.handle(row.body, row.seq)]
+        except JournalError as error:  # a journaled random draw does not fit
+            raise ServiceError(f"{self.journal.path}: row {row.seq}: {error}") from error
+        self.replayed_events += 1
+        if replayed != journaled:
+            self.replay_divergences.append(row.seq)
+        if self.engine.round_number > before:
+            ended, self._round_voided = max(ended, before), False
+        if any(d.get("decision") == "void_round" for d in replayed):
+            self._round_voided = True
+        rejected = any(d.get("decision") == "rejected" for d in replayed)
+        if row.body.get("type") == "hands_collected" and not rejected:
+            ended = max(ended, self.engine.round_number)
+        return ended
+
+    # -- checkpoints, seals, segments (docs/journal.md) -------------------------------------------
+
+    def between_rounds(self) -> bool:
+        """No round open: the last round begun has ended (a checkpoint or a new segment fits)."""
+        return self._round_counted >= self.engine.round_number
+
+    def checkpoint_body(self) -> dict[str, Any]:
+        """The table's state as a value: the engine's snapshot and the service's counters."""
+        body: dict[str, Any] = {
+            "type": "checkpoint",
+            "format": CHECKPOINT_FORMAT,
+            "engine": self.engine.snapshot(),
+            "service": {"round_counted": self._round_counted, "round_voided": self._round_voided},
+        }
+        for name, part in self.checkpoint_parts.items():
+            body[name] = part()
+        return body
+
+    def checkpoint(self) -> int:
+        """Append a checkpoint row (durable) and record the head outside the file."""
+        seq = self.journal.append(
+            "checkpoint",
+            self.checkpoint_body(),
+            round_number=self.engine.round_number,
+            durable=True,
+        )
+        self.journal.write_head()
+        metrics.JOURNAL_LAST_CHECKPOINT.set(time.time())
+        self._log.info("checkpoint", seq=seq, round=self.engine.round_number)
+        return seq
+
+    def _restore(self, checkpoint: JournalRow) -> None:
+        """The state at a checkpoint row: the engine restored from its snapshot."""
+        body = checkpoint.body
+        try:
+            self.engine = engine_from_checkpoint(self.table_row, body["engine"], self._draws)
+            counters = body["service"]
+            self._round_counted = int(counters["round_counted"])
+            self._round_voided = bool(counters["round_voided"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise ServiceError(
+                f"{self.journal.path}: checkpoint row {checkpoint.seq} cannot be restored: "
+                f"{error!r}"
+            ) from error
+        self._engine_status = None
+        metrics.JOURNAL_LAST_CHECKPOINT.set(_row_time(checkpoint))
+
+    def seal(self, now: datetime.datetime | None = None) -> int | None:
+        """Seal every row so far with this epoch's key, then erase the key (None: no key)."""
+        if self.sealer is None:
+            return None
+        moment = now or datetime.datetime.now(datetime.UTC)
+        body = self.sealer.seal_body(self.journal.last_seq, self.journal.last_hash, moment)
+        seq = self.journal.append("seal", body, round_number=self.engine.round_number, durable=True)
+        self.sealer.sealed(body, moment)
+        self.journal.write_head()
+        metrics.JOURNAL_LAST_SEAL.set(moment.timestamp())
+        self._log.info("sealed", seq=seq, epoch=body["epoch"])
+        return seq
+
+    def seal_unsealed_at_start(self, now: datetime.datetime | None = None) -> None:
+        """Before anything new: rows left unsealed (a crash) get the held key's seal, then the
+        keys of the epochs that passed while the daemon was down are erased unused."""
+        if self.sealer is None:
+            return
+        moment = now or datetime.datetime.now(datetime.UTC)
+        last_seal = self.journal.last_of_kind("seal")
+        unsealed = self.journal.last_seq > (last_seal.seq if last_seal is not None else 0)
+        if unsealed and self.sealer.due(moment):
+            self.seal(moment)
+        self.sealer.catch_up(moment)
+        if last_seal is not None:
+            metrics.JOURNAL_LAST_SEAL.set(_row_time(last_seal))
+
+    def roll_segment(self, gaming_day: datetime.date, closing_day: str) -> Path:
+        """Close the live segment (sealed to its end) and begin `gaming_day`'s; the closed file.
+
+        The new segment starts with its `segment` row, the table row and a checkpoint, so it
+        verifies and restores on its own; retention then removes what is past it.
+        """
+        if self.sealer is not None:
+            self.seal()
+        first = self.journal.first_row()
+        closed = closed_segment_name(
+            self.journal.path, closing_day, first.seq if first is not None else 0
+        )
+        self.journal.roll_over(
+            closed,
+            {"gaming_day": gaming_day.isoformat()},
+            [("table", self.table_row), ("checkpoint", self.checkpoint_body())],
+        )
+        self.journal.flush()
+        metrics.JOURNAL_LAST_CHECKPOINT.set(time.time())
+        self._log.info("segment_started", gaming_day=gaming_day.isoformat(), closed=str(closed))
+        return closed
 
     # -- one event -------------------------------------------------------------------------------
 
@@ -225,7 +373,14 @@ class TableService:
             )
         if durable and not decisions:
             self.journal.flush()
+        counted = self._round_counted
         self._account(stamped, decisions, round_before)
+        if (
+            self._round_counted > counted
+            and self.between_rounds()
+            and self._round_counted % self.checkpoint_rounds == 0
+        ):
+            self.checkpoint()
         elapsed = time.perf_counter() - started
         metrics.EVENT_PROCESSING_SECONDS.observe(elapsed)
         await self._act(stamped, decisions, commands)
@@ -336,3 +491,32 @@ async def open_service(config: TableConfig, **options: Any) -> TableService:
         journal.close()
         raise
     return service
+
+
+def _event_groups(
+    rows: Iterable[JournalRow], on_row: Callable[[JournalRow], None] | None
+) -> Iterator[tuple[JournalRow, list[Mapping[str, Any]], list[dict[str, Any]]]]:
+    """Each journaled event with the random draws and decisions journaled after it."""
+    event: JournalRow | None = None
+    draws: list[Mapping[str, Any]] = []
+    decisions: list[dict[str, Any]] = []
+    for row in rows:
+        if on_row is not None:
+            on_row(row)
+        if row.kind == "event":
+            if event is not None:
+                yield event, draws, decisions
+            event, draws, decisions = row, [], []
+        elif row.kind == "decision":
+            decisions.append(row.body)
+        elif row.kind == "note" and row.body.get("type") == RANDOM_DRAW:
+            draws.append(row.body)
+    if event is not None:
+        yield event, draws, decisions
+
+
+def _row_time(row: JournalRow) -> float:
+    try:
+        return datetime.datetime.fromisoformat(row.recorded_at).timestamp()
+    except ValueError:
+        return 0.0

@@ -33,9 +33,16 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from tablectl.controller.config import GAMES, TableConfig, parse_config, parse_listen_address
+from tablectl.controller.config import (
+    GAMES,
+    SEALING_KEY_NAME,
+    TableConfig,
+    parse_config,
+    parse_listen_address,
+)
 from tablectl.controller.daemon import Daemon, run_daemon
 from tablectl.controller.logs import configure_logging
+from tablectl.controller.sealing import setup_keys
 from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
 from tablectl.drivers.registry import get_driver_class
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
@@ -313,6 +320,19 @@ def _floor_section(args: argparse.Namespace) -> dict[str, Any] | None:
     return section
 
 
+VERIFICATION_KEY_FILE = "verification-key"
+
+
+def demo_sealing_keys(state_dir: Path) -> None:
+    """The demo seals its journal like a table: a sealing key in the state dir (once), and
+    the verification key beside it in STATE_DIR/verification-key (a table keeps it away)."""
+    key_file = state_dir / SEALING_KEY_NAME
+    if key_file.exists():
+        return
+    verification = setup_keys(key_file)
+    (state_dir / VERIFICATION_KEY_FILE).write_text(f"{verification}\n")
+
+
 def histogram_quantile(buckets: list[tuple[float, float]], quantile: float) -> float | None:
     """Prometheus' histogram_quantile: linear within the bucket; ``buckets`` = (le, cumulative)."""
     if not buckets or buckets[-1][1] <= 0:
@@ -421,6 +441,7 @@ async def play_demo(
     """
     state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
+    demo_sealing_keys(state_dir)
     options = demo_table_options(args.game, args.dealing, args.dual_deck)
     taken = metrics_port_taken(host, port)
     if taken is not None:
@@ -594,9 +615,10 @@ async def _play(
         daemon_status = await daemon_task
         status = status or daemon_status
     print(latency_summary(), flush=True)
+    key_file = config.journal_path.parent / VERIFICATION_KEY_FILE
     print(
         f"stopped after {feed.mark()} events; journal {config.journal_path} "
-        f"(tablectl journal verify {config.journal_path})",
+        f'(tablectl journal verify {config.journal_path} --verify-key "$(cat {key_file})")',
         flush=True,
     )
     return status

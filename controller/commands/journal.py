@@ -1,48 +1,203 @@
-"""`tablectl journal verify PATH` and `tablectl journal show PATH --round N`."""
+"""`tablectl journal verify|show|backup|setup-keys`: the journal's own tools (docs/journal.md).
+
+`verify` exits 0 (intact), 1 (tampered or damaged at a named row, or sealed only until earlier
+than `--expect-until`) or 2 (not a readable journal), whatever the file holds.
+"""
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
+import pwd
 import sys
+from pathlib import Path
 from typing import Any
 
+from tablectl.controller.config import SERVICE_USER, ConfigError, load_config
 from tablectl.controller.journal import (
+    EXIT_UNREADABLE,
     JournalError,
+    VerifyResult,
+    backup_journal,
     hands_in_deal_order,
     recipient_name,
     round_cards,
     verify_journal,
 )
+from tablectl.controller.sealing import (
+    DEFAULT_EPOCH_SECONDS,
+    SealingError,
+    VerificationKey,
+    setup_keys,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    verify = actions.add_parser("verify", help="check the hash chain; exit 1 at the first bad row")
-    verify.add_argument("path", metavar="PATH", help="the journal's SQLite file")
+    verify = actions.add_parser(
+        "verify",
+        help="check the hash chain (and the seals); exit 0 intact, 1 tampered, 2 unreadable",
+    )
+    verify.add_argument(
+        "path", metavar="PATH", help="a journal file, or a directory of its segments"
+    )
+    verify.add_argument(
+        "--verify-key",
+        metavar="KEY",
+        help="the verification key `journal setup-keys` printed: prove every seal",
+    )
+    verify.add_argument(
+        "--expect-until",
+        metavar="TIME",
+        type=_time,
+        help="ISO time the table ran until (e.g. 2026-11-23T05:59:00+00:00): a journal sealed "
+        "only until earlier fails (a cut tail); needs --verify-key",
+    )
     show = actions.add_parser("show", help="a round's cards, hand by hand, in the order dealt")
     show.add_argument("path", metavar="PATH", help="the journal's SQLite file")
     show.add_argument("--round", type=int, required=True, metavar="N", help="the round number")
     show.add_argument("--json", action="store_true", help="the cards as JSON, in the order dealt")
+    backup = actions.add_parser(
+        "backup", help="copy the journal (all segments) consistently while the daemon runs"
+    )
+    backup.add_argument("dest", metavar="DEST", help="a directory for the copy (created)")
+    source = backup.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", metavar="FILE", help="the table's configuration")
+    source.add_argument("--journal", metavar="PATH", help="the live journal file")
+    keys = actions.add_parser(
+        "setup-keys", help="write the sealing key; print the verification key (keep it away)"
+    )
+    keys.add_argument("--config", required=True, metavar="FILE", help="the table's configuration")
+    keys.add_argument(
+        "--interval",
+        type=int,
+        default=DEFAULT_EPOCH_SECONDS,
+        metavar="SECONDS",
+        help=f"seal epoch length (default {DEFAULT_EPOCH_SECONDS} s)",
+    )
+    keys.add_argument(
+        "--force", action="store_true", help="replace an existing sealing key (a new seed)"
+    )
+    keys.add_argument(
+        "--user",
+        default=SERVICE_USER,
+        help=f"owner of the key file when run as root (default {SERVICE_USER})",
+    )
+
+
+def _time(text: str) -> datetime.datetime:
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO time") from None
+    return moment if moment.tzinfo is not None else moment.astimezone()
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "verify":
-            return _verify(args.path)
+            return _verify(args)
+        if args.action == "backup":
+            return _backup(args)
+        if args.action == "setup-keys":
+            return _setup_keys(args)
         return _show(args.path, args.round, as_json=args.json)
-    except JournalError as error:
+    except (JournalError, SealingError) as error:
         print(f"tablectl journal: {error}", file=sys.stderr)
-        return 2
+        return EXIT_UNREADABLE
+    except OSError as error:  # a backup's destination, a key file's directory
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"tablectl journal {args.action}: {where}{error.strerror}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except ConfigError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_UNREADABLE
 
 
-def _verify(path: str) -> int:
-    result = verify_journal(path)
+def describe(result: VerifyResult) -> str:
+    """The lines `verify` and `backup` print: rows, head, seals."""
+    lines = [
+        f"rows {result.first_seq or 0}-{result.last_seq} ({result.rows})",
+        f"head {result.head}",
+    ]
+    if result.seals:
+        proven = "proven" if result.seals_verified else "not checked (no --verify-key)"
+        lines.append(
+            f"sealed until {result.sealed_until} (last seal row {result.last_seal_seq}, "
+            f"{result.seals} seals, {proven}); {result.unsealed_rows} rows unsealed after it"
+        )
+    else:
+        lines.append(f"no seals; {result.rows} rows unsealed")
+    return "\n".join(lines)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    key = None
+    if args.verify_key is not None:
+        try:
+            key = VerificationKey.parse(args.verify_key)
+        except ValueError as error:
+            print(f"tablectl journal verify: --verify-key: {error}", file=sys.stderr)
+            return EXIT_UNREADABLE
+    if args.expect_until is not None and key is None:
+        print("tablectl journal verify: --expect-until needs --verify-key", file=sys.stderr)
+        return EXIT_UNREADABLE
+    result = verify_journal(args.path, verification_key=key, expect_until=args.expect_until)
     if result.ok:
-        print(f"{path}: {result.message}")
-        return 0
-    print(f"{path}: TAMPERED: {result.message}", file=sys.stderr)
-    return 1
+        print(f"{args.path}: {result.message}")
+        print(describe(result))
+    elif result.readable:
+        print(f"{args.path}: TAMPERED: {result.message}", file=sys.stderr)
+        print(describe(result), file=sys.stderr)
+    else:
+        print(f"{args.path}: NOT A READABLE JOURNAL: {result.message}", file=sys.stderr)
+    return result.exit_code
+
+
+def _backup(args: argparse.Namespace) -> int:
+    live = Path(args.journal) if args.journal else load_config(args.config).journal_path
+    copied, result = backup_journal(live, Path(args.dest))
+    for path in copied:
+        print(f"copied {path}")
+    if not result.ok:
+        print(f"{args.dest}: the copy does not verify: {result.message}", file=sys.stderr)
+        return result.exit_code
+    print(f"{args.dest}: {result.message}")
+    print(describe(result))
+    return 0
+
+
+def _setup_keys(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    path = config.sealing_key_path
+    if path.exists() and not args.force:
+        print(
+            f"tablectl journal setup-keys: {path} exists; --force draws a new seed (seals made "
+            "with the old key still verify with the old verification key only)",
+            file=sys.stderr,
+        )
+        return 1
+    key = setup_keys(path, interval=args.interval)
+    if os.geteuid() == 0:
+        try:
+            user = pwd.getpwnam(args.user)
+            os.chown(path, user.pw_uid, user.pw_gid)
+        except KeyError:
+            print(f"warning: no user {args.user!r}: {path} stays root's", file=sys.stderr)
+    print(str(key))
+    print(
+        json.dumps({"sealing_key": str(path), "interval_seconds": args.interval}),
+        file=sys.stderr,
+    )
+    print(
+        "Keep the verification key above away from the table PC (print it, store it with the "
+        "regulator's copy): `tablectl journal verify PATH --verify-key KEY` proves the seals.",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _show(path: str, round_number: int, *, as_json: bool) -> int:

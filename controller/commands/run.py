@@ -25,7 +25,9 @@ EXIT_CODES = """exit status:
   1  failed while running (an unexpected error; systemd restarts it)
   2  refused to start, nothing changed: the configuration, the preflight (the operator group,
      the metrics address, the journal's and the socket's directories, free space under the
-     journal, drivers, a live socket), or another daemon holds the table's lock
+     journal, drivers, a live socket), another daemon holds the table's lock, or the journal
+     failed its start check (an edited or cut journal: the log's journal_damaged names the
+     row; --accept-damaged-journal starts anyway, docs/journal.md)
   3  stopped dealing: a journal write failed (e.g. a full disk); the dispensing devices were
      locked and an alarm raised before the exit (docs/operations.md)"""
 
@@ -43,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how long to wait for every device's handshake before READY regardless "
         f"(default {DEFAULT_DEVICE_WAIT:g})",
+    )
+    parser.add_argument(
+        "--accept-damaged-journal",
+        action="store_true",
+        help="start even when the journal fails its start check (exit 2 otherwise): the fact "
+        "is journaled and an alarm raised (docs/journal.md)",
     )
     parser.add_argument(
         "--fail-stop-linger",
@@ -110,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         run_daemon(
             config,
             device_wait=args.device_wait,
+            accept_damaged_journal=args.accept_damaged_journal,
             lock=lock,
             fail_stop_linger=args.fail_stop_linger,
         )

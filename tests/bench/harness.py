@@ -36,7 +36,7 @@ from typing import Any
 
 import structlog
 
-from tests.bench import device_latency, engine, floor, ready, service
+from tests.bench import device_latency, engine, floor, history, ready, service
 
 RESULT_KEYS = (
     "engine_vs_bare_trigger",
@@ -204,6 +204,8 @@ def _run(quick: bool, png: Path, out: Path) -> dict[str, Any]:
         **{key: details["floor"][key] for key in floor.RESULT_KEYS},
     }
     assert tuple(results) == RESULT_KEYS
+    print("READY and RSS against history size (1k, 10k, 100k rounds) ...", flush=True)
+    results.update(history.measure(details, quick))  # ready_ms_by_history, rss_mib_by_history
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "details.json").write_text(json.dumps(details, indent=2) + "\n")

@@ -42,6 +42,9 @@ KNOWN_METRICS = frozenset(
         "tablectl_journal_free_bytes",
         "tablectl_journal_size_bytes",
         "tablectl_journal_bytes_per_round",
+        "tablectl_journal_last_seal_timestamp_seconds",
+        "tablectl_journal_last_checkpoint_timestamp_seconds",
+        "tablectl_journal_started_damaged",
         "tablectl_dealing_stopped",
         "tablectl_alarms_coalesced_total",
     }

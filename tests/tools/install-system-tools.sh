@@ -16,6 +16,7 @@ need umockdev-run umockdev
 # server binaries off PATH, in /usr/lib/postgresql/VERSION/bin
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
     || missing="$missing postgresql"
+need faketime faketime  # the daemon's clock across a gaming-day boundary (tests/journal)
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         # Not root: say what is missing and go on; the tests that need a tool skip

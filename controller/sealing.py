@@ -1,0 +1,280 @@
+"""Forward-secure seals over the journal (systemd-journald's FSS is the model).
+
+`tablectl journal setup-keys` draws a random 32-byte seed. The seed is the *verification key*
+(printed once, kept away from the table PC); the *sealing key* file next to the journal holds
+the key of the current epoch only. Time is cut into epochs (default 15 minutes) from a start
+time; the key of epoch e+1 is SHA-256 over a fixed label and the key of epoch e, a one-way
+step. At the end of each epoch (and at a clean stop, and before a segment closes) the daemon
+appends a `seal` row whose `mac` is HMAC-SHA-256, under the epoch's key, of the seal's other
+fields: the epoch, the previous seal's epoch, the time, and the seq and hash of the row
+before it (which the hash chain ties to every earlier row). The key is then evolved and the
+file rewritten, so the old key is gone: whoever takes the table PC later holds only keys of
+epochs to come and cannot forge a seal over rows already sealed. A verifier with the seed
+derives any epoch's key and checks every seal.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_EPOCH_SECONDS = 900
+KEY_FILE_NAME = "sealing-key"
+_EVOLVE_LABEL = b"tablectl-fss-evolve-v1\0"
+_KEY_FILE_FORMAT = 1
+_VERIFY_KEY_PATTERN = re.compile(r"^([0-9a-f]{64})/([0-9a-f]{1,16})-([0-9a-f]{1,16})$")
+
+
+class SealingError(RuntimeError):
+    """The sealing key cannot be read, written or used; the message names the file."""
+
+
+def evolve(key: bytes) -> bytes:
+    """The next epoch's key: one SHA-256 step, which cannot be undone."""
+    return hashlib.sha256(_EVOLVE_LABEL + key).digest()
+
+
+def seal_mac(key: bytes, fields: Mapping[str, Any]) -> str:
+    """HMAC-SHA-256 (hex) of the seal's fields (every field but `mac`), canonical JSON."""
+    text = json.dumps(
+        {k: v for k, v in fields.items() if k != "mac"},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def epoch_start(start: int, interval: int, epoch: int) -> datetime.datetime:
+    """When `epoch` begins (UTC)."""
+    return datetime.datetime.fromtimestamp(start + epoch * interval, datetime.UTC)
+
+
+@dataclass(frozen=True)
+class VerificationKey:
+    """The seed and the epoch clock: `SEED/START-INTERVAL` (hex), as journald prints its key."""
+
+    seed: bytes
+    start: int
+    interval: int
+
+    def __str__(self) -> str:
+        return f"{self.seed.hex()}/{self.start:x}-{self.interval:x}"
+
+    @classmethod
+    def parse(cls, text: str) -> VerificationKey:
+        match = _VERIFY_KEY_PATTERN.match(text.strip().lower())
+        if not match:
+            raise ValueError(
+                "a verification key is SEED/START-INTERVAL: 64 hex digits, '/', then two "
+                "hex numbers joined by '-' (as `tablectl journal setup-keys` printed it)"
+            )
+        interval = int(match.group(3), 16)
+        if interval <= 0:
+            raise ValueError("the verification key's epoch interval is 0")
+        return cls(bytes.fromhex(match.group(1)), int(match.group(2), 16), interval)
+
+
+class KeyDeriver:
+    """Keys of increasing epochs from a verification key, each derived from the last one."""
+
+    def __init__(self, verification_key: VerificationKey) -> None:
+        self.verification_key = verification_key
+        self._epoch = 0
+        self._key = verification_key.seed
+
+    def key_for(self, epoch: int) -> bytes:
+        if epoch < self._epoch:
+            self._epoch, self._key = 0, self.verification_key.seed
+        while self._epoch < epoch:
+            self._key = evolve(self._key)
+            self._epoch += 1
+        return self._key
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace `path` with `text`, mode 0600, durably (temp file, fsync, rename, fsync dir)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(descriptor, text.encode())
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def setup_keys(
+    path: str | Path, *, interval: int = DEFAULT_EPOCH_SECONDS, now: float | None = None
+) -> VerificationKey:
+    """Draw a new seed, write the sealing key file (epoch 0) and return the verification key."""
+    if interval <= 0:
+        raise SealingError(f"{path}: the epoch interval must be 1 second or more")
+    key_path = Path(path)
+    started = int(datetime.datetime.now(datetime.UTC).timestamp() if now is None else now)
+    verification_key = VerificationKey(secrets.token_bytes(32), started, interval)
+    try:
+        key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_private(key_path, _key_file_text(verification_key.seed, 0, None, started, interval))
+    except OSError as error:
+        raise SealingError(f"{key_path}: cannot write the sealing key: {error}") from error
+    return verification_key
+
+
+def _key_file_text(
+    key: bytes, epoch: int, last_epoch: int | None, start: int, interval: int
+) -> str:
+    return (
+        json.dumps(
+            {
+                "format": _KEY_FILE_FORMAT,
+                "key": key.hex(),
+                "epoch": epoch,
+                "last_sealed_epoch": last_epoch,
+                "start": start,
+                "interval": interval,
+            },
+            sort_keys=True,
+        )
+        + "\n"
+    )
+
+
+class Sealer:
+    """The daemon's side: holds the current epoch's key, seals, evolves, erases."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            data = json.loads(self.path.read_text())
+            self._key = bytes.fromhex(data["key"])
+            self.epoch = int(data["epoch"])
+            last = data.get("last_sealed_epoch")
+            self.last_sealed_epoch: int | None = None if last is None else int(last)
+            self.start = int(data["start"])
+            self.interval = int(data["interval"])
+        except OSError as error:
+            raise SealingError(f"{self.path}: cannot read the sealing key: {error}") from error
+        except (ValueError, KeyError, TypeError) as error:
+            raise SealingError(f"{self.path}: not a sealing key file: {error!r}") from error
+        if len(self._key) != 32 or self.interval <= 0 or self.epoch < 0:
+            raise SealingError(f"{self.path}: not a sealing key file (bad key, epoch or interval)")
+        self.last_sealed_at: datetime.datetime | None = None
+
+    def epoch_at(self, when: datetime.datetime) -> int:
+        return max(0, int((when.timestamp() - self.start) // self.interval))
+
+    def next_epoch_at(self) -> datetime.datetime:
+        """When the key now held stops being the current epoch's (a seal is due then)."""
+        return epoch_start(self.start, self.interval, self.epoch + 1)
+
+    def due(self, now: datetime.datetime) -> bool:
+        return self.epoch_at(now) > self.epoch
+
+    def catch_up(self, now: datetime.datetime) -> None:
+        """At start: epochs passed while the daemon was down get no seal; their keys go."""
+        current = self.epoch_at(now)
+        if current > self.epoch:
+            self._evolve_to(current)
+
+    def seal_body(self, last_seq: int, head: str, now: datetime.datetime) -> dict[str, Any]:
+        """The seal row's body for the rows up to `last_seq` (hash `head`), under this epoch."""
+        body: dict[str, Any] = {
+            "type": "seal",
+            "epoch": self.epoch,
+            "prev_epoch": self.last_sealed_epoch,
+            "sealed_at": now.astimezone(datetime.UTC).isoformat(timespec="microseconds"),
+            "last_seq": last_seq,
+            "head": head,
+        }
+        body["mac"] = seal_mac(self._key, body)
+        return body
+
+    def sealed(self, body: Mapping[str, Any], now: datetime.datetime) -> None:
+        """The seal is durable in the journal: erase this epoch's key (evolve at least once)."""
+        self.last_sealed_epoch = int(body["epoch"])
+        self.last_sealed_at = now
+        self._evolve_to(max(self.epoch + 1, self.epoch_at(now)))
+
+    def _evolve_to(self, epoch: int) -> None:
+        key = self._key
+        for _ in range(epoch - self.epoch):
+            key = evolve(key)
+        try:
+            _write_private(
+                self.path,
+                _key_file_text(key, epoch, self.last_sealed_epoch, self.start, self.interval),
+            )
+        except OSError as error:
+            raise SealingError(f"{self.path}: cannot write the evolved key: {error}") from error
+        self._key, self.epoch = key, epoch
+
+
+@dataclass
+class SealCheck:
+    """Checks seal rows met in order along a verified chain (journal verify --verify-key)."""
+
+    deriver: KeyDeriver
+    last_epoch: int | None = None
+    last_sealed_at: str | None = None
+    last_seal_seq: int | None = None
+    seals: int = 0
+    continued: bool = (
+        False  # the chain starts after archived segments: the first prev_epoch is unknown
+    )
+
+    def check(self, seq: int, body: Mapping[str, Any], prev_seq: int, prev_hash: str) -> str | None:
+        """None when the seal row at `seq` is valid here, else what is wrong with it."""
+        try:
+            epoch = body["epoch"]
+            prev_epoch = body["prev_epoch"]
+            sealed_at = body["sealed_at"]
+            if type(epoch) is not int or epoch < 0 or not isinstance(sealed_at, str):
+                return f"seal row {seq} is malformed"
+            if body.get("last_seq") != prev_seq or body.get("head") != prev_hash:
+                return (
+                    f"seal row {seq} does not seal the rows before it (it names seq "
+                    f"{body.get('last_seq')}): rows under it were rewritten"
+                )
+            key = self.deriver.key_for(epoch)
+            if not hmac.compare_digest(str(body.get("mac")), seal_mac(key, body)):
+                return (
+                    f"seal row {seq} (epoch {epoch}) fails its MAC: the sealed rows or the seal "
+                    "were rewritten, or it was sealed with another key"
+                )
+            # the time is what the seal states (a clock may be stepped back): parsed, not ordered
+            datetime.datetime.fromisoformat(sealed_at)
+            if self.last_epoch is not None and epoch <= self.last_epoch:
+                return f"seal row {seq}: epoch {epoch} after epoch {self.last_epoch}: reordered"
+            if self.last_epoch is None and self.seals == 0:
+                if prev_epoch is not None and not self.continued:
+                    return (
+                        f"seal row {seq} follows the seal of epoch {prev_epoch}, which is not in "
+                        "the journal: a sealed range was removed"
+                    )
+            elif prev_epoch != self.last_epoch:
+                return (
+                    f"seal row {seq} follows the seal of epoch {prev_epoch}, but the last seal "
+                    f"found was epoch {self.last_epoch}: a sealed epoch is missing"
+                )
+        except (KeyError, TypeError, ValueError) as error:
+            return f"seal row {seq} is malformed: {error!r}"
+        self.last_epoch = epoch
+        self.last_sealed_at = sealed_at
+        self.last_seal_seq = seq
+        self.seals += 1
+        return None

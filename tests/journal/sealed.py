@@ -1,0 +1,117 @@
+"""A sealed journal built directly (journal + sealer, no daemon), and an intruder's tools."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tablectl.controller.journal import GENESIS_HASH, Journal, row_hash
+from tablectl.controller.sealing import Sealer, VerificationKey, seal_mac, setup_keys
+
+TABLE = {"type": "table", "game": "five_card_hilo", "options": {}}
+EPOCH = 60
+KEYS_MADE = 1_790_000_000  # a fixed key start (2026-09-21T...Z) so the epochs are known
+
+
+@dataclass
+class Sealed:
+    path: Path
+    key_path: Path
+    verification_key: VerificationKey
+    seal_seqs: list[int]
+    seal_times: list[datetime.datetime]
+
+
+def at(seconds: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(KEYS_MADE + seconds + 0.25, datetime.UTC)
+
+
+def build_sealed(directory: Path, *, epochs: int = 4, rows: int = 6, unsealed: int = 3) -> Sealed:
+    """`epochs` epochs of `rows` rows, each epoch sealed at its end, then `unsealed` rows."""
+    key_path = directory / "sealing-key"
+    key = setup_keys(key_path, interval=EPOCH, now=KEYS_MADE)
+    sealer = Sealer(key_path)
+    path = directory / "journal.sqlite"
+    seal_seqs: list[int] = []
+    seal_times: list[datetime.datetime] = []
+    with Journal(path) as journal:
+        journal.append("table", TABLE)
+        for epoch in range(epochs):
+            for index in range(rows):
+                journal.append("event", {"type": "card_drawn", "n": index, "epoch": epoch})
+            now = at((epoch + 1) * EPOCH + 1)
+            assert sealer.due(now)
+            body = sealer.seal_body(journal.last_seq, journal.last_hash, now)
+            seal_seqs.append(journal.append("seal", body, durable=True))
+            seal_times.append(now)
+            sealer.sealed(body, now)
+        for index in range(unsealed):
+            journal.append("event", {"type": "card_drawn", "n": index, "late": True})
+    return Sealed(path, key_path, key, seal_seqs, seal_times)
+
+
+Row = list[object]  # seq, kind, round, recorded_at, body, prev_hash, hash
+
+
+def read_all(path: Path) -> list[Row]:
+    db = sqlite3.connect(path)
+    try:
+        return [
+            list(r)
+            for r in db.execute(
+                "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+                " ORDER BY seq"
+            )
+        ]
+    finally:
+        db.close()
+
+
+def write_all(path: Path, rows: list[Row]) -> None:
+    """Replace every row, as an intruder with the sqlite3 shell would (triggers dropped)."""
+    db = sqlite3.connect(path)
+    db.execute("DROP TRIGGER IF EXISTS journal_no_update")
+    db.execute("DROP TRIGGER IF EXISTS journal_no_delete")
+    db.execute("DELETE FROM journal")
+    db.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    db.commit()
+    db.close()
+
+
+def rehash(rows: list[Row], *, renumber: bool = True, reseal: bytes | None = None) -> list[Row]:
+    """A consistent rewrite: renumber from the first row's seq, recompute every hash; with
+    `reseal` (a stolen key), every seal's head and MAC are recomputed under that key too."""
+    prev = GENESIS_HASH if rows and rows[0][0] == 1 else str(rows[0][5])
+    first = int(rows[0][0])  # type: ignore[call-overload]
+    out: list[Row] = []
+    for index, row in enumerate(rows):
+        seq = first + index if renumber else int(row[0])  # type: ignore[call-overload]
+        kind, rnd, when, body = row[1], row[2], row[3], str(row[4])
+        if kind == "seal" and reseal is not None:
+            fields = json.loads(body)
+            fields["last_seq"], fields["head"] = seq - 1, prev
+            fields["mac"] = seal_mac(reseal, fields)
+            body = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+        digest = row_hash(prev, seq, str(kind), rnd, str(when), body)  # type: ignore[arg-type]
+        out.append([seq, kind, rnd, when, body, prev, digest])
+        prev = digest
+    return out
+
+
+def edit_body(rows: list[Row], seq: int, change: Callable[[dict[str, object]], None]) -> None:
+    for row in rows:
+        if row[0] == seq:
+            body = json.loads(str(row[4]))
+            change(body)
+            row[4] = json.dumps(body, sort_keys=True, separators=(",", ":"))
+            return
+    raise AssertionError(f"no row {seq}")
+
+
+def stolen_key(key_path: Path) -> bytes:
+    """What an intruder on the table PC finds now: the current epoch's key only."""
+    return bytes.fromhex(json.loads(key_path.read_text())["key"])

@@ -1,0 +1,203 @@
+"""Forward-secure seals: every tamper case of issue 11 against `journal verify --verify-key`.
+
+Each case edits the real SQLite file (triggers dropped, as with the sqlite3 shell) and runs the
+real command line; a case that went unnoticed would exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tablectl.controller import cli
+from tablectl.controller.sealing import VerificationKey, evolve
+from tests.journal.sealed import (
+    KEYS_MADE,
+    build_sealed,
+    edit_body,
+    read_all,
+    rehash,
+    stolen_key,
+    write_all,
+)
+
+
+def verify(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = cli.main(["journal", "verify", *args])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_an_intact_sealed_journal_is_proven_and_says_until_when(tmp_path, capsys):
+    sealed = build_sealed(tmp_path)
+    code, out = verify(capsys, str(sealed.path), "--verify-key", str(sealed.verification_key))
+    assert code == 0, out
+    assert f"sealed until {sealed.seal_times[-1].isoformat()}" in out
+    assert f"last seal row {sealed.seal_seqs[-1]}, 4 seals, proven" in out
+    assert "3 rows unsealed after it" in out
+    rows = read_all(sealed.path)
+    assert f"head {rows[-1][6]}" in out
+
+
+def test_the_key_file_is_private_and_holds_no_earlier_key(tmp_path):
+    sealed = build_sealed(tmp_path, epochs=3)
+    assert stat.S_IMODE(os.stat(sealed.key_path).st_mode) == 0o600
+    held = json.loads(sealed.key_path.read_text())
+    seed = sealed.verification_key.seed
+    earlier = [seed]
+    for _ in range(held["epoch"] - 1):
+        earlier.append(evolve(earlier[-1]))
+    assert held["epoch"] == 3  # epochs 0-2 sealed, their keys erased
+    assert bytes.fromhex(held["key"]) not in earlier  # only the epoch to come is on disk
+
+
+def _tamper_and_verify(tmp_path, capsys, mutate, *extra: str) -> tuple[int, str]:
+    sealed = build_sealed(tmp_path)
+    rows = read_all(sealed.path)
+    write_all(sealed.path, mutate(sealed, rows))
+    return verify(capsys, str(sealed.path), "--verify-key", str(sealed.verification_key), *extra)
+
+
+def test_an_edited_sealed_row_fails(tmp_path, capsys):
+    def mutate(sealed, rows):
+        edit_body(rows, 5, lambda body: body.update(n=99))
+        return rows
+
+    code, out = _tamper_and_verify(tmp_path, capsys, mutate)
+    assert code == 1 and "row 5 edited" in out, out
+
+
+def test_a_removed_sealed_row_fails(tmp_path, capsys):
+    code, out = _tamper_and_verify(tmp_path, capsys, lambda s, rows: rows[:4] + rows[5:])
+    assert code == 1 and "row 5 deleted" in out, out
+
+
+def test_reordered_sealed_rows_fail(tmp_path, capsys):
+    def mutate(sealed, rows):
+        rows[3][1:], rows[4][1:] = rows[4][1:], rows[3][1:]
+        return rows
+
+    code, out = _tamper_and_verify(tmp_path, capsys, mutate)
+    assert code == 1 and "row 4 reordered" in out, out
+
+
+def test_a_consistent_rewrite_of_sealed_rows_fails_at_the_seal(tmp_path, capsys):
+    """Hashes recomputed from the edit on: the chain holds, the seal over it does not."""
+
+    def mutate(sealed, rows):
+        edit_body(rows, 9, lambda body: body.update(n=42))
+        return rehash(rows)
+
+    code, out = _tamper_and_verify(tmp_path, capsys, mutate)
+    assert code == 1, out
+    assert "seal row" in out and "rewritten" in out, out
+    # without the key the rewrite is invisible: that is what the seals are for
+    sealed_path = tmp_path / "journal.sqlite"
+    assert cli.main(["journal", "verify", str(sealed_path)]) == 0
+
+
+def test_a_consistent_rewrite_resealed_with_the_stolen_current_key_fails(tmp_path, capsys):
+    """Forward security: the intruder holds today's key, not the erased keys of sealed epochs."""
+
+    def mutate(sealed, rows):
+        edit_body(rows, 3, lambda body: body.update(n=7))
+        return rehash(rows, reseal=stolen_key(sealed.key_path))
+
+    code, out = _tamper_and_verify(tmp_path, capsys, mutate)
+    assert code == 1 and "fails its MAC" in out, out
+
+
+def test_a_missing_epoch_inside_the_sealed_range_fails(tmp_path, capsys):
+    """Epoch 1's rows and seal taken out, the rest renumbered and rehashed."""
+
+    def mutate(sealed, rows):
+        first, second = sealed.seal_seqs[0], sealed.seal_seqs[1]
+        kept = [r for r in rows if not first < int(r[0]) <= second]
+        return rehash(kept)
+
+    code, out = _tamper_and_verify(tmp_path, capsys, mutate)
+    assert code == 1, out
+    assert "epoch" in out and ("missing" in out or "does not seal" in out), out
+
+
+def test_a_tail_cut_before_the_last_seal_shows_and_fails_with_expect_until(tmp_path, capsys):
+    sealed = build_sealed(tmp_path)
+    rows = read_all(sealed.path)
+    keep = sealed.seal_seqs[1]  # cut after the second seal: epochs 2 and 3 are gone
+    write_all(sealed.path, [r for r in rows if int(r[0]) <= keep])
+    key = str(sealed.verification_key)
+    code, out = verify(capsys, str(sealed.path), "--verify-key", key)
+    assert code == 0, out  # a shorter journal is still a consistent one...
+    assert f"sealed until {sealed.seal_times[1].isoformat()}" in out  # ...sealed until earlier
+    until = sealed.seal_times[-1].isoformat()
+    code, out = verify(capsys, str(sealed.path), "--verify-key", key, "--expect-until", until)
+    assert code == 1, out
+    assert "a cut tail" in out and f"after row {keep}" in out, out
+
+
+def test_an_intact_journal_passes_expect_until_its_last_seal(tmp_path, capsys):
+    sealed = build_sealed(tmp_path)
+    until = sealed.seal_times[-1].isoformat()
+    code, out = verify(
+        capsys,
+        str(sealed.path),
+        "--verify-key",
+        str(sealed.verification_key),
+        "--expect-until",
+        until,
+    )
+    assert code == 0, out
+
+
+def test_another_verification_key_fails_and_a_malformed_one_is_refused(tmp_path, capsys):
+    sealed = build_sealed(tmp_path)
+    other = VerificationKey(bytes(32), KEYS_MADE, 60)
+    code, out = verify(capsys, str(sealed.path), "--verify-key", str(other))
+    assert code == 1 and "fails its MAC" in out, out
+    code, out = verify(capsys, str(sealed.path), "--verify-key", "not-a-key")
+    assert code == 2 and "SEED/START-INTERVAL" in out, out
+
+
+def test_setup_keys_writes_a_private_key_and_prints_the_verification_key(tmp_path):
+    journal = tmp_path / "state" / "journal.sqlite"
+    config = tmp_path / "t.toml"
+    config.write_text(
+        f'[table]\nid = "t1"\ngame = "five_card_hilo"\n[journal]\npath = "{journal}"\n'
+    )
+    run = [sys.executable, "-m", "tablectl.controller", "journal", "setup-keys"]
+    done = subprocess.run(
+        [*run, "--config", str(config), "--interval", "30"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    key = VerificationKey.parse(done.stdout.strip())
+    assert key.interval == 30
+    key_file = journal.parent / "sealing-key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert json.loads(key_file.read_text())["key"] == key.seed.hex()  # epoch 0: the seed
+    again = subprocess.run(
+        [*run, "--config", str(config)], capture_output=True, text=True, check=False
+    )
+    assert again.returncode == 1 and "exists" in again.stderr
+    assert json.loads(key_file.read_text())["key"] == key.seed.hex()  # not replaced
+
+
+def test_verify_needs_the_key_for_expect_until(tmp_path, capsys):
+    sealed = build_sealed(tmp_path)
+    code, out = verify(capsys, str(sealed.path), "--expect-until", "2026-01-01T00:00:00+00:00")
+    assert code == 2 and "needs --verify-key" in out
+
+
+def test_a_sealed_journal_verifies_from_another_directory_by_path(tmp_path: Path, capsys):
+    """`verify DIR` over a directory holding one journal file is the same verdict."""
+    sealed = build_sealed(tmp_path)
+    code, out = verify(capsys, str(tmp_path), "--verify-key", str(sealed.verification_key))
+    assert code == 0, out
