@@ -5,10 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams \
-	soak fuzz demo-floor watch-screenshot manuals
+	soak fuzz dist demo-floor watch-screenshot manuals
 
 help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
+	@echo "make dist   - sdist and wheel into dist/ (python -m build), checked by twine --strict"
 	@echo "make test   - install everything needed, then ruff, mypy and the whole test suite"
 	@echo "make demo-floor - three tables shipping to a throwaway PostgreSQL; the floor's report"
 	@echo "make bench  - benchmarks (tests/bench), figures in .bench/"
@@ -21,8 +22,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+# The example vendor driver (examples/vendor-shoe) is installed too: the conformance kit and
+# the release tests put it through its paces (docs/drivers.md).
+$(STAMP): $(BIN)/python pyproject.toml setup.py examples/vendor-shoe/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-deps -e examples/vendor-shoe
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -112,6 +116,12 @@ diagrams: venv
 		$(BIN)/tablectl diagram --game $$g --svg docs/state-charts/$$g.svg \
 			> docs/state-charts/$$g.mmd || exit 1; \
 	done
+
+# A release: the sdist, then the wheel built from it (python -m build), both checked.
+dist: venv
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .bench

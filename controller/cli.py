@@ -46,6 +46,14 @@ COMMANDS: dict[str, Command] = {
     "probe": Command(
         "tablectl.drivers.cli", "handshake with a device on a serial port, print its identity"
     ),
+    "conformance": Command(
+        "tablectl.simulators.conformance.cli",
+        "put a device driver through every check of its kind; a report to attach",
+    ),
+    "example-config": Command(
+        "tablectl.controller.commands.example_config",
+        "print a game's commented example configuration (--path: the shipped files)",
+    ),
     "check-config": Command(
         "tablectl.controller.commands.check_config", "validate a table's configuration file"
     ),

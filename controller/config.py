@@ -11,7 +11,7 @@ import ipaddress
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +56,24 @@ MAX_FLOOR_BATCH_ROWS = 10_000
 # A password written into the DSN (key=value or URI form): refused, it belongs in a passfile.
 _DSN_PASSWORD = re.compile(r"(?:^|\s)password\s*=|^[a-z]+://[^/@\s]*:[^/@\s]*@", re.IGNORECASE)
 TABLE_KEYS = ("id", "game", "options", "gaming_day_start", "log_level")
-DEVICE_KEYS = ("kind", "driver", "transport", "allowed_serials", "allowed_firmware_sha256")
-SERIAL_KEYS = ("type", "port", "baudrate")
-USB_KEYS = ("type", "vendor_id", "product_id", "serial")
+DEVICE_KEYS = (
+    "kind",
+    "driver",
+    "transport",
+    "allowed_serials",
+    "allowed_firmware_sha256",
+    "settings",
+)
+#: how long the driver waits for the device (seconds), in either transport's table
+TIMEOUT_KEYS = ("handshake_timeout", "command_timeout")
+SERIAL_LINE_KEYS = ("bytesize", "parity", "stopbits", "xonxoff", "rtscts", "dsrdtr", "exclusive")
+SERIAL_KEYS = ("type", "port", "baudrate", *SERIAL_LINE_KEYS, *TIMEOUT_KEYS)
+USB_KEYS = ("type", "vendor_id", "product_id", "serial", *TIMEOUT_KEYS)
+BYTESIZES = (5, 6, 7, 8)
+PARITIES = ("N", "E", "O", "M", "S")
+STOPBITS = (1, 1.5, 2)
+#: the bounds of a configured timeout, seconds
+TIMEOUT_RANGE = (0.05, 60.0)
 
 
 class ConfigError(ValueError):
@@ -70,14 +85,42 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class DriverTimeouts:
+    """`handshake_timeout` and `command_timeout` of a transport table; None: the driver's own."""
+
+    handshake_timeout: float | None = None
+    command_timeout: float | None = None
+
+
+@dataclass(frozen=True)
 class SerialTransportConfig:
+    """The serial line as the device's manual gives it (8N1 unless said otherwise)."""
+
     port: str
     baudrate: int = DEFAULT_BAUDRATE
     type: str = "serial"
+    bytesize: int = 8
+    parity: str = "N"
+    stopbits: float = 1
+    xonxoff: bool = False
+    rtscts: bool = False
+    dsrdtr: bool = False
+    exclusive: bool = True
+    timeouts: DriverTimeouts = field(default_factory=DriverTimeouts)
 
     def transport_options(self) -> dict[str, Any]:
         """Keyword arguments for `drivers.transport.make_transport("serial", ...)`."""
-        return {"port": self.port, "baudrate": self.baudrate}
+        return {
+            "port": self.port,
+            "baudrate": self.baudrate,
+            "bytesize": self.bytesize,
+            "parity": self.parity,
+            "stopbits": self.stopbits,
+            "xonxoff": self.xonxoff,
+            "rtscts": self.rtscts,
+            "dsrdtr": self.dsrdtr,
+            "exclusive": self.exclusive,
+        }
 
 
 @dataclass(frozen=True)
@@ -86,6 +129,7 @@ class UsbTransportConfig:
     product_id: int
     serial: str | None = None
     type: str = "usb"
+    timeouts: DriverTimeouts = field(default_factory=DriverTimeouts)
 
     def transport_options(self) -> dict[str, Any]:
         """Keyword arguments for `drivers.transport.make_transport("usb", ...)`."""
@@ -109,6 +153,9 @@ class DeviceConfig:
     transport: TransportConfig
     allowed_serials: tuple[str, ...]
     allowed_firmware_sha256: tuple[str, ...]
+    #: `[devices.NAME.settings]`: the driver's own options, checked by its schema
+    #: (`check_driver_settings`), handed to the driver as they are
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -309,9 +356,14 @@ def _transport(problems: _Problems, device: Mapping[str, Any], name: str) -> Tra
                 f"{tname}.baudrate", f"{baudrate!r} is not allowed; allowed: {list(BAUDRATES)}"
             )
             return None
-        return SerialTransportConfig(port=port, baudrate=baudrate) if port else None
+        line = _serial_line(problems, data, tname)
+        timeouts = _timeouts(problems, data, tname)
+        if line is None or timeouts is None or not port:
+            return None
+        return SerialTransportConfig(port=port, baudrate=baudrate, timeouts=timeouts, **line)
     if kind == "usb":
         _check_unknown(problems, data, tname, USB_KEYS)
+        usb_timeouts = _timeouts(problems, data, tname)
         vendor_id = _usb_id(problems, data, "vendor_id", f"{tname}.vendor_id")
         product_id = _usb_id(problems, data, "product_id", f"{tname}.product_id")
         serial = data.get("serial")
@@ -322,10 +374,64 @@ def _transport(problems: _Problems, device: Mapping[str, Any], name: str) -> Tra
                 f"{tname}.serial", f"{serial!r} is not allowed; expected 1-64 of [A-Za-z0-9_.:-]"
             )
             return None
-        if vendor_id is None or product_id is None:
+        if vendor_id is None or product_id is None or usb_timeouts is None:
             return None
-        return UsbTransportConfig(vendor_id=vendor_id, product_id=product_id, serial=serial)
+        return UsbTransportConfig(
+            vendor_id=vendor_id, product_id=product_id, serial=serial, timeouts=usb_timeouts
+        )
     return None
+
+
+def _serial_line(problems: _Problems, data: Mapping[str, Any], tname: str) -> dict[str, Any] | None:
+    """bytesize, parity, stopbits and the flags of `[devices.NAME.transport]`; None if bad."""
+    line: dict[str, Any] = {}
+    good = True
+    choices: tuple[tuple[str, tuple[Any, ...]], ...] = (
+        ("bytesize", BYTESIZES),
+        ("parity", PARITIES),
+        ("stopbits", STOPBITS),
+    )
+    for key, allowed in choices:
+        if key not in data:
+            continue
+        value = data[key]
+        if isinstance(value, bool) or value not in allowed:
+            problems.add(
+                f"{tname}.{key}",
+                f"{value!r} is not allowed; allowed: {', '.join(map(str, allowed))}",
+            )
+            good = False
+        else:
+            line[key] = value
+    for key in ("xonxoff", "rtscts", "dsrdtr", "exclusive"):
+        if key not in data:
+            continue
+        if not isinstance(data[key], bool):
+            problems.add(f"{tname}.{key}", f"{data[key]!r} is not allowed; expected true or false")
+            good = False
+        else:
+            line[key] = data[key]
+    return line if good else None
+
+
+def _timeouts(problems: _Problems, data: Mapping[str, Any], tname: str) -> DriverTimeouts | None:
+    low, high = TIMEOUT_RANGE
+    values: dict[str, float] = {}
+    for key in TIMEOUT_KEYS:
+        if key not in data:
+            continue
+        value = data[key]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not low <= value <= high
+        ):
+            problems.add(
+                f"{tname}.{key}", f"{value!r} is not allowed; expected seconds, {low} to {high}"
+            )
+            return None
+        values[key] = float(value)
+    return DriverTimeouts(**values)
 
 
 def _devices(problems: _Problems, data: Mapping[str, Any]) -> tuple[DeviceConfig, ...]:
@@ -359,8 +465,11 @@ def _devices(problems: _Problems, data: Mapping[str, Any]) -> tuple[DeviceConfig
             f"{name}.allowed_firmware_sha256",
             SHA256_PATTERN,
         )
+        settings = _table(problems, dev, "settings", f"{name}.settings")
         if kind and driver and transport:
-            result.append(DeviceConfig(dev_name, kind, driver, transport, serials, hashes))
+            result.append(
+                DeviceConfig(dev_name, kind, driver, transport, serials, hashes, dict(settings))
+            )
     return tuple(result)
 
 

@@ -66,8 +66,9 @@ from tablectl.drivers.base import (
     AllowList,
     DeviceDriver,
     DriverError,
+    DriverSettings,
 )
-from tablectl.drivers.registry import DriverNotFound, create_driver
+from tablectl.drivers.registry import DriverNotFound, create_driver, get_driver_class
 from tablectl.drivers.transport import TransportConfigError, make_transport
 
 #: Seconds to wait for every device's handshake before READY is sent regardless.
@@ -164,6 +165,15 @@ SHOE_LOCKING = {
     "hands_dead": "hands_dead",
     "remove_deck": "deck_removed",
 }
+
+
+def _driver_settings(device: DeviceConfig) -> DriverSettings:
+    """The driver's timeouts: those of `[devices.NAME.transport]`, else the driver's own."""
+    timeouts, default = device.transport.timeouts, DriverSettings()
+    return DriverSettings(
+        handshake_timeout=timeouts.handshake_timeout or default.handshake_timeout,
+        command_timeout=timeouts.command_timeout or default.command_timeout,
+    )
 
 
 class AlarmCoalescer:
@@ -294,6 +304,17 @@ class Daemon:
                 options["backend"] = self.usb_backend
             where = f"{self.config.source}: devices.{device.name}"
             try:
+                # the driver's own schema first: a driver may read its settings as it is built
+                wrong = get_driver_class(device.kind, device.driver).settings_problems(
+                    device.settings
+                )
+                if wrong:
+                    raise DaemonError(
+                        "; ".join(
+                            f"{where}.settings{'.' + key if key else ''}: {message}"
+                            for key, message in wrong
+                        )
+                    )
                 transport = make_transport(device.transport.type, **options)
                 driver = create_driver(
                     device.kind,
@@ -301,6 +322,8 @@ class Daemon:
                     transport,
                     name=device.name,
                     allow_list=AllowList.of(device.allowed_serials, device.allowed_firmware_sha256),
+                    settings=_driver_settings(device),
+                    device_settings=device.settings,
                 )
             except (TransportConfigError, DriverNotFound) as error:
                 raise DaemonError(f"{where}: {error}") from error

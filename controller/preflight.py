@@ -207,9 +207,14 @@ def check_devices(config: TableConfig) -> list[Problem]:
     for device in config.devices:
         key = f"devices.{device.name}"
         try:
-            get_driver_class(device.kind, device.driver)
+            driver_class = get_driver_class(device.kind, device.driver)
         except DriverNotFound as error:
             problems.append(Problem(ERROR, f"{key}.driver", str(error)))
+        else:
+            # [devices.NAME.settings], by the driver's own schema (docs/drivers.md)
+            for setting, message in driver_class.settings_problems(device.settings):
+                where = f"{key}.settings" + (f".{setting}" if setting else "")
+                problems.append(Problem(ERROR, where, message))
         transport = device.transport
         if isinstance(transport, SerialTransportConfig) and "://" not in transport.port:
             if not os.path.exists(transport.port):

@@ -205,6 +205,45 @@ class DeviceDriver(abc.ABC):
     #: device kind, one of drivers.usb_ids.DEVICE_KINDS
     kind: ClassVar[str]
 
+    #: JSON Schema (draft 2020-12) of the driver's `[devices.NAME.settings]` table, checked by
+    #: `tablectl check-config` and at start. The default accepts no setting at all.
+    settings_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+    }
+
+    #: The serial line the device's manual gives (`bytesize`, `parity`, `stopbits`, ...):
+    #: shown by `tablectl probe --list` and used by `tablectl conformance` when none is given.
+    serial_defaults: ClassVar[Mapping[str, Any]] = {"baudrate": 115200}
+
+    #: USB (vendor id, product id) pairs of this driver's devices, for `tablectl probe --list`.
+    usb_ids: ClassVar[tuple[tuple[int, int], ...]] = ()
+
+    @classmethod
+    def settings_problems(cls, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """What is wrong with ``settings`` by ``settings_schema``: (dotted key, message) pairs."""
+        import jsonschema
+
+        validator = jsonschema.Draft202012Validator(cls.settings_schema)
+        problems: list[tuple[str, str]] = []
+        for error in sorted(validator.iter_errors(dict(settings)), key=lambda e: list(e.path)):
+            key = ".".join(str(part) for part in error.path)
+            if error.validator == "additionalProperties":
+                allowed = sorted(cls.settings_schema.get("properties", {}))
+                extra = sorted(set(error.instance) - set(allowed))
+                for name in extra:
+                    problems.append(
+                        (
+                            ".".join(filter(None, (key, name))),
+                            "unknown setting for this driver; allowed: "
+                            + (", ".join(allowed) or "none"),
+                        )
+                    )
+                continue
+            problems.append((key, error.message))
+        return problems
+
     def __init__(
         self,
         transport: Transport,
@@ -212,7 +251,10 @@ class DeviceDriver(abc.ABC):
         name: str | None = None,
         allow_list: AllowList | None = None,
         settings: DriverSettings | None = None,
+        device_settings: Mapping[str, Any] | None = None,
     ) -> None:
+        #: `[devices.NAME.settings]` as configured (valid by ``settings_schema``)
+        self.device_settings: dict[str, Any] = dict(device_settings or {})
         self.transport = transport
         self.name = name or self.kind
         self.allow_list = allow_list or AllowList()

@@ -1,4 +1,7 @@
-"""`tablectl probe KIND --port PATH`: who is on that port?
+"""`tablectl probe KIND --port PATH`: who is on that port? `tablectl probe --list`: what is here?
+
+``--list`` shows the serial ports and USB devices a registered driver matches, with the
+configuration lines to paste (drivers.discovery).
 
 Connects through the real driver and transport, handshakes, prints the
 identity as JSON (kind, model, serial, firmware, firmware_sha256) and exits 0;
@@ -17,15 +20,20 @@ from typing import Any
 import structlog
 
 from tablectl.drivers.base import DriverSettings
-from tablectl.drivers.registry import DriverNotFound, create_driver
+from tablectl.drivers.registry import DriverNotFound, create_driver, get_driver_class
 from tablectl.drivers.usb_ids import DEVICE_KINDS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("kind", choices=DEVICE_KINDS, help="the device kind expected")
-    parser.add_argument("--port", required=True, help="serial device path or pyserial URL")
+    parser.add_argument("kind", nargs="?", choices=DEVICE_KINDS, help="the device kind expected")
+    parser.add_argument("--port", help="serial device path or pyserial URL")
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="list serial ports and USB devices a registered driver matches, with config lines",
+    )
     parser.add_argument("--driver", default="reference", help="driver name (default: reference)")
-    parser.add_argument("--baudrate", type=int, default=115200)
+    parser.add_argument("--baudrate", type=int, default=None, help="default: the driver's")
     parser.add_argument(
         "--timeout", type=float, default=3.0, help="seconds to wait for the handshake"
     )
@@ -34,7 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def probe(args: argparse.Namespace) -> tuple[int, str]:
     from tablectl.drivers.transport.serial import SerialTransport
 
-    transport = SerialTransport(args.port, baudrate=args.baudrate)
+    # the serial line the driver's device uses (its manual), unless --baudrate says otherwise
+    line = dict(get_driver_class(args.kind, args.driver).serial_defaults)
+    if args.baudrate is not None:
+        line["baudrate"] = args.baudrate
+    transport = SerialTransport(args.port, **line)
     settings = DriverSettings(
         handshake_timeout=min(args.timeout, 1.0), heartbeat_interval=None, backoff_max=0.5
     )
@@ -58,6 +70,14 @@ async def probe(args: argparse.Namespace) -> tuple[int, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list:
+        from tablectl.drivers.discovery import listing
+
+        sys.stdout.write(listing())
+        return 0
+    if args.kind is None or args.port is None:
+        print("tablectl probe: give KIND and --port PORT, or --list", file=sys.stderr)
+        return 2
     # stdout carries only the identity; the outcome's message says what went wrong
     saved = structlog.get_config()
     structlog.configure(

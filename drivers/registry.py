@@ -37,12 +37,17 @@ class DriverNotFound(LookupError):
     """No driver of that name for that kind; the message lists the ones there are."""
 
 
-def _import(target: str) -> type[DeviceDriver]:
+def _import_object(target: str, what: str = "driver") -> Any:
+    """The object a ``module:attr`` string names; DriverNotFound when it cannot be imported."""
     module_name, _, attr = target.partition(":")
     try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise DriverNotFound(f"cannot import driver {target!r}: {exc}") from None
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise DriverNotFound(f"cannot import {what} {target!r}: {exc}") from None
+
+
+def _import(target: str) -> type[DeviceDriver]:
+    obj = _import_object(target)
     if not (isinstance(obj, type) and issubclass(obj, DeviceDriver)):
         raise DriverNotFound(f"{target!r} is not a tablectl DeviceDriver class")
     return obj

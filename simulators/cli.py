@@ -20,6 +20,7 @@ from typing import Any
 
 from tablectl.drivers.usb_ids import DEVICE_KINDS, REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
 from tablectl.simulators.faults import FaultyWire
+from tablectl.simulators.registry import SimulatorNotFound, simulator_class
 from tablectl.simulators.scenario import SIMULATORS, Pluggable, Scenario, ScenarioError, Target
 from tablectl.simulators.shoe import ShoeSim
 
@@ -36,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decks", type=int, default=1, help="shuffler, shoe: decks of 52")
     parser.add_argument(
         "--automated", action="store_true", help="shoe: an automated dealing shoe (stacks)"
+    )
+    parser.add_argument(
+        "--driver",
+        default="reference",
+        help="whose device: a driver with a registered simulator (default: reference)",
     )
 
 
@@ -64,7 +70,11 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         kwargs["decks"] = args.decks
     if args.kind == "shoe":
         kwargs["automated"] = args.automated
-    sim = SIMULATORS[args.kind](**kwargs)
+    sim = (
+        SIMULATORS[args.kind]
+        if args.driver == "reference"
+        else simulator_class(args.kind, args.driver)
+    )(**kwargs)
     if isinstance(sim, ShoeSim):
         sim.load()  # a shoe on the table holds a shuffled deck
     wire = FaultyWire(sim)
@@ -77,6 +87,8 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         attachment = PtyAttachment(wire, loop, link_path=args.link)
         port = attachment.plug()
         cable, closer = PtyCable(args.kind, attachment), attachment.close
+    elif args.driver != "reference":
+        raise ValueError(f"the {args.driver} simulator is served on a pty only")
     else:
         from tablectl.simulators.harness import UsbCable
         from tablectl.simulators.usb_backend import SimulatedUsbBackend
@@ -115,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(main())
     except ScenarioError as bad:
         print(f"tablectl sim: {bad}", file=sys.stderr)
+        return 2
+    except SimulatorNotFound as missing:
+        print(f"tablectl sim: {missing}", file=sys.stderr)
         return 2
     except (OSError, ValueError) as exc:
         print(f"tablectl sim: cannot start the {args.kind} simulator: {exc}", file=sys.stderr)

@@ -51,6 +51,7 @@ from tablectl.controller.journal import JournalError, read_rows
 from tablectl.controller.logs import configure_logging
 from tablectl.controller.sealing import setup_keys
 from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
+from tablectl.drivers.registry import get_driver_class
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
 from tablectl.simulators.narration import StepPrinter, last_seq, summarise
@@ -151,6 +152,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="no pause and one line per round only (tests, soaks, benchmarks)",
     )
     parser.add_argument(
+        "--driver",
+        action="append",
+        default=[],
+        metavar="DEVICE=NAME",
+        help="a vendor's driver for a device (e.g. shoe=acme-cs9), played on its own simulator",
+    )
+    parser.add_argument(
         "--floor",
         action="store_true",
         help="three tables of three games shipping to a throwaway PostgreSQL (docs/floor.md); "
@@ -234,6 +242,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        args.drivers = parse_driver_options(args.driver)
+    except ValueError as error:
+        print(f"tablectl demo: --driver: {error}", file=sys.stderr)
+        return 2
     if args.state_dir is None:
         args.state_dir = Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
     args.state_dir.mkdir(parents=True, exist_ok=True)
@@ -264,6 +277,19 @@ def _run(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
         return 130
 
 
+def parse_driver_options(values: list[str]) -> dict[str, str]:
+    """``["shoe=acme-cs9"]`` -> ``{"shoe": "acme-cs9"}``; ValueError names a bad one."""
+    drivers: dict[str, str] = {}
+    for value in values:
+        device, sep, driver = value.partition("=")
+        if not sep or device not in DEVICES or not driver:
+            raise ValueError(
+                f"{value!r}: expected DEVICE=DRIVER, DEVICE one of {', '.join(DEVICES)}"
+            )
+        drivers[device] = driver
+    return drivers
+
+
 def demo_table_options(
     game: str, dealing: str | None = None, dual_deck: bool = False
 ) -> dict[str, Any]:
@@ -286,6 +312,7 @@ def demo_config(
     identities: Mapping[str, tuple[str, str]],
     usb_ids: Mapping[str, tuple[int, int]],
     metrics_listen: str,
+    drivers: Mapping[str, str] | None = None,
     *,
     table_id: str = "demo",
     floor: Mapping[str, Any] | None = None,
@@ -296,9 +323,10 @@ def demo_config(
     """
     devices: dict[str, Any] = {}
     for name, (serial, firmware) in identities.items():
-        kind, attachment = DEVICES[name]
+        kind, _attachment = DEVICES[name]
+        driver = (drivers or {}).get(name, "reference")
         transport: dict[str, Any]
-        if attachment == "usb":
+        if name in usb_ids:
             vendor, product = usb_ids[name]
             transport = {
                 "type": "usb",
@@ -308,9 +336,12 @@ def demo_config(
             }
         else:
             transport = {"type": "serial", "port": str(state_dir / "dev" / name)}
+            if driver != "reference":
+                # the serial line the vendor's manual gives, as its driver declares it
+                transport.update(get_driver_class(kind, driver).serial_defaults)
         devices[name] = {
             "kind": kind,
-            "driver": "reference",
+            "driver": driver,
             "transport": transport,
             "allowed_serials": [serial],
             "allowed_firmware_sha256": [firmware],
@@ -491,9 +522,20 @@ async def play_demo(
     except (TableLocked, LockError) as error:
         print(f"tablectl demo: {error}", file=sys.stderr)
         return 2
-    harness = SimulatedTableHarness(
-        args.game, options, seed=seed, state_dir=state_dir, shuffle_seconds=shuffle_seconds
-    )
+    drivers: dict[str, str] = getattr(args, "drivers", None) or {}
+    try:
+        harness = SimulatedTableHarness(
+            args.game,
+            options,
+            seed=seed,
+            state_dir=state_dir,
+            shuffle_seconds=shuffle_seconds,
+            drivers=drivers,
+        )
+    except (ValueError, LookupError) as error:
+        lock.release()
+        print(f"tablectl demo: {error}", file=sys.stderr)
+        return 2
     harness.plug()
     if on_plugged is not None:
         on_plugged(harness)
@@ -505,6 +547,7 @@ async def play_demo(
             harness.identities(),
             harness.usb_ids(),
             f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+            drivers,
             table_id=getattr(args, "table_id", "demo"),
             floor=_floor_section(args),
         )

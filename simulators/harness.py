@@ -9,12 +9,14 @@ pyusb. `tablectl demo` builds the daemon's drivers over these; tests reuse it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tablectl.drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
 from tablectl.simulators.device import SimulatedDevice
 from tablectl.simulators.pty import PtyAttachment
+from tablectl.simulators.registry import replacing, simulator_class
 from tablectl.simulators.table import SimulatedTable
 from tablectl.simulators.usb_backend import SimulatedUsbBackend, SimulatedUsbDevice
 
@@ -66,7 +68,10 @@ class SimulatedTableHarness:
         seed: int,
         state_dir: Path,
         shuffle_seconds: float = 0.3,
+        drivers: Mapping[str, str] | None = None,
     ) -> None:
+        """``drivers``: device name -> a vendor's driver whose simulator takes the reference
+        one's place (on a pty, with the same cards), e.g. ``{"shoe": "acme-cs9"}``."""
         self.game = game
         self.state_dir = state_dir
         self.table = SimulatedTable(
@@ -83,6 +88,20 @@ class SimulatedTableHarness:
         self.devices: dict[str, SimulatedDevice] = {
             name: self.table.devices[TABLE_KEYS[name]] for name in names
         }
+        self.drivers = {name: "reference" for name in names}
+        for name, driver in (drivers or {}).items():
+            if name not in self.devices:
+                raise ValueError(
+                    f"--driver {name}={driver}: this table has no device {name!r} "
+                    f"(its devices: {', '.join(self.devices)})"
+                )
+            self.drivers[name] = driver
+            if driver != "reference":
+                device = replacing(
+                    simulator_class(self.devices[name].kind, driver), self.devices[name]
+                )
+                setattr(self.table, name, device)  # SimulatedTable's attributes: the demo's names
+                self.devices[name] = device
         self.cables: dict[str, PtyCable | UsbCable] = {}
         self.usb_backend: SimulatedUsbBackend | None = None
 
@@ -93,7 +112,7 @@ class SimulatedTableHarness:
         dev.mkdir(parents=True, exist_ok=True)
         self.usb_backend = SimulatedUsbBackend(loop)
         for name, device in self.devices.items():
-            if name in USB_DEVICES:
+            if name in USB_DEVICES and self.drivers[name] == "reference":
                 usb = self.usb_backend.add_reference_device(
                     device.kind, device.identity.serial, device
                 )
@@ -118,5 +137,5 @@ class SimulatedTableHarness:
         return {
             name: (REFERENCE_VENDOR_ID, REFERENCE_PRODUCT_IDS[self.devices[name].kind])
             for name in self.devices
-            if name in USB_DEVICES
+            if name in USB_DEVICES and self.drivers[name] == "reference"
         }

@@ -58,6 +58,10 @@ class SerialTransport(Transport):
         bytesize: int = 8,
         parity: str = "N",
         stopbits: float = 1,
+        xonxoff: bool = False,
+        rtscts: bool = False,
+        dsrdtr: bool = False,
+        exclusive: bool = True,
     ) -> None:
         if not isinstance(port, str) or not port:
             raise ValueError(f"serial transport: port must be a non-empty string, got {port!r}")
@@ -77,11 +81,27 @@ class SerialTransport(Transport):
             raise ValueError(
                 f"serial port {port!r}: stopbits must be one of {VALID_STOPBITS}, got {stopbits!r}"
             )
+        for flag, value in (
+            ("xonxoff", xonxoff),
+            ("rtscts", rtscts),
+            ("dsrdtr", dsrdtr),
+            ("exclusive", exclusive),
+        ):
+            if not isinstance(value, bool):
+                raise ValueError(
+                    f"serial port {port!r}: {flag} must be true or false, got {value!r}"
+                )
         self.port = port
         self.baudrate = baudrate
         self.bytesize = bytesize
         self.parity = parity
         self.stopbits = stopbits
+        #: software (XON/XOFF), RTS/CTS and DSR/DTR flow control, as the device's manual says
+        self.xonxoff = xonxoff
+        self.rtscts = rtscts
+        self.dsrdtr = dsrdtr
+        #: an advisory lock (TIOCEXCL/flock) so a second process cannot open the same port
+        self.exclusive = exclusive
         self.name = f"serial:{port}"
         self._serial: Any = None
         self._fd = -1
@@ -111,11 +131,15 @@ class SerialTransport(Transport):
                 bytesize=self.bytesize,
                 parity=self.parity,
                 stopbits=self.stopbits,
+                xonxoff=self.xonxoff,
+                rtscts=self.rtscts,
+                dsrdtr=self.dsrdtr,
                 timeout=0,
                 write_timeout=0,
                 # flock(LOCK_EX) on the port: a second process (another daemon for this table, a
                 # terminal program left open) cannot open it and interleave bytes with ours.
-                exclusive=True,
+                # `exclusive = false` in [devices.NAME.transport] only for a port shared on purpose.
+                exclusive=self.exclusive,
             )
         except (serial.SerialException, OSError, ValueError) as exc:
             raise TransportError(f"serial port {self.port!r}: cannot open: {exc}") from exc
