@@ -4,13 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv test lint typecheck unit demo bench clean system-tools replay-regen diagrams \
+.PHONY: help venv test test-long lint typecheck unit demo bench clean system-tools replay-regen diagrams \
 	soak fuzz dist demo-floor watch-screenshot manuals
 
 help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
 	@echo "make dist   - sdist and wheel into dist/ (python -m build), checked by twine --strict"
-	@echo "make test   - install everything needed, then ruff, mypy and the whole test suite"
+	@echo "make test   - install everything needed, then ruff, mypy and the test suite"
+	@echo "make test-long - the suites of a minute or more (release venv, conformance kit)"
 	@echo "make demo-floor - three tables shipping to a throwaway PostgreSQL; the floor's report"
 	@echo "make bench  - benchmarks (tests/bench), figures in .bench/"
 	@echo "make soak   - 1,000,000 rounds with faults and invariants, the whole fault matrix"
@@ -43,10 +44,15 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# `make test` stays under ten minutes: suites marked `long` (a fresh venv and build, the
+# whole conformance kit) run in `make test-long`; .ci/run runs both.
 unit: venv
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not long" --durations=15
 
 test: venv system-tools lint typecheck unit
+
+test-long: venv system-tools
+	$(BIN)/python -m pytest -m long --durations=15
 
 # The daemon on a simulated table until Ctrl-C; e.g. make demo DEMO_ARGS="--game asia_poker --faults"
 demo: venv

@@ -16,6 +16,10 @@ import pytest
 from tablectl.simulators.conformance import conformance
 from tablectl.simulators.conformance.kit import FAIL, PASS, event_problems
 
+# Every check of the kit against every reference driver and the example, each over ptys and
+# a real cable pull: about a minute (make test-long; CI runs it).
+pytestmark = pytest.mark.long
+
 BROKEN = "tests.integrator.broken_driver:CardLeakingShoe"
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -20,7 +20,8 @@ from tablectl.controller import __version__
 
 from .conftest import ROOT
 
-pytestmark = pytest.mark.slow
+# A fresh venv, a build and an install: minutes, not seconds (make test-long; CI runs it).
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 SHIPPED = (
     "config/three_card_21.toml",
