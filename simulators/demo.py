@@ -204,24 +204,27 @@ def _positive(text: str) -> int:
     return value
 
 
-def _pace(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0.0 <= value <= 60.0:
-        raise argparse.ArgumentTypeError(f"a pause is between 0 and 60 seconds, got {value}")
-    return value
+def _bounded(
+    low: float, high: float, unit: str, what: str, suffix: str = ""
+) -> Callable[[str], float]:
+    """An argparse type: a number from `low` to `high`, the error naming the unit and range."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {unit}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{what} is between {low:g} and {high:g}{suffix}, got {value}"
+            )
+        return value
+
+    return parse
 
 
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number between 0 and 1") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"a share of rounds is between 0 and 1, got {value}")
-    return value
+_pace = _bounded(0.0, 60.0, "a number of seconds", "a pause", " seconds")
+_rate = _bounded(0.0, 1.0, "a number between 0 and 1", "a share of rounds")
 
 
 def run(args: argparse.Namespace) -> int:
