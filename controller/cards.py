@@ -19,10 +19,16 @@ class CardError(ValueError):
     """A card or a composition that docs/events.md does not allow; the message names the value."""
 
 
+#: Every card as docs/events.md spells it: what nearly every device and terminal sends.
+CANONICAL_CARDS = frozenset((*STANDARD_DECK, JOKER))
+
+
 def parse_card(value: object) -> str:
     """Return the canonical spelling of ``value`` or raise CardError naming it."""
     if not isinstance(value, str):
         raise CardError(f"a card must be a string like 'As' or 'JK', got {type(value).__name__}")
+    if type(value) is str and value in CANONICAL_CARDS:
+        return value  # already canonical: every card of every dealt round goes by here
     text = value.strip()
     if text.upper() == JOKER:
         return JOKER

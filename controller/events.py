@@ -583,6 +583,12 @@ DEVICE_EVENTS = frozenset(n for n, e in EVENT_TYPES.items() if e.source == "devi
 _ALL_NAMES = sorted(EVENT_TYPES)
 _OPERATOR_NAMES = sorted(OPERATOR_EVENTS)
 _FIELDS = {name: {f.name: f for f in spec.fields} for name, spec in EVENT_TYPES.items()}
+# Each event type's fields as `validate` walks them, once per event: (name, check, required,
+# from_caller), in the schema's order (the clean event keeps it).
+_CHECKS = {
+    name: tuple((f.name, f.type.check, f.required, f.from_caller) for f in spec.fields)
+    for name, spec in EVENT_TYPES.items()
+}
 
 
 def _nearest(word: str, choices: list[str]) -> str:
@@ -631,11 +637,11 @@ def validate(event: Mapping[str, Any], *, client: bool = False) -> dict[str, Any
         if client and field.stamped:
             raise EventError(f"{name}: set by the table, not by a terminal")
     clean: dict[str, Any] = {"type": spec.name}
-    for field in spec.fields:
-        if field.name in event:
-            clean[field.name] = field.type.check(field.name, event[field.name])
-        elif field.required and not (client and field.from_caller):
-            raise EventError(f"{field.name}: missing (a {spec.name} event needs it)")
+    for name, check, required, from_caller in _CHECKS[spec.name]:
+        if name in event:
+            clean[name] = check(name, event[name])
+        elif required and not (client and from_caller):
+            raise EventError(f"{name}: missing (a {spec.name} event needs it)")
     if spec.name == "starting_position" and ("dice" in event) == ("number" in event):
         raise EventError("dice/number: a starting_position gives exactly one of them")
     return clean
