@@ -84,9 +84,32 @@ _CANONICAL = json.JSONEncoder(
 )
 
 
+# JSONEncoder.encode builds its C encoder (c_make_encoder) afresh on every call; the journal
+# encodes every row, so the same C encoder is built once here. No circular check (markers
+# None): a row body is data from an event or a decision, never a structure that holds itself.
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_canonical_chunks: Callable[[Any, int], Any] | None = (
+    _c_make_encoder(
+        None,
+        _CANONICAL.default,
+        json.encoder.encode_basestring,
+        None,
+        ":",
+        ",",
+        True,
+        False,
+        False,
+    )
+    if _c_make_encoder is not None
+    else None
+)
+
+
 def canonical_json(value: Any) -> str:
     """One spelling per value: sorted keys, no spaces, UTF-8, no NaN."""
-    return _CANONICAL.encode(value)
+    if _canonical_chunks is None or isinstance(value, str):
+        return _CANONICAL.encode(value)
+    return "".join(_canonical_chunks(value, 0))
 
 
 # json's own string encoder (the C one when available): what canonical_json writes for a str.
@@ -127,6 +150,28 @@ def row_hash(
             }
         )
     return hashlib.sha256((prev_hash + content).encode()).hexdigest()
+
+
+class LocalTimestamp:
+    """`datetime.now().isoformat(timespec="microseconds")` (local, naive), kept per second.
+
+    The service stamps every event with it; formatting a datetime costs several times the
+    string work, and the date and time to the second change once a second (with the zone's
+    offset, which is looked up again then).
+    """
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, nanoseconds: int | None = None) -> str:
+        """The local time `nanoseconds` after the epoch (default: now), in ISO 8601."""
+        micros = (time.time_ns() if nanoseconds is None else nanoseconds) // 1000
+        second, fraction = divmod(micros, 1_000_000)
+        if second != self._second:
+            self._prefix = datetime.datetime.fromtimestamp(second).isoformat(timespec="seconds")
+            self._second = second
+        return f"{self._prefix}.{fraction:06d}"
 
 
 class UtcTimestamp:
