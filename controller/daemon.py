@@ -146,10 +146,12 @@ class Interlocks:
 
     def lift(self, event: Mapping[str, Any], decisions: list[dict[str, Any]]) -> None:
         """After an event and its decisions: the holds whose reason has passed are lifted."""
-        names = {d.get("decision") for d in decisions}
-        if "rejected" in names or names & set(SHOE_LOCKING):
-            return
         kind = event.get("type")
+        if kind not in LIFTING_EVENTS:
+            return  # nearly every event: nothing to lift
+        names = {d.get("decision") for d in decisions}
+        if "rejected" in names or not names.isdisjoint(SHOE_LOCKING):
+            return
         if kind == "bets_closed":
             self.shoe -= {"deal_blocked", "round_void", "hands_dead", "device_fault"}
         if kind == "deck_received":
@@ -157,6 +159,8 @@ class Interlocks:
             self.shuffler.discard("deck_removed")
 
 
+#: the events after which `Interlocks.lift` may lift a hold
+LIFTING_EVENTS = frozenset({"bets_closed", "deck_received"})
 #: a release command -> the hold it lifts
 RELEASES = {"release_deck": "lock_deck", "unlock_dispensing": "lock_dispensing"}
 SHOE_LOCKING = {
@@ -358,6 +362,7 @@ class Daemon:
         self.operator = operator
         self._alarms = AlarmCoalescer(operator.publish)
         self.service.publish = self._alarms
+        self.service.subscribed = operator.has_subscribers
         try:
             self.metrics_server = start_metrics_server(
                 self.config.metrics_host, self.config.metrics_port

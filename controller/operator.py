@@ -392,6 +392,10 @@ class OperatorServer:
                 self.socket_path.unlink()
         self._bound = None
 
+    def has_subscribers(self) -> bool:
+        """Whether any client reads the pushes (the service skips state nobody would read)."""
+        return bool(self._subscribers)
+
     async def publish(self, message: Mapping[str, Any]) -> None:
         """Push a decision, alarm or state change to every subscribed client.
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from time import perf_counter
 from typing import Any
 
 from tablectl.controller import metrics
@@ -30,6 +32,7 @@ from tablectl.controller.journal import (
     Journal,
     JournalError,
     JournalRow,
+    LocalTimestamp,
     ReplayedDraws,
     _to_row,
     closed_segment_name,
@@ -63,6 +66,8 @@ ALARM_DECISIONS = frozenset(
     {"notify_supervisor", "procedure_violation", "deal_blocked", "remove_deck", "void_round"}
 )
 DEVICE_FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault"})
+# Events `_account` counts even when they draw no decision and end no round.
+_ACCOUNTED_EVENTS = DEVICE_FAULT_EVENTS | {"device_lost", "device_connected", "hands_collected"}
 # How stale the status gauges (rounds since stub count, pending notifications) may be.
 GAUGE_REFRESH_SECONDS = 0.05
 
@@ -118,12 +123,26 @@ class TableService:
         self.journal = journal
         self.random_source = random_source
         self.clock = clock
+        # Every event's local `time`: the default clock's text is kept per second (the
+        # service stamps every card); an injected clock (tests, replays) is asked each time.
+        self._stamp: Callable[[], str] = (
+            LocalTimestamp()
+            if clock is datetime.datetime.now
+            else (lambda: clock().isoformat(timespec="microseconds"))
+        )
         self.device_commands: DeviceCommandSink | None = None
         self.publish: Publisher | None = None
+        # Whether anyone reads the state pushed after every event (a terminal subscribed):
+        # decisions and alarms are always published (they are counted), the state only then.
+        self.subscribed: Callable[[], bool] = lambda: True
         # Watchers of the event stream inside the process (the demo's automatic dealer waits on
         # the cards it drew this way); they get what the journal got, so never a log or metric.
         self.observers: list[EventObserver] = []
         self._log = get_logger("service", table=config.table_id)
+        # A filtered-out debug line still costs its call; the bound logger's level is fixed.
+        is_enabled_for = getattr(self._log, "is_enabled_for", None)
+        self._log_events = is_enabled_for is None or bool(is_enabled_for(logging.DEBUG))
+        self._observe_processing = metrics.EVENT_PROCESSING_SECONDS.observe
         self._draws = _ReplaySource(self)
         self.table_row = config.table_dict()
         self.engine = engine_builder(self.table_row, self._draws)
@@ -361,28 +380,47 @@ class TableService:
     async def handle_event(
         self, event: Mapping[str, Any], *, source: str = "device"
     ) -> list[dict[str, Any]]:
-        """Journal, decide, journal the decisions (durable when they command a device), act."""
-        started = time.perf_counter()
+        """Journal, decide, journal the decisions (durable when they command a device), act.
+
+        It runs for every card: the common case (a card dealt, no decision) takes no step it
+        does not need, and every step of the rare ones is still in the same order.
+        """
+        started = perf_counter()
         stamped = dict(event)
-        stamped.setdefault("time", self.clock().isoformat(timespec="microseconds"))
-        round_before = self.engine.round_number
-        seq = self.journal.append("event", stamped, round_number=round_before)
-        # The event's type, source and device only: its fields may hold cards (H7).
-        self._log.debug(
-            "event", type=stamped.get("type"), source=source, seq=seq, device=stamped.get("device")
-        )
-        self._engine_status = None  # whatever happens in the engine now
-        decisions = [d.to_dict() for d in self.engine.handle(stamped, seq)]
-        commands = [d for d in decisions if d.get("decision") in DEVICE_COMMAND_DECISIONS]
-        durable = not self.group_commit or bool(commands) or source == "operator"
-        round_number = self.engine.round_number
-        for index, decision in enumerate(decisions):
-            last = index == len(decisions) - 1
-            self.journal.append(
-                "decision", decision, round_number=round_number, durable=durable and last
+        if "time" not in stamped:
+            stamped["time"] = self._stamp()
+        engine = self.engine
+        round_before = engine.round_number
+        journal = self.journal
+        seq = journal.append("event", stamped, round_number=round_before)
+        if self._log_events:
+            # The event's type, source and device only: its fields may hold cards (H7).
+            self._log.debug(
+                "event",
+                type=stamped.get("type"),
+                source=source,
+                seq=seq,
+                device=stamped.get("device"),
             )
-        if durable and not decisions:
-            self.journal.flush()
+        self._engine_status = None  # whatever happens in the engine now
+        decided = engine.handle(stamped, seq)
+        if decided:
+            decisions = [d.to_dict() for d in decided]
+            commands = [d for d in decisions if d.get("decision") in DEVICE_COMMAND_DECISIONS]
+            durable = not self.group_commit or bool(commands) or source == "operator"
+            round_number = engine.round_number
+            last = len(decisions) - 1
+            for index, decision in enumerate(decisions):
+                journal.append(
+                    "decision",
+                    decision,
+                    round_number=round_number,
+                    durable=durable and index == last,
+                )
+        else:
+            decisions = commands = []
+            if not self.group_commit or source == "operator":
+                journal.flush()
         counted = self._round_counted
         self._account(stamped, decisions, round_before)
         if (
@@ -391,9 +429,10 @@ class TableService:
             and self._round_counted % self.checkpoint_rounds == 0
         ):
             self.checkpoint()
-        elapsed = time.perf_counter() - started
-        metrics.EVENT_PROCESSING_SECONDS.observe(elapsed)
-        await self._act(stamped, decisions, commands)
+        elapsed = perf_counter() - started
+        self._observe_processing(elapsed)
+        if commands or (self.publish is not None and (decisions or self.subscribed())):
+            await self._act(stamped, decisions, commands)
         for observer in self.observers:
             observer(stamped, decisions, elapsed, source)
         return decisions
@@ -444,6 +483,15 @@ class TableService:
         self, event: Mapping[str, Any], decisions: list[dict[str, Any]], round_before: int
     ) -> None:
         kind = event.get("type")
+        if (
+            not decisions
+            and kind not in _ACCOUNTED_EVENTS
+            and self.engine.round_number == round_before
+        ):
+            # a card dealt: nothing to count but the status gauges, which lag on purpose
+            if self._gauges_timer is None:
+                self._schedule_gauges()
+            return
         device = event.get("device")
         if kind in ("device_lost", "device_connected") and isinstance(device, str):
             self.devices_up[device] = kind == "device_connected"
@@ -516,7 +564,8 @@ class TableService:
             for decision in decisions:
                 message = "alarm" if decision.get("decision") in ALARM_DECISIONS else "decision"
                 await self.publish({"message": message, **decision})
-            await self.publish({"message": "state", "state": self.engine.state})
+            if self.subscribed():
+                await self.publish({"message": "state", "state": self.engine.state})
 
 
 async def open_service(config: TableConfig, **options: Any) -> TableService:

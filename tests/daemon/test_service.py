@@ -384,3 +384,40 @@ def test_a_journaled_random_draw_for_another_bound_refuses_to_start(tmp_path):
 
     with pytest.raises(ServiceError, match=r"row \d+: journaled random draw was for bound 3"):
         asyncio.run(scenario())
+
+
+def test_state_is_pushed_only_to_someone_subscribed_and_decisions_always(
+    tmp_path: Path,
+) -> None:
+    """After every event the state goes to subscribers; nobody subscribed, it is not even
+    built. Decisions (alarms among them) are published whoever listens: they are counted."""
+    config = config_for(tmp_path)
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        service = await open_service(config, clock=fixed_clock)
+        published: list[dict[str, Any]] = []
+        listening = [False]
+
+        async def publish(message: Any) -> None:
+            published.append(dict(message))
+
+        service.publish = publish
+        service.subscribed = lambda: listening[0]
+        await play(service, SETUP)
+        await service.handle_operator_event({"type": "bets_closed", "positions": [1, 2]})
+        await service.handle_event({"type": "card_drawn", "card": CARDS[0]})
+        alone = list(published)
+        published.clear()
+        listening[0] = True
+        await service.handle_event({"type": "card_drawn", "card": CARDS[1]})
+        # a face-up card draws a decision (C1): published with or without a subscriber
+        listening[0] = False
+        await service.handle_event({"type": "card_drawn", "card": CARDS[2], "face_up": True})
+        service.close()
+        return alone, published
+
+    alone, then = asyncio.run(scenario())
+    assert not any(m["message"] == "state" for m in alone)
+    assert [m["message"] for m in then] == ["state", "decision"]
+    assert then[0]["state"] == "dealing"
+    assert then[1]["decision"] == "discard_card" and then[1]["rule_id"] == "C1"

@@ -85,6 +85,8 @@ def test_shuffler_reader_link_and_identity_faults(make_table: Any) -> None:
         ]
         alarm = subscriber.until(lambda m: m.get("decision") == "reshuffle")
         assert alarm["rule_id"] == "C4"
+        # and the state after the event, pushed because a terminal is subscribed
+        assert subscriber.until(lambda m: m.get("message") == "state")["state"]
         assert table.metric("tablectl_device_faults_total", device="shuffler", fault=fault) == 1
         assert table.metric("tablectl_decisions_total", decision="reshuffle", rule_id="C4") >= 1
         table.sim("step", "shuffler", step="clear_fault")
