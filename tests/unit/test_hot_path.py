@@ -211,3 +211,58 @@ def test_utc_timestamp_is_datetimes_isoformat(nanoseconds: int) -> None:
     assert stamp(nanoseconds) == expected
     assert stamp(nanoseconds) == expected  # from the kept second too
     assert stamp(nanoseconds + 1_000_000_000) != expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=(2**33) * 10**9))
+def test_local_timestamp_is_datetimes_isoformat(nanoseconds: int) -> None:
+    """The service's per-event `time`: the text datetime.now().isoformat() would give."""
+    import datetime
+
+    from tablectl.controller.journal import LocalTimestamp
+
+    stamp = LocalTimestamp()
+    moment = datetime.datetime.fromtimestamp(nanoseconds // 1000 // 10**6)
+    expected = moment.replace(microsecond=nanoseconds // 1000 % 10**6).isoformat(
+        timespec="microseconds"
+    )
+    assert stamp(nanoseconds) == expected
+    assert stamp(nanoseconds) == expected  # from the kept second too
+    assert stamp(nanoseconds + 1_000_000_000) != expected
+
+
+def test_local_timestamp_follows_the_clock_now() -> None:
+    import datetime
+
+    from tablectl.controller.journal import LocalTimestamp
+
+    before = datetime.datetime.now()
+    stamped = datetime.datetime.fromisoformat(LocalTimestamp()())
+    after = datetime.datetime.now()
+    assert before <= stamped <= after
+
+
+def test_the_daemon_process_never_imports_rich() -> None:
+    """`tablectl run` and `demo`: structlog is imported without rich (start time, RSS)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from tablectl.controller.cli import TABLE_PROCESSES, import_structlog_without_rich\n"
+        "assert {'run', 'demo'} <= TABLE_PROCESSES\n"
+        "import_structlog_without_rich()\n"
+        "import tablectl.controller.daemon, tablectl.simulators.demo\n"
+        "assert 'rich' not in sys.modules, 'rich was imported'\n"
+        "import structlog\n"
+        "line = structlog.dev.ConsoleRenderer(colors=False)(\n"
+        "    None, 'error', {'event': 'x', 'exc_info': ValueError('boom')})\n"
+        "assert 'boom' in line, line\n"
+        "import rich.console\n"  # textual's rich still imports afterwards (tablectl watch)
+        "print('ok')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
