@@ -134,6 +134,8 @@ def latency_section(run: Run) -> Part:
         f"  (the journal's own commit inside the e2e samples: median "
         f"{figures['e2e_journal_commit']['median_us']} µs, p99 "
         f"{figures['e2e_journal_commit']['p99_us']} µs)",
+        "  the e2e samples cut in stages (medians, µs): "
+        + ", ".join(f"{k} {v}" for k, v in figures["e2e_stages_median_us"].items()),
         f"  information: the {figures['frame_bytes']}-byte frame's wire time at 115200 baud is "
         f"{figures['wire_time_us']} µs: e2e median {figures['e2e_median_vs_wire']}x, "
         f"p99 {figures['e2e_p99_vs_wire']}x of it",

@@ -51,6 +51,14 @@ from tablectl.simulators.cards import composition
 from tablectl.simulators.pty import PtyAttachment
 from tablectl.simulators.shoe import ShoeSim
 
+#: The end-to-end sample cut at the driver's event, the consumer's start and the commit.
+STAGES = (
+    "frame_to_driver_event",  # pty, pyserial, codec, link, driver (the pty floor's path)
+    "driver_event_to_consumer",  # the daemon's queue: the loop's next turn
+    "consumer_to_commit",  # lock, time stamp, journal append, engine, decision rows
+    "commit",  # the journal's commit (fsync), the commit floor's part
+    "commit_to_done",  # metrics, logs, interlocks, STATUS=, the lock released
+)
 HILO_POSITIONS = [1, 2, 3, 4, 5, 6, 7]
 CARDS_PER_ROUND = 5 * (len(HILO_POSITIONS) + 1)
 
@@ -129,6 +137,9 @@ class DaemonRig:
         self._task: asyncio.Task[int] | None = None
         self._attachment: PtyAttachment | None = None
         self._written: list[float] = []
+        # when the sample's card passed each stage (perf_counter), and each sample's stages
+        self.marks: dict[str, float] = {}
+        self.stages: list[dict[str, float]] = []
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -159,12 +170,25 @@ class DaemonRig:
                 await asyncio.sleep(0.005)
         self.daemon = ready[0]
         handle = self.daemon._handle_device_event
+        marks = self.marks
 
         async def timed(event: dict[str, Any]) -> None:
+            marks["consumer"] = time.perf_counter()
             await handle(event)
             waiting = self.finished
             if event.get("type") == "card_drawn" and waiting is not None and not waiting.done():
                 waiting.set_result(time.perf_counter())
+
+        # the driver's event callback (the daemon's queue): when the event left the driver
+        driver = self.daemon.drivers["shoe"]
+        deliver = driver._on_event
+        assert deliver is not None
+
+        def emitted(event: dict[str, Any]) -> None:
+            marks["emitted"] = time.perf_counter()
+            deliver(event)
+
+        driver._on_event = emitted
 
         # the daemon's consumer calls this per event: the clock stops when it returns
         self.daemon._handle_device_event = timed  # type: ignore[method-assign]
@@ -176,7 +200,8 @@ class DaemonRig:
             rows, started = journal.pending, time.perf_counter()
             flush()
             if rows and self.finished is not None and not self.finished.done():
-                self.commits.append(time.perf_counter() - started)
+                marks["commit_started"], marks["committed"] = started, time.perf_counter()
+                self.commits.append(marks["committed"] - started)
 
         journal.flush = timed_flush  # type: ignore[method-assign]
         self.service_observer()
@@ -215,12 +240,24 @@ class DaemonRig:
         loop = asyncio.get_running_loop()
         self.finished = loop.create_future()
         self._written.clear()
+        self.marks.clear()
         if self.sim.draw() is None:
             raise RuntimeError("the bench shoe did not deal (locked: a decision held it)")
         start = self._written[0]
         end = await self.finished
         self.drawn += 1
+        self._stages(start, end)
         return end - start
+
+    def _stages(self, start: float, end: float) -> None:
+        """Where this sample's time went, in µs (STAGES), when every mark was taken."""
+        at = self.marks
+        if all(k in at for k in ("emitted", "consumer", "commit_started", "committed")):
+            points = [start, at["emitted"], at["consumer"], at["commit_started"]]
+            points += [at["committed"], end]
+            self.stages.append(
+                {n: (b - a) * 1e6 for n, a, b in zip(STAGES, points[:-1], points[1:], strict=True)}
+            )
 
     async def close(self) -> bool:
         """Stop the daemon; True when its journal verifies."""
@@ -355,8 +392,15 @@ async def measure(samples: int = 2000, warmup: int = 100) -> dict[str, Any]:
         commit.close()
         await pty.close()
         decisions, rounds, commits = rig.decisions, rig.rounds, rig.commits[-len(e2e) :]
+        stages = rig.stages[-len(e2e) :]
         intact = await rig.close()
     return summarize(e2e, pty_samples, commit_samples) | {
+        # each stage's median over the samples (they need not add up to the e2e median)
+        "e2e_stages_median_us": {
+            name: round(statistics.median(s[name] for s in stages), 1) for name in STAGES
+        }
+        if stages
+        else {},
         "rounds_dealt": rounds,
         "decisions_made": decisions,
         "journal_verified": intact,
