@@ -37,6 +37,7 @@ from typing import Any
 
 from tablectl.controller import metrics
 from tablectl.controller.config import DeviceConfig, TableConfig
+from tablectl.controller.eager import start_eagerly
 from tablectl.controller.events import DEVICE_EVENTS
 from tablectl.controller.floor.shipper import FloorShipper
 from tablectl.controller.journal import Journal, JournalError, JournalRow
@@ -270,6 +271,8 @@ class Daemon:
         self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._lock = asyncio.Lock()
         self._consumer: asyncio.Task[None] | None = None
+        # Device events handled at once that suspended, finishing in tasks (`_device_event`).
+        self._unfinished: set[asyncio.Task[None]] = set()
         self._commands: dict[str, asyncio.Queue[tuple[str, Callable[[], Any]]]] = {}
         self._workers: list[asyncio.Task[None]] = []
         self._last_status = ""
@@ -346,7 +349,7 @@ class Daemon:
             self._workers.append(
                 loop.create_task(self._command_worker(driver, queue), name=f"commands:{name}")
             )
-            await driver.start(loop, self._events.put_nowait)
+            await driver.start(loop, self._device_event)
         operator = OperatorServer(
             self.config.operator_socket,
             allowed_group=self.config.operator_group,
@@ -442,7 +445,7 @@ class Daemon:
             self.upkeep = None
             async with self._lock:
                 self._journal_at_stop()
-        tasks = [*self._workers, *([self._consumer] if self._consumer else [])]
+        tasks = [*self._workers, *self._unfinished, *([self._consumer] if self._consumer else [])]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -638,22 +641,48 @@ class Daemon:
 
     # -- events ------------------------------------------------------------------------------
 
+    def _device_event(self, event: dict[str, Any]) -> None:
+        """The drivers' event callback: an event with nothing ahead of it is handled at once.
+
+        With the queue empty, no handler suspended and the lock free (no operator event or
+        journal upkeep under way), the event is handled here, inside the driver's callback,
+        rather than by the consumer task on the loop's next turn: that turn was 25-35 us of
+        the daemon's own ~120 us per card (issue 16, docs/performance.md). Any other time it
+        is queued behind what is ahead of it, so device and operator events keep one order.
+        The journal's commit still comes before any command or reply the event causes.
+        """
+        consumer = self._consumer
+        if (
+            consumer is None
+            or consumer.done()
+            or self._unfinished
+            or self._lock.locked()
+            or not self._events.empty()
+        ):
+            self._events.put_nowait(event)
+            return
+        start_eagerly(self._handle_and_log(event), self._unfinished)
+
     async def _consume(self) -> None:
         while True:
             event = await self._events.get()
             try:
-                await self._handle_device_event(event)
-            except JournalError as error:  # the journal told stop_dealing already
-                self._log.error(
-                    "device_event_not_recorded", type=event.get("type"), error=str(error)
-                )
-            except Exception:  # one bad event must not end the table's event loop
-                self._log.exception("device_event_failed", type=event.get("type"))
+                await self._handle_and_log(event)
             finally:
                 self._events.task_done()
 
+    async def _handle_and_log(self, event: dict[str, Any]) -> None:
+        try:
+            await self._handle_device_event(event)
+        except JournalError as error:  # the journal told stop_dealing already
+            self._log.error("device_event_not_recorded", type=event.get("type"), error=str(error))
+        except Exception:  # one bad event must not end the table's event loop
+            self._log.exception("device_event_failed", type=event.get("type"))
+
     async def drain(self) -> None:
         """Wait until every device event received so far is handled (tests, the demo dealer)."""
+        while self._unfinished:
+            await asyncio.wait(set(self._unfinished))
         if self._consumer is not None and not self._consumer.done():
             await self._events.join()
 

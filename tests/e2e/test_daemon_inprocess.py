@@ -148,3 +148,60 @@ def test_a_driver_cannot_send_an_operator_event_or_a_random_draw(tmp_path: Path)
     notes = [r.body for r in rows if r.kind == "note"]
     assert [n["report"] for n in notes] == ["bets_closed", "random_draw"]
     assert all(n["type"] == "device_report" for n in notes)
+
+
+def test_a_device_event_with_nothing_ahead_is_handled_at_once_else_in_order(
+    tmp_path: Path,
+) -> None:
+    """The drivers' callback handles an event at once when the daemon is idle (no loop turn:
+    issue 16); behind a held lock or a handler still under way it waits its turn, in order."""
+    path = tmp_path / "t.toml"
+    path.write_text(table_toml("heads_up_holdem", tmp_path, {}, metrics_port=0))
+    config = load_config(path)
+    cut = {"type": "cut_card_reached", "device": "shoe", "kind": "shoe"}
+
+    def event_rows(daemon: Daemon) -> list[int]:
+        rows = read_rows(daemon.service.journal.path)
+        return [r.seq for r in rows if r.kind == "event" and r.body.get("type") == cut["type"]]
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        ready: list[Daemon] = []
+        task = asyncio.get_running_loop().create_task(
+            run_daemon(config, stop=stop, on_ready=ready.append, handle_signals=False)
+        )
+        await _until(lambda: bool(ready))
+        daemon = ready[0]
+        # idle: journaled (and committed) before the callback returns, no await between
+        daemon._device_event(dict(cut))
+        assert len(event_rows(daemon)) == 1
+        # an operator event or the journal's upkeep holds the lock: the event waits
+        async with daemon._lock:
+            daemon._device_event(dict(cut))
+            assert len(event_rows(daemon)) == 1
+        await daemon.drain()
+        assert len(event_rows(daemon)) == 2
+        # a handler that suspends (a push that waits) finishes in a task; the next event
+        # waits behind it, and drain waits for both
+        pushed: list[int] = []
+
+        async def slow_push(message: Any) -> None:
+            await asyncio.sleep(0.05)
+            if message.get("message") == "state":  # one per event, after its decisions
+                pushed.append(daemon.service.journal.last_seq)
+
+        daemon.service.publish = slow_push
+        daemon.service.subscribed = lambda: True
+        daemon._device_event(dict(cut))
+        daemon._device_event(dict(cut))
+        assert len(event_rows(daemon)) == 3 and daemon._events.qsize() == 1
+        await daemon.drain()
+        seqs = event_rows(daemon)
+        assert len(seqs) == 4
+        assert pushed == sorted(pushed) and len(pushed) == 2
+        assert pushed[0] < seqs[3] <= pushed[1]  # the second was handled after the first
+        stop.set()
+        assert await task == 0
+        assert verify_journal(config.journal_path).ok
+
+    asyncio.run(main())
