@@ -155,46 +155,41 @@ def row_hash(
 class LocalTimestamp:
     """`datetime.now().isoformat(timespec="microseconds")` (local, naive), kept per second.
 
-    The service stamps every event with it; formatting a datetime costs several times the
-    string work, and the date and time to the second change once a second (with the zone's
-    offset, which is looked up again then).
+    The service stamps every event with it, the journal every row (UtcTimestamp): formatting
+    a datetime costs several times the string work (an aware one calls back into Python for
+    its offset, ~3 us), while the date and time to the second change once a second (with
+    the zone's offset, looked up again then); so they are formatted then and kept, and the
+    microseconds appended.
     """
+
+    suffix = ""  # after the microseconds
 
     def __init__(self) -> None:
         self._second = -1
         self._prefix = ""
 
+    def second_text(self, second: int) -> str:
+        """The date and time to the second, `second` after the epoch."""
+        return datetime.datetime.fromtimestamp(second).isoformat(timespec="seconds")
+
     def __call__(self, nanoseconds: int | None = None) -> str:
-        """The local time `nanoseconds` after the epoch (default: now), in ISO 8601."""
+        """The time `nanoseconds` after the epoch (default: now), in ISO 8601."""
         micros = (time.time_ns() if nanoseconds is None else nanoseconds) // 1000
         second, fraction = divmod(micros, 1_000_000)
         if second != self._second:
-            self._prefix = datetime.datetime.fromtimestamp(second).isoformat(timespec="seconds")
+            self._prefix = self.second_text(second)
             self._second = second
-        return f"{self._prefix}.{fraction:06d}"
+        return f"{self._prefix}.{fraction:06d}{self.suffix}"
 
 
-class UtcTimestamp:
-    """`datetime.now(UTC).isoformat(timespec="microseconds")`, at a fraction of its cost.
+class UtcTimestamp(LocalTimestamp):
+    """`datetime.now(UTC).isoformat(timespec="microseconds")`, kept per second likewise."""
 
-    It stamps every row: formatting an aware datetime calls back into Python for its offset
-    (~3 us), while the date and time to the second change once a second, so they are
-    formatted then and kept; the microseconds are appended.
-    """
+    suffix = "+00:00"
 
-    def __init__(self) -> None:
-        self._second = -1
-        self._prefix = ""
-
-    def __call__(self, nanoseconds: int | None = None) -> str:
-        """The UTC time `nanoseconds` after the epoch (default: now), in ISO 8601."""
-        micros = (time.time_ns() if nanoseconds is None else nanoseconds) // 1000
-        second, fraction = divmod(micros, 1_000_000)
-        if second != self._second:
-            moment = datetime.datetime.fromtimestamp(second, datetime.UTC)
-            self._prefix = moment.isoformat(timespec="seconds")[:-6]  # without "+00:00"
-            self._second = second
-        return f"{self._prefix}.{fraction:06d}+00:00"
+    def second_text(self, second: int) -> str:
+        moment = datetime.datetime.fromtimestamp(second, datetime.UTC)
+        return moment.isoformat(timespec="seconds")[:-6]  # without "+00:00"
 
 
 @dataclass(frozen=True)

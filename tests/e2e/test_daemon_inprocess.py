@@ -119,22 +119,33 @@ def _quiet_logs() -> None:
     configure_logging("warning", mode="json")
 
 
-def test_a_driver_cannot_send_an_operator_event_or_a_random_draw(tmp_path: Path) -> None:
-    """Only the operator socket speaks for the dealer; a driver's claim is a note, not an event."""
+async def _deviceless_daemon(
+    config: Any,
+) -> tuple[Daemon, asyncio.Event, asyncio.Task[int]]:
+    """`run_daemon` of a table with no device, ready; set the event to stop it."""
+    stop = asyncio.Event()
+    ready: list[Daemon] = []
+    task = asyncio.get_running_loop().create_task(
+        run_daemon(config, stop=stop, on_ready=ready.append, handle_signals=False)
+    )
+    await _until(lambda: bool(ready))
+    return ready[0], stop, task
+
+
+def _deviceless_config(tmp_path: Path) -> Any:
     path = tmp_path / "t.toml"
     path.write_text(table_toml("heads_up_holdem", tmp_path, {}, metrics_port=0))
-    config = load_config(path)
+    return load_config(path)
+
+
+def test_a_driver_cannot_send_an_operator_event_or_a_random_draw(tmp_path: Path) -> None:
+    """Only the operator socket speaks for the dealer; a driver's claim is a note, not an event."""
+    config = _deviceless_config(tmp_path)
 
     async def main() -> None:
-        stop = asyncio.Event()
-        ready: list[Daemon] = []
-        task = asyncio.get_running_loop().create_task(
-            run_daemon(config, stop=stop, on_ready=ready.append, handle_signals=False)
-        )
-        await _until(lambda: bool(ready))
-        daemon = ready[0]
+        daemon, stop, task = await _deviceless_daemon(config)
         before = daemon.status()["state"]
-        on_event = daemon._events.put_nowait  # what every driver is given
+        on_event = daemon._device_event  # what every driver is given
         on_event({"type": "bets_closed", "positions": [1], "device": "shoe", "kind": "shoe"})
         on_event({"type": "random_draw", "bound": 52, "value": 0, "device": "shoe"})
         await daemon.drain()
@@ -155,9 +166,7 @@ def test_a_device_event_with_nothing_ahead_is_handled_at_once_else_in_order(
 ) -> None:
     """The drivers' callback handles an event at once when the daemon is idle (no loop turn:
     issue 16); behind a held lock or a handler still under way it waits its turn, in order."""
-    path = tmp_path / "t.toml"
-    path.write_text(table_toml("heads_up_holdem", tmp_path, {}, metrics_port=0))
-    config = load_config(path)
+    config = _deviceless_config(tmp_path)
     cut = {"type": "cut_card_reached", "device": "shoe", "kind": "shoe"}
 
     def event_rows(daemon: Daemon) -> list[int]:
@@ -165,13 +174,7 @@ def test_a_device_event_with_nothing_ahead_is_handled_at_once_else_in_order(
         return [r.seq for r in rows if r.kind == "event" and r.body.get("type") == cut["type"]]
 
     async def main() -> None:
-        stop = asyncio.Event()
-        ready: list[Daemon] = []
-        task = asyncio.get_running_loop().create_task(
-            run_daemon(config, stop=stop, on_ready=ready.append, handle_signals=False)
-        )
-        await _until(lambda: bool(ready))
-        daemon = ready[0]
+        daemon, stop, task = await _deviceless_daemon(config)
         # idle: journaled (and committed) before the callback returns, no await between
         daemon._device_event(dict(cut))
         assert len(event_rows(daemon)) == 1
