@@ -6,6 +6,7 @@ A card is a two-character string: rank ``A 2 3 4 5 6 7 8 9 T J Q K`` then suit
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 
@@ -44,6 +45,22 @@ def parse_card(value: object) -> str:
         f"{' '.join(RANKS)} (or 10) followed by "
         f"a suit of {' '.join(SUITS)}, or JK for the joker"
     )
+
+
+# A card-shaped word in any case (AH, ah, 10H, jk), standing alone: in a device's own text
+# nothing says which case is a word and which a card, so every such word counts as a card.
+_CARD_WORD = re.compile(r"(?<![\w.])(?:10|[2-9tjqka])[cdhs](?!\w)|(?<![\w.])jk(?!\w)", re.I)
+CARD_WORD_MASK = "[card]"
+
+
+def mask_card_words(text: str) -> str:
+    """`text` with every card-shaped word, in any case, replaced by [card] (H7).
+
+    For a device's own words (a fault's name or detail): untrusted firmware could put a face-
+    down card there, and they reach decisions' reasons, logs, alarms and `status`. The journal
+    keeps the device's text as it came.
+    """
+    return _CARD_WORD.sub(CARD_WORD_MASK, text)
 
 
 def is_ten_or_ace(card: str) -> bool:

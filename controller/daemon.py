@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tablectl.controller import metrics
+from tablectl.controller.cards import mask_card_words
 from tablectl.controller.config import DeviceConfig, TableConfig
 from tablectl.controller.eager import start_eagerly
 from tablectl.controller.events import DEVICE_EVENTS
@@ -767,13 +768,15 @@ class Daemon:
         if event.get("type") not in DEVICE_FAULT_EVENTS:  # the service counts those
             metrics.record_device_fault(device, UNDECODABLE_FRAME)
         self._log.error("device_fault", device=device, fault=UNDECODABLE_FRAME)
+        # the device's own words, card-shaped ones masked: an alarm reaches every terminal (H7)
+        said = mask_card_words(str(event.get("detail") or "an undecodable frame"))
         await self._publish(
             {
                 "message": "alarm",
                 "alarm": "device_fault",
                 "device": device,
                 "fault": UNDECODABLE_FRAME,
-                "reason": f"{device}: {event.get('detail') or 'an undecodable frame'}; "
+                "reason": f"{device}: {said}; "
                 + (
                     "the deal is blocked until the next round (a card may have left unseen)"
                     if event.get("kind") == "shoe"

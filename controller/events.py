@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from tablectl.controller.cards import CardError, parse_card
+from tablectl.controller.cards import CardError, mask_card_words, parse_card
 
 #: The longest JSON line a scenario file or the operator socket may carry (bytes).
 MAX_LINE = 64 * 1024
@@ -166,6 +166,12 @@ def _device_text(name: str, value: Any) -> str:
     return value
 
 
+def _device_said(name: str, value: Any) -> str:
+    """A device's own words about a fault, with card-shaped words masked (H7): the engine puts
+    them in decisions' reasons and `status`; the journal keeps them as the device sent them."""
+    return mask_card_words(_device_text(name, value))
+
+
 def _device_words(name: str, value: Any) -> str:
     """What a device says of itself (model, serial, firmware): as the wire carries it, maybe
     empty; a device is never refused here for its wording (the allow-list judges it)."""
@@ -265,7 +271,7 @@ CARD = FieldType("a card: rank A 2-9 T J Q K (or 10) and suit c d h s, or JK", _
 CARDS = FieldType(f"a list of 1-{MAX_CARDS} cards", _cards, _list_from_text(str))
 BOOL = FieldType("true or false", _bool, _bool_from_text)
 DECK = FieldType("`A` or `B`", _deck)
-DEVICE_TEXT = FieldType(f"text of 1-{MAX_TEXT} characters", _device_text)
+DEVICE_TEXT = FieldType(f"text of 1-{MAX_TEXT} characters", _device_said)
 DEVICE_WORDS = FieldType(f"text of 0-{MAX_TEXT} characters", _device_words)
 DEVICE_NAME = FieldType(
     "a device name: 1-32 of `A-Z a-z 0-9 _ -`, starting with a letter",

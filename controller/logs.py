@@ -21,6 +21,8 @@ from typing import Any, Literal, TextIO
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from tablectl.controller.cards import mask_card_words
+
 LogMode = Literal["auto", "journald", "console", "json"]
 
 # syslog(3) priorities, which journald reads from a `<N>` line prefix.
@@ -56,12 +58,19 @@ def mask_card_text(text: str) -> str:
     return CARD_TEXT.sub(CARD_MASK, text)
 
 
+# A device's own words (docs/events.md `fault`, `detail`): every card-shaped word in them is
+# masked whatever its case (cards.mask_card_words), not only the canonical spelling.
+DEVICE_TEXT_FIELDS = frozenset({"fault", "detail"})
+
+
 def _mask(value: Any, path: str, removed: list[str]) -> Any:
     if isinstance(value, str):
         if CARD_VALUE.match(value.strip()):
             removed.append(path)
             return REDACTED
         masked = mask_card_text(value)
+        if path.rpartition(".")[2] in DEVICE_TEXT_FIELDS:
+            masked = mask_card_words(masked)
         if masked != value:
             removed.append(path)
         return masked
