@@ -160,7 +160,8 @@ def _device_text(name: str, value: Any) -> str:
     """A device's own words: any text the wire carries (<= 255), never cut or refused for a
     character, so that a fault is never lost over its wording; lone surrogates excepted."""
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_TEXT:
-        raise EventError(f"{name}: must be text of 1-{MAX_TEXT} characters, got {_show(value)}")
+        # the type and length, never the text: a device's words may name a card (H7)
+        raise EventError(f"{name}: must be text of 1-{MAX_TEXT} characters, got {_kind_of(value)}")
     if _has_surrogate(value):
         raise EventError(f"{name}: contains a lone UTF-16 surrogate (not text)")
     return value

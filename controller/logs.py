@@ -21,7 +21,7 @@ from typing import Any, Literal, TextIO
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from tablectl.controller.cards import mask_card_words
+from tablectl.controller.cards import CARD_WORD_MASK, mask_card_words
 
 LogMode = Literal["auto", "journald", "console", "json"]
 
@@ -50,7 +50,7 @@ CARD_TEXT = re.compile(
     r"|(?<![\w.])(?:10|[2-9TJQKA])[cdhs](?!\w)"
     r"|(?<![\w.])JK(?!\w)"
 )
-CARD_MASK = "[card]"
+CARD_MASK = CARD_WORD_MASK
 
 
 def mask_card_text(text: str) -> str:
@@ -68,9 +68,10 @@ def _mask(value: Any, path: str, removed: list[str]) -> Any:
         if CARD_VALUE.match(value.strip()):
             removed.append(path)
             return REDACTED
-        masked = mask_card_text(value)
         if path.rpartition(".")[2] in DEVICE_TEXT_FIELDS:
-            masked = mask_card_words(masked)
+            masked = mask_card_words(value)  # any case: it covers mask_card_text's shapes
+        else:
+            masked = mask_card_text(value)
         if masked != value:
             removed.append(path)
         return masked

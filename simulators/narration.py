@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from tablectl.controller.cards import mask_card_words
 from tablectl.controller.journal import JournalRow, read_rows
 from tablectl.controller.status_words import cards_dealt_line
 
@@ -73,6 +74,8 @@ def _fields(event: Mapping[str, Any]) -> str:
             continue
         if isinstance(value, list):
             value = ", ".join(str(item) for item in value)
+        if name == "fault":  # a device's own word: it may name a card (H7)
+            value = mask_card_words(str(value))
         parts.append(f"{name.replace('_', ' ')} {value}")
     return f" ({'; '.join(parts)})" if parts else ""
 
@@ -164,7 +167,8 @@ def summarise(rows: Iterable[JournalRow], after_seq: int = 0) -> RunSummary:
             kind = str(row.body.get("type"))
             if kind.endswith("_fault"):
                 device = row.body.get("device") or kind.split("_")[0]
-                summary.faults[f"{device}:{row.body.get('fault')}"] += 1
+                fault = mask_card_words(str(row.body.get("fault")))  # the device's word (H7)
+                summary.faults[f"{device}:{fault}"] += 1
         elif row.kind == "decision":
             name = str(row.body.get("decision"))
             decided.append(name)

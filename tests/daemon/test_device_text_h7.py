@@ -76,3 +76,35 @@ def test_device_words_in_log_lines_are_masked_in_any_case() -> None:
     record, other = (json.loads(line) for line in stream.getvalue().splitlines())
     assert record["fault"] == "[card]" and record["detail"] == "stuck on [card] at [card]"
     assert other["note"] == "we AH"
+
+
+def test_an_over_long_fault_text_is_refused_without_its_words() -> None:
+    """The refusal names the field and its length, never the device's text (it may name a card)."""
+    from tablectl.controller.engine import Engine
+    from tablectl.controller.table import TableSpec
+
+    engine = Engine(TableSpec.from_dict({"game": "five_card_hilo"}))
+    text = "misfeed: next card Ah, then Kd " + "x" * 300
+    decisions = [d.to_dict() for d in engine.handle({"type": "shoe_fault", "fault": text}, 2)]
+    assert [d["decision"] for d in decisions] == ["rejected"]
+    assert (
+        "fault: must be text of 1-255 characters, got str of length 331" in decisions[0]["reason"]
+    )
+    assert not ANY_CASE_CARD.search(json.dumps(decisions)), decisions
+
+
+def test_the_demos_narration_masks_a_devices_fault_words() -> None:
+    """`tablectl demo` prints each event and a summary from the journal: no card either way."""
+    import datetime
+
+    from tablectl.controller.journal import JournalRow
+    from tablectl.simulators.narration import StepPrinter, summarise
+
+    out = io.StringIO()
+    event = {"type": "shoe_fault", "fault": "misfeed at Ah", "device": "shoe"}
+    printer = StepPrinter(out, cards_dealt=dict, clock=lambda: datetime.datetime(2026, 1, 1))
+    printer(event, [], 0.001, "device")
+    row = JournalRow(2, "event", 1, "2026-01-01T00:00:00+00:00", event, "0" * 64, "1" * 64)
+    summary = "\n".join(summarise([row]).lines())
+    assert "misfeed at [card]" in out.getvalue() and "shoe:misfeed at [card] x1" in summary
+    assert not ANY_CASE_CARD.search(out.getvalue() + summary), out.getvalue() + summary
