@@ -1082,7 +1082,11 @@ class ReplayedDraws:
 
 
 def round_cards(
-    path: str | Path, round_number: int, engine_factory: EngineFactory = engine_from_table_row
+    path: str | Path,
+    round_number: int,
+    engine_factory: EngineFactory = engine_from_table_row,
+    *,
+    over_only: bool = False,
 ) -> list[dict[str, Any]]:
     """The round's cards in the order dealt, rebuilt by replaying the journaled events.
 
@@ -1100,7 +1104,9 @@ def round_cards(
             )
         found = db.execute(
             "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
-            " WHERE kind = 'checkpoint' AND round < ? ORDER BY seq DESC LIMIT 1",
+            # the partial index's own condition, so SQLite searches it instead of the table
+            " WHERE kind = 'checkpoint' AND kind IN ('segment', 'checkpoint', 'seal')"
+            " AND round < ? ORDER BY seq DESC LIMIT 1",
             (round_number,),
         ).fetchone()
         draws = ReplayedDraws(())
@@ -1117,24 +1123,24 @@ def round_cards(
             " WHERE seq >= ? ORDER BY seq",
             (start,),
         )
-        snapshot = _replay_round(engine, draws, (_to_row(r) for r in cursor), round_number)
+        found = _replay_round(engine, draws, (_to_row(r) for r in cursor), round_number)
     except sqlite3.Error as error:
         raise JournalError(f"{path}: cannot read the journal: {error}") from error
     finally:
         db.close()
-    if snapshot is None:
-        raise JournalError(
-            f"{path}: round {round_number} is not in the journal "
-            f"(it holds rounds up to {engine.round_number})"
-        )
-    return snapshot
+    return _cards_shown(found, round_number, engine.round_number, str(path), over_only)
 
 
 def _replay_round(
     engine: EngineLike, draws: ReplayedDraws, rows: Iterator[JournalRow], round_number: int
-) -> list[dict[str, Any]] | None:
-    """Replay events (each with the draws journaled after it) until `round_number` is over."""
+) -> tuple[list[dict[str, Any]] | None, bool]:
+    """Replay events (each with the draws journaled after it) until `round_number` is over.
+
+    Its cards, and whether it is over: collected (the engine forgot its cards) or followed by
+    the next round. A round still in play is not (its face-down cards are still face down).
+    """
     snapshot: list[dict[str, Any]] | None = None
+    over = False
     pending: JournalRow | None = None
     for row in itertools.chain(rows, [None]):
         if row is not None and row.kind == "note" and row.body.get("type") == RANDOM_DRAW:
@@ -1150,9 +1156,32 @@ def _replay_round(
                 # while round_number stays until the next deal: keep the last non-empty view.
                 if snapshot is None or cards:
                     snapshot = cards
+                elif snapshot:
+                    over = True  # collected
             elif engine.round_number > round_number:
+                over = True
                 break
         pending = row
+    return snapshot, over
+
+
+def _cards_shown(
+    found: tuple[list[dict[str, Any]] | None, bool],
+    round_number: int,
+    reached: int,
+    where: str,
+    over_only: bool,
+) -> list[dict[str, Any]]:
+    snapshot, over = found
+    if snapshot is None:
+        raise JournalError(
+            f"{where}: round {round_number} is not in the journal (it holds rounds up to {reached})"
+        )
+    if over_only and not over:
+        raise JournalError(
+            f"{where}: round {round_number} is still in play: its cards are shown once it is "
+            "over (collected, or the next round begun), never while face down (H7)"
+        )
     return snapshot
 
 
@@ -1162,6 +1191,7 @@ def replay_round(
     engine_factory: EngineFactory = engine_from_table_row,
     *,
     where: str = "the journal",
+    over_only: bool = False,
 ) -> list[dict[str, Any]]:
     """`round_cards` over rows from any store (the floor's copy): from the last checkpoint
     before the round, or the table row."""
@@ -1181,13 +1211,8 @@ def replay_round(
     else:
         engine = engine_factory(table.body, draws)
         start = table.seq
-    snapshot = _replay_round(engine, draws, (r for r in rows if r.seq >= start), round_number)
-    if snapshot is None:
-        raise JournalError(
-            f"{where}: round {round_number} is not in the journal "
-            f"(it holds rounds up to {engine.round_number})"
-        )
-    return snapshot
+    found = _replay_round(engine, draws, (r for r in rows if r.seq >= start), round_number)
+    return _cards_shown(found, round_number, engine.round_number, where, over_only)
 
 
 def hands_in_deal_order(cards: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:

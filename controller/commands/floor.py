@@ -196,7 +196,7 @@ def _round(args: argparse.Namespace) -> int:
     finally:
         conn.close()
     where = f"floor table {args.table}"
-    cards = replay_round(rows, args.round, where=where)
+    cards = replay_round(rows, args.round, where=where, over_only=True)
     decisions = [row.body for row in rows if row.kind == "decision" and row.round == args.round]
     # An event row carries the round before it was handled; the row after it (its decisions
     # or the next event) carries the round after: the bets_closed that opened round N is N's.

@@ -229,7 +229,7 @@ def _setup_keys(args: argparse.Namespace) -> int:
 
 
 def _show(path: str, round_number: int, *, as_json: bool) -> int:
-    cards = round_cards(path, round_number)
+    cards = round_cards(path, round_number, over_only=True)
     if as_json:
         print(json.dumps(cards))
         return 0

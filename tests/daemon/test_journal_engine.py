@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
@@ -11,7 +12,13 @@ from tablectl.controller import cli
 from tablectl.controller import engine as engine_module
 from tablectl.controller import table as table_module
 from tablectl.controller.config import ConfigError, load_config
-from tablectl.controller.journal import Journal, round_cards
+from tablectl.controller.journal import (
+    Journal,
+    JournalError,
+    read_rows,
+    replay_round,
+    round_cards,
+)
 
 TABLE = {"type": "table", "game": "five_card_hilo", "options": {"dealing": "manual_shoe"}}
 CARDS = ["As", "Kd", "7h", "7c", "2s", "3c", "4d", "5h", "6s", "8c", "9d", "Th", "Js", "Qc", "Kh"]
@@ -58,6 +65,21 @@ def test_round_rebuilt_in_deal_order_hand_by_hand(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "position 1: As 7c 4d 8c Js" in out
     assert "dealer: 7h 3c 6s Th Kh" in out
+
+
+def test_the_round_in_play_is_never_shown_by_journal_show_or_floor_round(tmp_path, capsys):
+    """H7: `journal show` and `floor round` (replay_round over the floor's rows) show a
+    round's cards once it is over; round 2 is still being dealt."""
+    path = journal_of_two_rounds(tmp_path / "j.sqlite")
+    assert cli.main(["journal", "show", str(path), "--round", "2"]) != 0
+    out, err = capsys.readouterr()
+    assert "round 2 is still in play" in err and "(H7)" in err
+    assert not re.search(rf"(?<![\w.])(?:{'|'.join(CARDS)})(?!\w)", out + err), out + err
+    rows = list(read_rows(path))
+    with pytest.raises(JournalError, match="round 2 is still in play"):
+        replay_round(rows, 2, where="floor table t1", over_only=True)
+    assert replay_round(rows, 1, over_only=True) == round_cards(path, 1)  # collected: shown
+    assert [c["card"] for c in replay_round(rows, 2)] == CARDS[5:]  # the journal's own tools
 
 
 def test_engine_refused_option_names_file_and_key(tmp_path):
