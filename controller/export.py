@@ -1,7 +1,8 @@
 """`tablectl journal export`: the journal's rounds, decisions and device faults as records.
 
 For a spreadsheet (CSV) or a script (JSON lines). Built on the journal's reading API
-(`read_rows`, and the engine rebuilt from the table row with the journaled random draws, as
+(`read_rows`, and the engine rebuilt from the table row, or from the checkpoint a later gaming
+day's segment opens with, and the journaled random draws, as
 `round_cards` does) in one pass, so a long journal is exported in linear time.
 
 Cards (H7): a round's cards appear only once the round is over (collected, or followed by a
@@ -18,10 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tablectl.controller.cards import mask_card_words
 from tablectl.controller.journal import (
     RANDOM_DRAW,
+    EngineLike,
     JournalError,
     ReplayedDraws,
+    engine_from_checkpoint,
     engine_from_table_row,
     hands_in_deal_order,
     read_rows,
@@ -80,15 +84,29 @@ def export_records(
 ) -> Iterator[dict[str, Any]]:
     """Records in journal order: each decision and device fault as it happened, and each
     round once it is over (or, still open, at the end without cards)."""
-    rows = read_rows(path)
-    first = next(rows, None)
-    if first is None or first.kind != "table":
+    rest = list(read_rows(path))
+    # A journal opens with its table row; a later gaming day's segment with its segment row,
+    # the table row and the checkpoint the engine goes on from (Journal.roll_over).
+    table = checkpoint = None
+    for row in rest:
+        if row.kind == "event":
+            break
+        if row.kind == "table":
+            table = row
+        elif row.kind == "checkpoint":
+            checkpoint = row
+    if table is None:
         raise JournalError(f"{path}: no table row: the journal does not say which game it holds")
-    hours, minutes = str(first.body.get("options", {}).get("gaming_day_start", "06:00")).split(":")
+    hours, minutes = str(table.body.get("options", {}).get("gaming_day_start", "06:00")).split(":")
     start = datetime.time(int(hours), int(minutes))
-    rest = list(rows)
-    draws = [r.body for r in rest if r.kind == "note" and r.body.get("type") == RANDOM_DRAW]
-    engine = engine_from_table_row(first.body, ReplayedDraws(draws))
+    draws = ReplayedDraws(
+        [r.body for r in rest if r.kind == "note" and r.body.get("type") == RANDOM_DRAW]
+    )
+    engine: EngineLike = (
+        engine_from_checkpoint(table.body, checkpoint.body["engine"], draws)
+        if checkpoint is not None
+        else engine_from_table_row(table.body, draws)
+    )
 
     def record(kind: str, **values: Any) -> dict[str, Any]:
         return {column: values.get(column, "") for column in COLUMNS} | {"record": kind}
@@ -139,7 +157,7 @@ def export_records(
                     round=engine.round_number,
                     time=event.get("time", ""),
                     device=event.get("device") or kind.split("_")[0],
-                    fault=event.get("fault", ""),
+                    fault=mask_card_words(str(event.get("fault", ""))),  # the device's (H7)
                 )
         elif row.kind == "decision":
             decision = row.body

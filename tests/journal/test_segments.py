@@ -202,3 +202,30 @@ def test_a_backup_over_an_earlier_one_and_into_an_unwritable_place(tmp_path: Pat
     blocked.write_text("")
     code = cli.main(["journal", "backup", str(blocked / "x"), "--journal", str(live)])
     assert code == 2 and "Not a directory" in capsys.readouterr().err
+
+
+def test_a_later_gaming_days_segment_exports_from_its_opening_checkpoint(tmp_path: Path) -> None:
+    """`journal export` of the live file after a roll-over: its segment row, table row and
+    checkpoint come first, and the device's fault words are masked (H7)."""
+    from tablectl.controller.export import export_records
+
+    config_path = write_config(tmp_path / "t")
+    build_history(config_path, 4)
+    journal = config_path.parent / "journal.sqlite"
+
+    async def scenario() -> int:
+        service = await _service(config_path)
+        service.roll_segment(datetime.date(2026, 11, 21), "2026-11-20")
+        fault = {"type": "shoe_fault", "fault": "misfeed at Ah", "device": "shoe"}
+        await service.handle_event(fault)
+        rounds = service.engine.round_number
+        service.close()
+        return rounds
+
+    rounds = asyncio.run(scenario())
+    assert next(read_rows(journal)).kind == "segment"
+    records = list(export_records(journal))
+    faults = [r for r in records if r["record"] == "device_fault"]
+    assert [(r["round"], r["device"], r["fault"]) for r in faults] == [
+        (rounds, "shoe", "misfeed at [card]")
+    ]
