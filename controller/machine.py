@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from transitions import Machine
-from transitions.extensions.diagrams import GraphMachine
 
 from tablectl.controller.registry import find_game
 
@@ -128,6 +127,9 @@ class _Drawn:
 def graph(defn: MachineDefinition, engine: Literal["mermaid", "graphviz"] = "mermaid") -> Any:
     """The chart as transitions' own diagram graph (its ``mermaid`` or ``graphviz``
     engine), each transition labelled with its trigger and the rules that gate it."""
+    # imported here: only `tablectl diagram` and the docs draw, not the daemon's start
+    from transitions.extensions.diagrams import GraphMachine
+
     model = _Drawn()
     GraphMachine(
         model=model,

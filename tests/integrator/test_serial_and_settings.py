@@ -130,6 +130,26 @@ def test_check_config_validates_settings_by_the_drivers_schema(tmp_path, capsys)
     )
 
 
+def test_no_settings_are_checked_without_jsonschema_unless_the_schema_asks_for_some():
+    """A table with no `settings` starts without importing jsonschema; a driver whose schema
+    requires a setting still has it named when it is missing."""
+    probe = (
+        "import sys\n"
+        "from tablectl.drivers.reference import ReferenceShoe\n"
+        "assert ReferenceShoe.settings_problems({}) == []\n"
+        "assert 'jsonschema' not in sys.modules, 'jsonschema imported for no settings'\n"
+        "class Needs(ReferenceShoe):\n"
+        "    settings_schema = {'type': 'object', 'required': ['speed'],\n"
+        "                       'properties': {'speed': {'type': 'number'}}}\n"
+        "print(Needs.settings_problems({}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "'speed' is a required property" in result.stdout
+
+
 def test_check_config_names_a_driver_that_is_not_installed(tmp_path, capsys):
     path = _daemon_table(tmp_path, "", driver="nosuch-shoe")
     assert cli.main(["check-config", str(path)]) == 1
