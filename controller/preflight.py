@@ -57,7 +57,8 @@ def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
     and the operator socket in use are its own, not problems.
     """
     problems: list[Problem] = []
-    problems += check_group(config.operator_group)
+    problems += check_group(config.operator_group, "operator.group")
+    problems += check_group(config.supervisor_group, "operator.supervisor_group")
     if not running:
         problems += check_metrics_address(config.metrics_host, config.metrics_port)
     problems += check_directory("journal.path", config.journal_path)
@@ -74,14 +75,15 @@ def errors(problems: list[Problem]) -> list[Problem]:
     return [p for p in problems if p.severity == ERROR]
 
 
-def check_group(group: str) -> list[Problem]:
+def check_group(group: str, key: str) -> list[Problem]:
+    """The group `[operator]` names at `key` exists (the operator socket needs its id)."""
     try:
         grp.getgrnam(group)
     except KeyError:
         return [
             Problem(
                 ERROR,
-                "operator.group",
+                key,
                 f"group {group!r} does not exist (create it, e.g. with the sysusers entry "
                 "systemd/tablectl.sysusers, or name another group)",
             )

@@ -18,7 +18,7 @@ import sys
 from collections import defaultdict
 
 from tablectl.controller.config import ConfigError, TableConfig, load_config
-from tablectl.controller.preflight import ERROR, preflight
+from tablectl.controller.preflight import errors, preflight
 from tablectl.controller.tablelock import lock_path_for, running_holder
 
 EXIT_CODES = """exit status:
@@ -74,7 +74,7 @@ def _check_one(path: str, *, file_only: bool) -> TableConfig | None:
     problems = [] if file_only else preflight(config, running=running is not None)
     for found in problems:
         print(found.text(config.source), file=sys.stderr)
-    failed = [p for p in problems if p.severity == ERROR]
+    failed = errors(problems)
     if failed:
         print(f"{path}: {len(failed)} problem(s)", file=sys.stderr)
         return None

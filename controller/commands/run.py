@@ -92,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     except LockError as error:
         lock_problem = f"{config.source}: journal.path: {error}"
-    from tablectl.controller.preflight import ERROR, preflight
+    from tablectl.controller.preflight import errors, preflight
 
     problems = preflight(config)
-    failed = [p for p in problems if p.severity == ERROR]
+    failed = errors(problems)
     if failed or lock_problem:
         for found in problems:
             print(found.text(config.source), file=sys.stderr)

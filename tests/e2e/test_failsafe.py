@@ -197,6 +197,17 @@ def test_each_refused_start_is_found_by_check_config_and_refused_by_run(tmp_path
     _refused_by_both(config, "operator.group: group 'tablectl-no-such-group' does not exist")
     assert not (tmp_path / "journal.sqlite").exists()
     assert not (tmp_path / "operator.sock").exists()
+    # a missing supervisor group: refused before the journal is opened, not after the replay
+    config = _config(tmp_path)
+    config.write_text(
+        config.read_text().replace(
+            'supervisor_group = "root"', 'supervisor_group = "tablectl-no-such-sup"'
+        )
+    )
+    _refused_by_both(
+        config, "operator.supervisor_group: group 'tablectl-no-such-sup' does not exist"
+    )
+    assert not (tmp_path / "journal.sqlite").exists()
     # a busy metrics port
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
