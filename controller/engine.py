@@ -329,6 +329,7 @@ class Engine:
                 name: {
                     "state": self._deck_state(deck),
                     "rounds_since_stub_count": self._counter(deck).rounds_since_count,
+                    "stub_count_every": self.interp.stub_count_interval,  # S1, as configured
                     "cards_in_shoe": deck.ledger.count(SHOE),
                 }
                 for name, deck in self.decks.items()

@@ -51,7 +51,8 @@ READER_STATES: dict[str, str] = {
     "not_inspected": "not yet inspected this gaming day",
 }
 
-#: Rounds a deck may be dealt between stub counts (RULES.md S1).
+#: Rounds a deck may be dealt between stub counts (RULES.md S1), when the status does not say
+#: (a table may set `interpretations.stub_count_interval`: the status's `stub_count_every`).
 STUB_COUNT_EVERY = 5
 
 
@@ -73,17 +74,19 @@ def rule_words(rule_id: object) -> str:
     return f"{rule_id}: {rule.summary}" if rule else str(rule_id)
 
 
-def stub_cadence(rounds: object) -> str:
-    """How far the deck is into the S1 cadence, e.g. "3 of 5 rounds since its stub count"."""
+def stub_cadence(deck: Mapping[str, Any]) -> str:
+    """How far a status deck is into the S1 cadence, e.g. "3 of 5 rounds since its stub count"."""
+    rounds = deck.get("rounds_since_stub_count", 0)
+    every = deck.get("stub_count_every", STUB_COUNT_EVERY)
     try:
         count = int(str(rounds))
     except ValueError:
         return f"{rounds} rounds since its stub count"
-    if count > STUB_COUNT_EVERY:
-        return f"{count} rounds since its stub count: OVERDUE (S1: every {STUB_COUNT_EVERY})"
-    if count == STUB_COUNT_EVERY:
-        return f"{count} of {STUB_COUNT_EVERY} rounds since its stub count: count it now (S1)"
-    return f"{count} of {STUB_COUNT_EVERY} rounds since its stub count"
+    if count > every:
+        return f"{count} rounds since its stub count: OVERDUE (S1: every {every})"
+    if count == every:
+        return f"{count} of {every} rounds since its stub count: count it now (S1)"
+    return f"{count} of {every} rounds since its stub count"
 
 
 def when(stamp: object) -> str:
@@ -135,7 +138,7 @@ def describe(status: Mapping[str, Any]) -> list[str]:
         marker = " (current)" if name == current and len(decks) > 1 else ""
         lines.append(
             f"  {name}{marker}: {deck_state(deck.get('state'))}; "
-            f"{stub_cadence(deck.get('rounds_since_stub_count', 0))}; "
+            f"{stub_cadence(deck)}; "
             f"{deck.get('cards_in_shoe', 0)} cards in the shoe"
         )
     devices = status.get("devices") or {}

@@ -31,6 +31,7 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
+from tablectl.controller.commands.op import add_socket_choice
 from tablectl.controller.operator_client import OperatorClientError, default_socket, reply_of
 from tablectl.controller.status_words import (
     cards_dealt_line,
@@ -272,7 +273,7 @@ class TableWatch(App[int]):
             row = (
                 str(name),
                 deck_state(deck.get("state")),
-                stub_cadence(deck.get("rounds_since_stub_count", 0)),
+                stub_cadence(deck),
                 str(deck.get("cards_in_shoe", 0)),
             )
             decks.add_row(*row)
@@ -307,11 +308,7 @@ class TableWatch(App[int]):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--socket", metavar="PATH", help="the operator socket")
-    where.add_argument(
-        "--table", metavar="ID", help="the table id (/run/tablectl/ID/operator.sock)"
-    )
+    add_socket_choice(parser)
     parser.add_argument(
         "--refresh",
         type=float,

@@ -34,12 +34,17 @@ VALUE_OPTIONS = ("--socket", "--table", "--timeout")
 FLAG_OPTIONS = ("--json",)
 
 
-def add_socket_arguments(parser: argparse.ArgumentParser) -> None:
+def add_socket_choice(parser: argparse.ArgumentParser) -> None:
+    """`--socket PATH` or `--table ID`: which daemon a terminal command talks to."""
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--socket", metavar="PATH", help="the operator socket")
     where.add_argument(
         "--table", metavar="ID", help="the table id (/run/tablectl/ID/operator.sock)"
     )
+
+
+def add_socket_arguments(parser: argparse.ArgumentParser) -> None:
+    add_socket_choice(parser)
     parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
     parser.add_argument("--json", action="store_true", help="print the daemon's reply as JSON")
 

@@ -69,3 +69,23 @@ def test_words_never_leave_a_fault_or_a_reason_blank() -> None:
     assert "shoe: DOWN: no reason reported" in text
     assert "shuffler: a fault without a description from the device" in text
     assert "C9: " in text and "supervisor notifications pending (1)" in text
+
+
+def test_the_stub_cadence_is_the_tables_own_interval() -> None:
+    """S1's interval as the table sets it (interpretations.stub_count_interval), not always 5."""
+    from tablectl.controller.engine import Engine
+    from tablectl.controller.table import TableSpec
+
+    spec = TableSpec.from_dict(
+        {"game": "five_card_hilo", "options": {"interpretations": {"stub_count_interval": 4}}}
+    )
+    deck = Engine(spec).status()["decks"]["A"]
+    assert deck["stub_count_every"] == 4
+    text = "\n".join(
+        describe({"table": "t1", "decks": {"A": {**deck, "rounds_since_stub_count": 4}}})
+    )
+    assert "4 of 4 rounds since its stub count: count it now (S1)" in text
+    text = "\n".join(
+        describe({"table": "t1", "decks": {"A": {**deck, "rounds_since_stub_count": 5}}})
+    )
+    assert "5 rounds since its stub count: OVERDUE (S1: every 4)" in text
