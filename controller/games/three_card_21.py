@@ -192,6 +192,9 @@ class ThreeCard21(Engine):
 
     def _shoe_ran_out(self) -> list[Decision] | None:
         """G5: no void; the discard rack is reshuffled, its first card burned."""
+        if self.burn_pending == "G5":
+            # the same run-out, told again (the last card dealt, then the shoe's own `empty`)
+            return []
         deck = self._deck()
         deck.ledger.move_all(DISCARD, SHOE)
         self.rack_baseline = None  # R1: the rack was emptied into the shoe; no baseline left

@@ -663,6 +663,14 @@ def test_G5_shoe_running_out_mid_round_reshuffles_the_rack_and_burns():
     assert_decision(out, "burn_card", "G5", e)
 
 
+def test_G5_the_shoe_running_out_told_twice_is_one_reshuffle():
+    e = table(T21)
+    feed(e, ev("bets_closed", positions=[1]), *draws(*cards(3)))
+    assert_decision(feed(e, ev("shoe_fault", fault="empty")), "reshuffle", "G5", e)
+    assert feed(e, ev("shoe_fault", fault="empty")) == []  # before the burn: the same run-out
+    assert_decision(feed(e, *draws("9s")), "burn_card", "G5", e)
+
+
 def test_G6_dealer_drawing_on_standing_total_burns_the_card():
     e = table(T21)
     feed(e, ev("bets_closed", positions=[1]), *draws("2c", "Kd", "3c", "7c", "4c"))
