@@ -32,7 +32,9 @@ from typing import Any
 import structlog
 
 from tablectl.controller import __version__
+from tablectl.controller.events import CARD, CARDS, EVENT_TYPES, EventError, Field
 from tablectl.drivers.base import (
+    DEVICE_FAULT,
     AllowList,
     DeviceDriver,
     DriverError,
@@ -62,14 +64,6 @@ TIMING_SAMPLES = 10
 # -- the event contract (EVENTS.md and docs/protocol.md) ------------------------------------
 
 
-def _card(value: Any) -> bool:
-    return isinstance(value, str) and bool(_CARD.match(value))
-
-
-def _cards(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(_card(c) for c in value)
-
-
 def _bool(value: Any) -> bool:
     return isinstance(value, bool)
 
@@ -87,45 +81,74 @@ def _percent(value: Any) -> bool:
 
 
 Check = Callable[[Any], bool]
-#: event -> (required fields, optional fields), each with its check
-_FAULT: tuple[dict[str, Check], dict[str, Check]] = ({"fault": _text}, {"detail": _text})
+Contract = tuple[dict[str, Check], dict[str, Check]]
+#: the fields every event gets from tablectl, not from the driver's own code: checked apart
+_ADDED_FIELDS = frozenset({"device", "kind", "time"})
+
+
+def _field_check(field: Field) -> Check:
+    """The event language's own check of `field`; a card must come canonical from a driver."""
+
+    def check(value: Any) -> bool:
+        try:
+            clean = field.type.check(field.name, value)
+        except EventError:
+            return False
+        return clean == value or field.type not in (CARD, CARDS)
+
+    return check
+
+
+def _language(name: str) -> Contract:
+    """An event the engine takes: its fields as docs/events.md (EVENT_TYPES) gives them."""
+    fields = [f for f in EVENT_TYPES[name].fields if f.name not in _ADDED_FIELDS]
+    return (
+        {f.name: _field_check(f) for f in fields if f.required},
+        {f.name: _field_check(f) for f in fields if not f.required},
+    )
+
+
+#: event -> (required fields, optional fields), each with its check: the engine's events from
+#: the event language itself, the status reports (drivers.base.STATUS_EVENTS) from here
+_FAULT: Contract = ({"fault": _text}, {"detail": _text})
 _IDENTITY: dict[str, Check] = {
     "model": _text,
     "serial": _text,
     "firmware": _text,
     "firmware_sha256": lambda v: isinstance(v, str) and bool(_SHA256.match(v)),
 }
-EVENT_FIELDS: dict[str, dict[str, tuple[dict[str, Check], dict[str, Check]]]] = {
+EVENT_FIELDS: dict[str, dict[str, Contract]] = {
     "shuffler": {
-        "shuffle_started": ({}, {"deck": _text}),
+        "shuffle_started": _language("shuffle_started"),
         "shuffle_progress": ({"percent": _percent}, {}),
-        "shuffle_completed": ({}, {"deck": _text, "count": _int}),
-        "shuffler_fault": _FAULT,
+        "shuffle_completed": _language("shuffle_completed"),
+        "shuffler_fault": _language("shuffler_fault"),
         "shuffler_status": ({"door_open": _bool, "empty": _bool}, {}),
         "deck_locked": ({}, {}),
         "deck_released": ({}, {}),
     },
     "shoe": {
-        "card_drawn": ({"card": _card, "face_up": _bool}, {}),
-        "stack_dispensed": ({"cards": _cards}, {}),
-        "cut_card_reached": ({}, {}),
-        "shoe_loaded": ({}, {"deck": _text}),
-        "shoe_fault": _FAULT,
+        "card_drawn": _language("card_drawn"),
+        "stack_dispensed": _language("stack_dispensed"),
+        "cut_card_reached": _language("cut_card_reached"),
+        "shoe_loaded": _language("shoe_loaded"),
+        "shoe_fault": _language("shoe_fault"),
         "dispensing_locked": ({"locked": _bool}, {}),
     },
     "hole_card_reader": {
-        "reader_inserted": ({}, {}),
-        "reader_result": ({"blackjack": _bool}, {}),
-        "reader_fault": _FAULT,
+        "reader_inserted": _language("reader_inserted"),
+        "reader_result": _language("reader_result"),
+        "reader_fault": _language("reader_fault"),
         "reader_self_test": ({"passed": _bool, "code": _int}, {}),
     },
     "discard_rack": {
-        "rack_level": ({"cards": _int, "height_um": _int, "um_per_card": _int}, {}),
-        "rack_cleared": ({}, {}),
+        "rack_level": _language("rack_level"),
+        "rack_cleared": _language("rack_cleared"),
+        DEVICE_FAULT: _FAULT,  # a kind with no fault event of its own (drivers.base)
     },
 }
 #: every kind's session events, added by tablectl's DeviceDriver
-SESSION_EVENTS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
+SESSION_EVENTS: dict[str, Contract] = {
     "device_connected": (_IDENTITY, {}),
     "device_lost": ({}, {}),
     "device_refused": ({"reason": _text}, {**_IDENTITY, "claimed_kind": _text}),

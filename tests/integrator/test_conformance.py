@@ -136,6 +136,25 @@ def test_the_event_contract_names_what_is_wrong():
     ]
 
 
+def test_the_kits_contract_is_the_event_languages_own():
+    """What the engine takes passes the kit: a documented optional field, an absent default;
+    what it refuses fails it; a driver's own cards come canonical."""
+    drawn = {"type": "card_drawn", "card": "As", "device": "s", "kind": "shoe"}
+    assert event_problems("shoe", drawn) == []  # face_up may be left out (false)
+    assert event_problems("shoe", {**drawn, "deck": "B"}) == []  # the back colour (C8)
+    assert event_problems("shoe", {**drawn, "card": "10h"}) == [
+        "card_drawn: field 'card' has a value of the wrong form"
+    ]
+    loaded = {"type": "shoe_loaded", "deck": "Z", "device": "s", "kind": "shoe"}
+    assert event_problems("shoe", loaded) == [
+        "shoe_loaded: field 'deck' has a value of the wrong form"
+    ]
+    rack = {"type": "rack_level", "cards": 3, "device": "r", "kind": "discard_rack"}
+    assert event_problems("discard_rack", rack) == []
+    fault = {"type": "device_fault", "fault": "undecodable_frame", "device": "r"}
+    assert event_problems("discard_rack", {**fault, "kind": "discard_rack"}) == []
+
+
 def test_a_device_on_a_port_is_checked_through_the_relay_without_its_hands():
     """--port: the kit relays the device (here a simulator in another process, on its own
     pty) and runs every check that needs no hands at the device; the others are skipped."""
