@@ -31,7 +31,7 @@ import datetime
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -833,12 +833,6 @@ class Daemon:
             # The reference protocol has no "disable" command: the engine refuses the reader's
             # results from now on (H5) and the alarm tells the dealer; logged for the record.
             self._log.warning("reader_disabled", reason=decision.get("reason"))
-
-    def rebuild_interlocks(self, rows: Iterable[JournalRow]) -> None:
-        """The holds in force at the end of the journal's `rows` (replayed: no commands)."""
-        for row in rows:
-            self.replay_row(row)
-        self.replay_done()
 
     def restore_interlocks(self, checkpoint: Mapping[str, Any]) -> None:
         """The holds in force at a checkpoint (its `interlocks`, as `Interlocks.as_dict`)."""

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_EPOCH_SECONDS = 900
-KEY_FILE_NAME = "sealing-key"
 _EVOLVE_LABEL = b"tablectl-fss-evolve-v1\0"
 _KEY_FILE_FORMAT = 1
 _VERIFY_KEY_PATTERN = re.compile(r"^([0-9a-f]{64})/([0-9a-f]{1,16})-([0-9a-f]{1,16})$")
@@ -52,11 +51,6 @@ def seal_mac(key: bytes, fields: Mapping[str, Any]) -> str:
         ensure_ascii=False,
     )
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
-
-
-def epoch_start(start: int, interval: int, epoch: int) -> datetime.datetime:
-    """When `epoch` begins (UTC)."""
-    return datetime.datetime.fromtimestamp(start + epoch * interval, datetime.UTC)
 
 
 @dataclass(frozen=True)
@@ -173,14 +167,9 @@ class Sealer:
             raise SealingError(f"{self.path}: not a sealing key file: {error!r}") from error
         if len(self._key) != 32 or self.interval <= 0 or self.epoch < 0:
             raise SealingError(f"{self.path}: not a sealing key file (bad key, epoch or interval)")
-        self.last_sealed_at: datetime.datetime | None = None
 
     def epoch_at(self, when: datetime.datetime) -> int:
         return max(0, int((when.timestamp() - self.start) // self.interval))
-
-    def next_epoch_at(self) -> datetime.datetime:
-        """When the key now held stops being the current epoch's (a seal is due then)."""
-        return epoch_start(self.start, self.interval, self.epoch + 1)
 
     def due(self, now: datetime.datetime) -> bool:
         return self.epoch_at(now) > self.epoch
@@ -207,7 +196,6 @@ class Sealer:
     def sealed(self, body: Mapping[str, Any], now: datetime.datetime) -> None:
         """The seal is durable in the journal: erase this epoch's key (evolve at least once)."""
         self.last_sealed_epoch = int(body["epoch"])
-        self.last_sealed_at = now
         self._evolve_to(max(self.epoch + 1, self.epoch_at(now)))
 
     def _evolve_to(self, epoch: int) -> None:

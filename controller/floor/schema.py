@@ -31,7 +31,6 @@ SQLSTATE_CHAIN = "TF002"
 SQLSTATE_APPEND_ONLY = "TF003"
 #: the columns every journal row has, hashed into its chain (docs/journal.md)
 CHAIN_COLUMNS = ("seq", "kind", "round", "recorded_at", "body", "prev_hash", "hash")
-GENESIS = "0" * 64
 
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tablectl.controller.cards import STANDARD_DECK
 from tablectl.controller.engine import Engine
 from tablectl.controller.table import TableSpec
 from tablectl.simulators.roundgen import legal_stream
+from tests.property.strategies import RANDOM_EVENT
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -70,61 +70,6 @@ def test_legal_rounds_give_no_void_violation_or_removal(game, options, seed, rou
     check_ledgers(engine)
 
 
-CARD = st.sampled_from([*STANDARD_DECK, "JK"])
-RANDOM_EVENT = st.one_of(
-    st.builds(lambda c, f: {"type": "card_drawn", "card": c, "face_up": f}, CARD, st.booleans()),
-    st.builds(
-        lambda cs: {"type": "stack_dispensed", "cards": cs}, st.lists(CARD, min_size=1, max_size=6)
-    ),
-    st.builds(
-        lambda ps: {"type": "bets_closed", "positions": ps},
-        st.lists(st.integers(1, 8), min_size=1, max_size=8, unique=True),
-    ),
-    st.builds(
-        lambda n: {"type": "shuffle_completed", "count": n}, st.sampled_from([52, 53, 312, 51])
-    ),
-    st.builds(lambda n: {"type": "stub_counted", "count": n}, st.integers(0, 60)),
-    st.builds(lambda n: {"type": "rack_level", "cards": n}, st.integers(0, 400)),
-    st.builds(
-        lambda p, n: {"type": "misdeal_reported", "position": p, "cards": n},
-        st.sampled_from([1, 2, "dealer"]),
-        st.integers(0, 8),
-    ),
-    st.sampled_from(
-        [
-            {"type": t}
-            for t in (
-                "deal_completed",
-                "hands_collected",
-                "shoe_loaded",
-                "dealer_changed",
-                "cut_card_reached",
-                "bonus_settled",
-                "insurance_closed",
-                "dealer_turn",
-                "dealer_card_exposed",
-                "reader_inserted",
-                "deck_received",
-                "shuffle_started",
-                "reshuffle_requested",
-                "controller_restarted",
-                "no_such_event",
-            )
-        ]
-        + [
-            {"type": "shuffler_fault", "fault": "jam"},
-            {"type": "shoe_fault", "fault": "jam"},
-            {"type": "shoe_fault", "fault": "empty"},
-            {"type": "starting_position", "dice": 8},
-            {"type": "reader_result", "blackjack": True},
-            {"type": "device_lost", "device": "shoe"},
-            {"type": "device_connected", "device": "shoe"},
-            {"type": "device_removed", "device": "shuffler"},
-            {"type": "reader_inspected", "by": "x"},
-            {"type": "card_drawn"},
-        ]
-    ),
-)
 GAME_OPTIONS = st.sampled_from(TABLES)
 
 

@@ -22,6 +22,7 @@ from tablectl.controller.events import EventError, validate
 from tablectl.controller.replay import ScenarioError, read_lines
 from tablectl.controller.table import TableSpec, TableSpecError
 from tablectl.simulators.roundgen import legal_stream
+from tests.property.strategies import RANDOM_EVENT
 
 TESTS = Path(__file__).resolve().parents[1]
 REPLAYS = sorted(
@@ -128,54 +129,8 @@ def test_legal_streams_survive_a_snapshot_after_any_event(game, options, seed, r
     assert_round_trips(spec, list(enumerate(events, start=2)))
 
 
-CARDS = st.sampled_from(["AS", "KH", "TD", "5C", "2S", "JK"])
-EVENTS = st.one_of(
-    st.builds(lambda c, f: {"type": "card_drawn", "card": c, "face_up": f}, CARDS, st.booleans()),
-    st.builds(lambda cs: {"type": "stack_dispensed", "cards": cs}, st.lists(CARDS, max_size=5)),
-    st.builds(
-        lambda ps: {"type": "bets_closed", "positions": ps},
-        st.lists(st.integers(1, 6), min_size=1, max_size=4, unique=True),
-    ),
-    st.builds(lambda n: {"type": "stub_counted", "count": n}, st.integers(0, 53)),
-    st.builds(lambda n: {"type": "rack_level", "cards": n}, st.integers(0, 80)),
-    st.builds(
-        lambda p, n: {"type": "misdeal_reported", "position": p, "cards": n},
-        st.sampled_from([1, 2, "dealer"]),
-        st.integers(0, 8),
-    ),
-    st.sampled_from(
-        [
-            {"type": t}
-            for t in (
-                "deal_completed",
-                "hands_collected",
-                "shoe_loaded",
-                "shuffle_started",
-                "shuffle_completed",
-                "deck_received",
-                "bonus_settled",
-                "insurance_closed",
-                "dealer_turn",
-                "reader_inserted",
-                "controller_restarted",
-                "supervisor_ack",
-            )
-        ]
-        + [
-            {"type": "shuffler_fault", "fault": "jam"},
-            {"type": "shoe_fault", "fault": "empty"},
-            {"type": "starting_position", "dice": 9},
-            {"type": "device_lost", "device": "shoe"},
-            {"type": "device_connected", "device": "shoe"},
-            {"type": "device_removed", "device": "shuffler"},
-            {"type": "reader_inspected", "by": "x", "time": "2026-03-01T10:00:00"},
-        ]
-    ),
-)
-
-
 @SETTINGS
-@given(table=st.sampled_from(TABLES), events=st.lists(EVENTS, max_size=30))
+@given(table=st.sampled_from(TABLES), events=st.lists(RANDOM_EVENT, max_size=30))
 def test_random_streams_survive_a_snapshot_after_any_event(table, events):
     spec = TableSpec.from_dict({"game": table[0], "options": table[1]})
     assert_round_trips(spec, list(enumerate(events, start=2)))
