@@ -376,15 +376,6 @@ class Journal:
         ).fetchone()
         return _to_row(raw) if raw else None
 
-    def first_round_number(self) -> int | None:
-        """The round of the segment's first row that has one (rows are read from the start
-        only until one is found); None when no committed row has a round."""
-        self.flush()
-        raw = self._db.execute(
-            "SELECT round FROM journal WHERE round IS NOT NULL ORDER BY seq LIMIT 1"
-        ).fetchone()
-        return int(raw[0]) if raw is not None else None
-
     def tail_rows(self, limit: int) -> list[JournalRow]:
         """The segment's last `limit` committed rows, in seq order."""
         self.flush()

@@ -259,7 +259,9 @@ class TableService:
         """The round number the live segment began at, from its opening rows (a restart in
         the middle of a gaming day does not read the day's file through): 0 for the table's
         first segment, else the engine's round in the segment's opening checkpoint (written by
-        `roll_segment`), else the round of the segment's first row that has one."""
+        `roll_segment`). A segment without one (not written by this version) counts its rounds
+        from this start: bytes per round read high until the next roll-over, the safe side of
+        the free-space alert."""
         first = self.journal.first_row()
         if first is None or first.kind != "segment":
             return 0
@@ -267,8 +269,7 @@ class TableService:
         if opening is not None:
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 return int(opening.body["engine"]["round_number"])
-        first_round = self.journal.first_round_number()
-        return first_round if first_round is not None else self.engine.round_number
+        return self.engine.round_number
 
     @property
     def segment_rounds(self) -> int:
