@@ -392,6 +392,21 @@ def test_A1_computer_drawn_start_uses_the_injected_source():
     assert again[0]["position"] == d["position"]
 
 
+@pytest.mark.parametrize(
+    ("key", "value"), [("dice", 2), ("dice", 19), ("number", 0), ("number", 8)]
+)
+def test_A1_the_charts_condition_refuses_a_start_out_of_range(key, value):
+    """31.11(b): the chart's `A1_start_in_range` on `choose_start` is the one range check."""
+    e = table(AP)
+    feed(e, ev("bets_closed", positions=[1]))
+    out = feed(e, ev("starting_position", **{key: value}))
+    d = assert_decision(out, "rejected", "A1", e)
+    assert f"{key}: must be" in d["error"]
+    assert e.state == "starting_position" and e.round is not None and e.round.order == []
+    # the round still waits for a start in range
+    assert_decision(feed(e, ev("starting_position", dice=14)), "starting_position", "A1", e)
+
+
 def test_A1_card_before_starting_position_is_a_violation():
     e = table(AP)
     out = feed(e, ev("bets_closed", positions=[1]), *draws("As"))
