@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime
 from typing import Any, ClassVar
 
 from tablectl.controller.cards import JOKER, Composition, standard_deck
 from tablectl.controller.decisions import Decision
 from tablectl.controller.events import UNDECODABLE_FRAME, EventError, validate
+from tablectl.controller.gaming_day import gaming_day_of, parse_start
 from tablectl.controller.ledger import (
     BURNED,
     COMMUNITY,
@@ -487,10 +488,7 @@ class Engine:
         """The gaming day of ``when``; events without a time share one day ("untimed")."""
         if when is None:
             return "untimed"
-        hours, minutes = (int(x) for x in self.options.gaming_day_start.split(":"))
-        start = time(hours, minutes)
-        day = when.date()
-        return day - timedelta(days=1) if when.time() < start else day
+        return gaming_day_of(when, parse_start(self.options.gaming_day_start))
 
     def _record(self, card: str, target: str, face_up: bool) -> None:
         to: int | str = int(target) if target.isdigit() else LAYOUT_TARGET_NAMES.get(target, target)

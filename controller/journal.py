@@ -644,15 +644,6 @@ def closed_segment_name(live: Path, gaming_day: str, first_seq: int) -> Path:
     return live.with_name(f"{live.stem}-{gaming_day}-{first_seq:012d}{live.suffix}")
 
 
-def gaming_day_of(moment: datetime.datetime, day_start: datetime.time) -> datetime.date:
-    """The gaming day a local time belongs to: it begins at `day_start` (e.g. 06:00)."""
-    local = moment.astimezone() if moment.tzinfo is not None else moment
-    shifted = local.replace(tzinfo=None) - datetime.timedelta(
-        hours=day_start.hour, minutes=day_start.minute, seconds=day_start.second
-    )
-    return shifted.date()
-
-
 def live_segments(live: Path) -> list[Path]:
     """The live journal file and its closed segments (`STEM-*.sqlite` beside it)."""
     closed = sorted(live.parent.glob(f"{live.stem}-*{live.suffix}"))
