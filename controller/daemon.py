@@ -32,12 +32,12 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tablectl.controller import metrics
 from tablectl.controller.cards import mask_card_words
-from tablectl.controller.config import DeviceConfig, TableConfig
+from tablectl.controller.config import ConfigError, DeviceConfig, TableConfig, load_config
 from tablectl.controller.eager import start_eagerly
 from tablectl.controller.events import DEVICE_EVENTS, UNDECODABLE_FRAME
 from tablectl.controller.floor.shipper import FloorShipper
@@ -909,6 +909,29 @@ class Daemon:
                     del self._applied[driver.name]  # not in force: sent again on reconnection
 
 
+def config_on_disk(running: TableConfig) -> dict[str, Any]:
+    """The configuration file as it is now, next to the one the daemon runs with (SIGHUP).
+
+    Nothing is applied: `changed` names the settings a restart between rounds would change,
+    `problems` what would refuse that restart (exit 2).
+    """
+    said: dict[str, Any] = {
+        "file": running.source,
+        "reason": "the configuration is read at start only: restart between rounds to apply it",
+    }
+    try:
+        on_disk = load_config(running.source)
+    except ConfigError as error:
+        said["problems"] = list(error.problems)
+        return said
+    said["changed"] = sorted(
+        name
+        for name in (f.name for f in fields(TableConfig))
+        if getattr(on_disk, name) != getattr(running, name)
+    )
+    return said
+
+
 async def run_daemon(
     config: TableConfig,
     *,
@@ -961,9 +984,20 @@ async def run_daemon(
             log.info("signal", signal=sig.name)
             stop.set()
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        def on_hangup() -> None:
+            # SIGHUP's default action ends the process, and systemd takes that for a clean
+            # exit (no restart): a habit's `kill -HUP` would leave the table down. The
+            # configuration is the daemon's for its whole run (a game's options never change
+            # mid-round); the file on disk is checked and what a restart would change is said.
+            log.warning("signal_hup_ignored", **config_on_disk(config))
+
+        for sig, handler, args in (
+            (signal.SIGTERM, on_signal, (signal.SIGTERM,)),
+            (signal.SIGINT, on_signal, (signal.SIGINT,)),
+            (signal.SIGHUP, on_hangup, ()),
+        ):
             try:
-                loop.add_signal_handler(sig, on_signal, sig)
+                loop.add_signal_handler(sig, handler, *args)
                 installed.append(sig)
             except (RuntimeError, ValueError):  # not the main thread: the caller owns signals
                 break
