@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tablectl.controller.gaming_day import DEFAULT_START, parse_start
 from tablectl.controller.table import TableSpec, TableSpecError
 
 GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
@@ -34,7 +35,7 @@ OPERATOR_SOCKET_TEMPLATE = "/run/tablectl/{table}/operator.sock"
 # ephemeral range (32768+), so it never collides with an outgoing connection's port.
 DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 8337
-DEFAULT_GAMING_DAY_START = datetime.time(6, 0)
+DEFAULT_GAMING_DAY_START = DEFAULT_START
 DEFAULT_LOG_LEVEL = "info"
 DEFAULT_CHECKPOINT_ROUNDS = 25
 SEALING_KEY_NAME = "sealing-key"
@@ -576,10 +577,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         pattern=HHMM_PATTERN,
         what="local time HH:MM, 00:00-23:59 (e.g. '06:00')",
     )
-    gaming_day_start = DEFAULT_GAMING_DAY_START
-    if start_text:
-        hours, minutes = start_text.split(":")
-        gaming_day_start = datetime.time(int(hours), int(minutes))
+    gaming_day_start = parse_start(start_text) if start_text else DEFAULT_GAMING_DAY_START
     log_level = _string(
         problems,
         table,

@@ -32,14 +32,14 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tablectl.controller import metrics
 from tablectl.controller.cards import mask_card_words
-from tablectl.controller.config import DeviceConfig, TableConfig
+from tablectl.controller.config import ConfigError, DeviceConfig, TableConfig, load_config
 from tablectl.controller.eager import start_eagerly
-from tablectl.controller.events import DEVICE_EVENTS
+from tablectl.controller.events import DEVICE_EVENTS, UNDECODABLE_FRAME
 from tablectl.controller.floor.shipper import FloorShipper
 from tablectl.controller.journal import Journal, JournalError, JournalRow
 from tablectl.controller.journal_upkeep import JournalUpkeep, StartDamage, check_before_start
@@ -64,7 +64,6 @@ from tablectl.controller.service import (
 from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
 from tablectl.drivers.base import (
     STATUS_EVENTS,
-    UNDECODABLE_FRAME,
     AllowList,
     DeviceDriver,
     DriverError,
@@ -129,11 +128,6 @@ class Interlocks:
     shoe: set[str] = field(default_factory=set)
     shuffler: set[str] = field(default_factory=set)
 
-    def hold_fault(self, event: Mapping[str, Any]) -> None:
-        """A frame from the shoe it could not decode: a card may have left it unseen."""
-        if event.get("fault") == UNDECODABLE_FRAME and event.get("kind") == "shoe":
-            self.shoe.add("device_fault")
-
     def as_dict(self) -> dict[str, list[str]]:
         return {"shoe_locked": sorted(self.shoe), "shuffler_deck_locked": sorted(self.shuffler)}
 
@@ -155,6 +149,7 @@ class Interlocks:
         if "rejected" in names or not names.isdisjoint(SHOE_LOCKING):
             return
         if kind == "bets_closed":
+            # "device_fault": a hold of journals written before X2, restored from a checkpoint
             self.shoe -= {"deal_blocked", "round_void", "hands_dead", "device_fault"}
         if kind == "deck_received":
             self.shoe -= {"deck_removed", "device_fault"}
@@ -763,10 +758,13 @@ class Daemon:
         )
 
     async def _undecodable_frame(self, event: Mapping[str, Any]) -> None:
-        """A frame the driver could not decode: the shoe is held and the operator alarmed."""
+        """A frame the driver could not decode: counted, logged and alarmed.
+
+        The shoe's is the engine's to decide (X2: the round void and the cards reshuffled,
+        so the shoe is held by that decision like any other); the other kinds' fault events
+        are decided by their own rules (C4, H5).
+        """
         device = str(event.get("device"))
-        self.interlocks.hold_fault(event)
-        self._sync()
         if event.get("type") not in DEVICE_FAULT_EVENTS:  # the service counts those
             metrics.record_device_fault(device, UNDECODABLE_FRAME)
         self._log.error("device_fault", device=device, fault=UNDECODABLE_FRAME)
@@ -780,7 +778,8 @@ class Daemon:
                 "fault": UNDECODABLE_FRAME,
                 "reason": f"{device}: {said}; "
                 + (
-                    "the deal is blocked until the next round (a card may have left unseen)"
+                    "a card may have left it unread: the cards must be reshuffled and the "
+                    "round in play is void (X2; C5 for an automated shoe)"
                     if event.get("kind") == "shoe"
                     else "check the device"
                 ),
@@ -848,7 +847,6 @@ class Daemon:
             if self._replayed_event is not None:
                 self.interlocks.lift(self._replayed_event, self._replayed_decisions)
             self._replayed_event, self._replayed_decisions = row.body, []
-            self.interlocks.hold_fault(row.body)
         elif row.kind == "decision":
             self._replayed_decisions.append(row.body)
             self.interlocks.hold(row.body)
@@ -913,6 +911,29 @@ class Daemon:
                     del self._applied[driver.name]  # not in force: sent again on reconnection
 
 
+def config_on_disk(running: TableConfig) -> dict[str, Any]:
+    """The configuration file as it is now, next to the one the daemon runs with (SIGHUP).
+
+    Nothing is applied: `changed` names the settings a restart between rounds would change,
+    `problems` what would refuse that restart (exit 2).
+    """
+    said: dict[str, Any] = {
+        "file": running.source,
+        "reason": "the configuration is read at start only: restart between rounds to apply it",
+    }
+    try:
+        on_disk = load_config(running.source)
+    except ConfigError as error:
+        said["problems"] = list(error.problems)
+        return said
+    said["changed"] = sorted(
+        name
+        for name in (f.name for f in fields(TableConfig))
+        if getattr(on_disk, name) != getattr(running, name)
+    )
+    return said
+
+
 async def run_daemon(
     config: TableConfig,
     *,
@@ -965,9 +986,20 @@ async def run_daemon(
             log.info("signal", signal=sig.name)
             stop.set()
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        def on_hangup() -> None:
+            # SIGHUP's default action ends the process, and systemd takes that for a clean
+            # exit (no restart): a habit's `kill -HUP` would leave the table down. The
+            # configuration is the daemon's for its whole run (a game's options never change
+            # mid-round); the file on disk is checked and what a restart would change is said.
+            log.warning("signal_hup_ignored", **config_on_disk(config))
+
+        for sig, handler, args in (
+            (signal.SIGTERM, on_signal, (signal.SIGTERM,)),
+            (signal.SIGINT, on_signal, (signal.SIGINT,)),
+            (signal.SIGHUP, on_hangup, ()),
+        ):
             try:
-                loop.add_signal_handler(sig, on_signal, sig)
+                loop.add_signal_handler(sig, handler, *args)
                 installed.append(sig)
             except (RuntimeError, ValueError):  # not the main thread: the caller owns signals
                 break

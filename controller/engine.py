@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime
 from typing import Any, ClassVar
 
 from tablectl.controller.cards import JOKER, Composition, standard_deck
 from tablectl.controller.decisions import Decision
-from tablectl.controller.events import EventError, validate
+from tablectl.controller.events import UNDECODABLE_FRAME, EventError, validate
+from tablectl.controller.gaming_day import gaming_day_of, parse_start
 from tablectl.controller.ledger import (
     BURNED,
     COMMUNITY,
@@ -487,10 +488,7 @@ class Engine:
         """The gaming day of ``when``; events without a time share one day ("untimed")."""
         if when is None:
             return "untimed"
-        hours, minutes = (int(x) for x in self.options.gaming_day_start.split(":"))
-        start = time(hours, minutes)
-        day = when.date()
-        return day - timedelta(days=1) if when.time() < start else day
+        return gaming_day_of(when, parse_start(self.options.gaming_day_start))
 
     def _record(self, card: str, target: str, face_up: bool) -> None:
         to: int | str = int(target) if target.isdigit() else LAYOUT_TARGET_NAMES.get(target, target)
@@ -1277,8 +1275,26 @@ class Engine:
             if ran_out is not None:
                 return ran_out
         if self.method != "automated_shoe":
-            return []
+            return self._card_unread() if fault == UNDECODABLE_FRAME else []
         return self._ads_failed(f"the automated dealing shoe reported {fault}")
+
+    def _card_unread(self) -> list[Decision]:
+        """X2: the card-reading shoe sent a frame that cannot be decoded.
+
+        A card may have left the shoe unread, so the ledger no longer vouches for the hands
+        or the shoe: as for an ADS that failed (C5), the round in play is void and the cards
+        are reshuffled; between rounds, the reshuffle alone.
+        """
+        why = "the shoe sent a frame it could not decode: a card may have left it unread"
+        if self.state == "void":
+            return []  # the round is void already; its reshuffle is due
+        if self._in_round() or self.state == "suspended":
+            return self._void_round("X2", why)
+        deck = self._deck()
+        if deck.removed:
+            return []  # C10: no deal from it until new cards come
+        deck.reshuffle_rule = "X2"
+        return [self._d("reshuffle", "X2", f"{why}: the cards must be reshuffled")]
 
     def _ads_failed(self, why: str) -> list[Decision]:
         """C5: the ADS jammed, stopped or did not deal all cards."""

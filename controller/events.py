@@ -34,6 +34,9 @@ MAX_POSITION = 99
 MAX_CARDS = 255  # a stack as the device protocol carries it (docs/protocol.md)
 MAX_TEXT = 255  # a device's own words (fault, detail, model ...): the wire's string limit
 MAX_NAME = 64  # a person, a client id
+#: The `fault` of a device's fault event for a frame that arrived intact but cannot be decoded
+#: (docs/protocol.md): the drivers emit it, the engine decides on it for the shoe (X2).
+UNDECODABLE_FRAME = "undecodable_frame"
 MAX_NUMBER = 1_000  # dice and number: A1 (31.11(b)) refuses what is out of its range
 
 Source = Literal["device", "operator", "controller"]
@@ -422,7 +425,8 @@ EVENT_TYPES: dict[str, EventType] = {
         _device("cut_card_reached", "the cutting card came out"),
         _device(
             "shoe_fault",
-            "the ADS or shoe failed (`empty`: the 3C21 shoe ran out mid-round, G5)",
+            "the ADS or shoe failed (`empty`: the 3C21 shoe ran out mid-round, G5; "
+            "`undecodable_frame`: a card may have left a card-reading shoe unread, X2)",
             *FAULT_FIELDS,
         ),
         _device("reader_inserted", "the dealer inserted the hole card into the hole-card reader"),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.cards import mask_card_words
+from tablectl.controller.gaming_day import gaming_day_of, parse_start
 from tablectl.controller.journal import (
     RANDOM_DRAW,
     EngineLike,
@@ -55,10 +56,7 @@ def gaming_day(stamp: object, start: datetime.time) -> str:
         moment = datetime.datetime.fromisoformat(str(stamp))
     except ValueError:
         return ""
-    day = moment.date()
-    if moment.time() < start:
-        day -= datetime.timedelta(days=1)
-    return day.isoformat()
+    return gaming_day_of(moment, start).isoformat()
 
 
 @dataclass
@@ -97,8 +95,7 @@ def export_records(
             checkpoint = row
     if table is None:
         raise JournalError(f"{path}: no table row: the journal does not say which game it holds")
-    hours, minutes = str(table.body.get("options", {}).get("gaming_day_start", "06:00")).split(":")
-    start = datetime.time(int(hours), int(minutes))
+    start = parse_start(str(table.body.get("options", {}).get("gaming_day_start", "06:00")))
     draws = ReplayedDraws(
         [r.body for r in rest if r.kind == "note" and r.body.get("type") == RANDOM_DRAW]
     )

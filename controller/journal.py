@@ -652,15 +652,6 @@ def closed_segment_first_seq(path: Path) -> int | None:
     return int(match.group(1)) if match is not None else None
 
 
-def gaming_day_of(moment: datetime.datetime, day_start: datetime.time) -> datetime.date:
-    """The gaming day a local time belongs to: it begins at `day_start` (e.g. 06:00)."""
-    local = moment.astimezone() if moment.tzinfo is not None else moment
-    shifted = local.replace(tzinfo=None) - datetime.timedelta(
-        hours=day_start.hour, minutes=day_start.minute, seconds=day_start.second
-    )
-    return shifted.date()
-
-
 def live_segments(live: Path) -> list[Path]:
     """The live journal file and its closed segments (`STEM-*.sqlite` beside it)."""
     closed = sorted(live.parent.glob(f"{live.stem}-*{live.suffix}"))

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tablectl.controller.gaming_day import gaming_day_of, local_wall_clock
 from tablectl.controller.journal import (
     ChainWalk,
     Journal,
     _Tampered,
-    gaming_day_of,
     live_segments,
     read_head_file,
 )
@@ -93,8 +93,9 @@ def segment_gaming_day(
             return datetime.date.fromisoformat(str(first.body["gaming_day"]))
     if first is not None:
         with contextlib.suppress(ValueError):
-            return gaming_day_of(datetime.datetime.fromisoformat(first.recorded_at), day_start)
-    return gaming_day_of(now, day_start)
+            recorded = datetime.datetime.fromisoformat(first.recorded_at)
+            return gaming_day_of(local_wall_clock(recorded), day_start)
+    return gaming_day_of(local_wall_clock(now), day_start)
 
 
 def apply_retention(
@@ -165,7 +166,7 @@ class JournalUpkeep:
         sealer = self.service.sealer
         if sealer is not None and sealer.due(now):
             self.service.seal(now)
-        today = gaming_day_of(now, self.day_start)
+        today = gaming_day_of(local_wall_clock(now), self.day_start)
         if today > self.segment_day and self.service.between_rounds():
             self.roll(today)
 

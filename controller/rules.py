@@ -272,6 +272,17 @@ CATALOGUE: dict[str, Rule] = {
                 _A: "13:69F-31.8(d)2 by analogy (interpretation)",
             },
         ),
+        Rule(
+            "X2",
+            "the card-reading shoe sent a frame it could not decode: void the round, reshuffle",
+            "13:69F-40.12(f), 39.12(f), 2C.14(h) by analogy (interpretation)",
+            {
+                _T: "13:69F-2C.14(h) by analogy (interpretation)",
+                _H: "13:69F-40.12(f) by analogy (interpretation)",
+                _U: "13:69F-39.12(f) by analogy (interpretation)",
+                _A: "13:69F-31.8(d)2 by analogy (interpretation)",
+            },
+        ),
         Rule("E0", "the event does not follow docs/events.md", "docs/events.md"),
     ]
 }

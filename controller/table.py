@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tablectl.controller.cards import Composition
+from tablectl.controller.gaming_day import parse_start
 from tablectl.controller.interpretations import Interpretations
 from tablectl.controller.registry import find_game, game_names
 from tablectl.controller.rules import METHODS, citation
@@ -192,8 +193,10 @@ def _options(game: str, opts: dict[str, Any]) -> TableOptions:
     if tolerance < 0:
         raise TableSpecError(f"option rack_tolerance: must be 0 or more, got {tolerance}")
     day_start = opts.pop("gaming_day_start", "06:00")
-    if not _is_clock_time(day_start):
-        raise TableSpecError(f"option gaming_day_start: must be HH:MM, got {day_start!r}")
+    try:
+        parse_start(day_start if isinstance(day_start, str) else "")
+    except ValueError:
+        raise TableSpecError(f"option gaming_day_start: must be HH:MM, got {day_start!r}") from None
     ap_start = _choice(opts, "ap_start", AP_STARTS, "operator")
     ap_numbering = _choice(opts, "ap_numbering", AP_NUMBERINGS, "from_dealer_left")
     changes = opts.pop("interpretations", {})
@@ -221,10 +224,3 @@ def _options(game: str, opts: dict[str, Any]) -> TableOptions:
         ap_numbering=ap_numbering,
         interpretations=interpretations,
     )
-
-
-def _is_clock_time(value: object) -> bool:
-    if not isinstance(value, str) or len(value) != 5 or value[2] != ":":
-        return False
-    hours, minutes = value[:2], value[3:]
-    return hours.isdigit() and minutes.isdigit() and int(hours) < 24 and int(minutes) < 60

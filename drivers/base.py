@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import structlog
 from prometheus_client import Counter
 
+from tablectl.controller.events import UNDECODABLE_FRAME
 from tablectl.drivers.protocol.link import LinkSettings
 from tablectl.drivers.protocol.messages import Identity
 from tablectl.drivers.transport.base import Transport, TransportError
@@ -87,8 +88,6 @@ STATUS_EVENTS: frozenset[str] = frozenset(
         "device_fault",
     }
 )
-#: The `fault` of the fault event a driver emits for a frame it cannot decode.
-UNDECODABLE_FRAME = "undecodable_frame"
 #: Each kind's fault event (docs/events.md); a kind without one reports `device_fault` (a status
 #: event: journaled and alarmed by the daemon, not given to the round engine).
 FAULT_EVENTS: dict[str, str] = {

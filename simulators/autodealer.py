@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tablectl.controller.gaming_day import gaming_day_of
 from tablectl.drivers.protocol.messages import Fault
 from tablectl.simulators.table import SimulatedTable
 
@@ -287,9 +288,7 @@ class AutoDealer:
             await asyncio.sleep(self.pace)
 
     def _gaming_day(self) -> datetime.date:
-        now = self.clock()
-        start = datetime.datetime.combine(now.date(), self.gaming_day_start)
-        return now.date() if now >= start else now.date() - datetime.timedelta(days=1)
+        return gaming_day_of(self.clock(), self.gaming_day_start)
 
     async def _inspect_reader_if_due(self) -> None:
         """H1: the floorperson inspects the reader at the start of each gaming day."""

@@ -22,9 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.floor.report import build_report, gaming_day_of, write_csv, write_html
+from tablectl.controller.floor.report import build_report, write_csv, write_html
 from tablectl.controller.floor.schema import READER_GROUP, SCHEMA, add_table, create_schema
 from tablectl.controller.floor.store import connect, verify_table
+from tablectl.controller.gaming_day import gaming_day_of
 from tablectl.simulators.pgserver import PostgresUnavailable, ThrowawayPostgres
 
 #: table id -> (game, fault rate, the faults injected)

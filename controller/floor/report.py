@@ -25,9 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.floor.schema import SCHEMA
+from tablectl.controller.gaming_day import (
+    DEFAULT_START,
+    gaming_day_of,
+    local_wall_clock,
+    parse_start,
+)
 from tablectl.controller.journal import JournalRow, parse_row
 
-DEFAULT_DAY_START = datetime.time(6, 0)
 FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault", "device_lost"})
 COUNTS = ("rounds", "voids", "misdeals", "deck_removals", "device_faults", "stub_counts")
 COUNT_TITLES = {
@@ -86,9 +91,9 @@ class FloorReport:
 def _day_start(table_row: Mapping[str, Any]) -> datetime.time:
     text = str(dict(table_row.get("options", {})).get("gaming_day_start", ""))
     try:
-        return datetime.time.fromisoformat(text)
+        return parse_start(text)
     except ValueError:
-        return DEFAULT_DAY_START
+        return DEFAULT_START  # a report of a table row without one still counts the day
 
 
 def _local_time(text: object) -> datetime.datetime | None:
@@ -96,15 +101,7 @@ def _local_time(text: object) -> datetime.datetime | None:
         moment = datetime.datetime.fromisoformat(str(text))
     except ValueError:
         return None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone().replace(tzinfo=None)
-    return moment
-
-
-def gaming_day_of(moment: datetime.datetime, start: datetime.time) -> datetime.date:
-    """The gaming day a local time falls in (a day runs from `start` to `start` next day)."""
-    shifted = moment - datetime.timedelta(hours=start.hour, minutes=start.minute)
-    return shifted.date()
+    return local_wall_clock(moment)
 
 
 def summarize_table(

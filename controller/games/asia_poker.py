@@ -66,7 +66,7 @@ class AsiaPoker(Engine):
     def _bets_closed(self, rnd: Round) -> list[Decision]:
         if self.options.ap_start == "computer":
             number = self._draw_number()
-            return self._set_start(number, f"number {number} drawn by the controller")
+            return self._set_start("number", number, f"number {number} drawn by the controller")
         return []  # the deal waits for the dealer's starting_position (A1)
 
     def _stub_expected(self, set_aside: int) -> int | None:
@@ -88,12 +88,8 @@ class AsiaPoker(Engine):
         return self._void_round("S4", counted, reshuffle=False)  # 31.8(d)2, whoever holds it
 
     def _on_starting_position(self, ev: dict[str, Any]) -> list[Decision]:
-        # A1 (31.11(b)): three dice total 3 to 18; a number is 1 to 7.
         key = "dice" if "dice" in ev else "number"
         value: int = ev[key]
-        low, high = (3, 18) if key == "dice" else (1, 7)
-        if not self.A1_start_in_range(key, value):
-            return [self._rejected(f"{key}: must be {low} to {high}, not {value}", "A1")]
         if self.options.ap_start == "computer":
             return [
                 self._rejected(
@@ -106,13 +102,22 @@ class AsiaPoker(Engine):
                     f"starting_position: expected after bets_closed, state is {self.state}", "A1"
                 )
             ]
-        return self._set_start(value, f"dice total {value}" if key == "dice" else f"number {value}")
+        return self._set_start(
+            key, value, f"dice total {value}" if key == "dice" else f"number {value}"
+        )
 
-    def _set_start(self, count: int, source: str) -> list[Decision]:
-        """A1: count counterclockwise from the dealer as one; deal clockwise from there."""
+    def _set_start(self, key: str, value: int, source: str) -> list[Decision]:
+        """A1: count counterclockwise from the dealer as one; deal clockwise from there.
+
+        The chart's condition on `choose_start` (`A1_start_in_range`) is the one range check:
+        a dice total or number out of range leaves the round waiting for a good one.
+        """
         rnd = self.round
         assert rnd is not None
-        k = (count - 1) % 7  # 0 = the dealer, k = the k-th position counterclockwise from it
+        if not self._model.trigger("choose_start", key, value):
+            low, high = A1_RANGES[key]
+            return [self._rejected(f"{key}: must be {low} to {high}, not {value}", "A1")]
+        k = (value - 1) % 7  # 0 = the dealer, k = the k-th position counterclockwise from it
         if k == 0:
             start = DEALER
         elif self.options.ap_numbering == "from_dealer_left":
@@ -127,7 +132,6 @@ class AsiaPoker(Engine):
         rnd.order = rotation * 7  # 31.8(c): all seven positions, wagered or not
         rnd.expected = dict.fromkeys(rotation, 7)
         rnd.start_position = start
-        self._fire("choose_start", "number", 1 + (count - 1) % 7)
         position: int | str = int(start) if start.isdigit() else start
         # A1 (31.11(b), (c)): the start is a decision whatever chose it (dice, a number the
         # dealer entered, or the controller's draw), so the journal shows where each deal began.

@@ -3,8 +3,10 @@ pulled mid-shuffle, an absent device, a garbled file, a stranger, the live metri
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -299,3 +301,45 @@ def test_a_busy_metrics_port_or_a_foreign_journal_fail_the_start_clearly(tmp_pat
     )
     assert result.returncode == 2
     assert "archive the journal and configure a new path" in result.stderr
+
+
+def test_sighup_neither_ends_the_daemon_nor_applies_the_file_but_says_what_differs(
+    make_table: Any,
+) -> None:
+    """SIGHUP would end the process (and systemd takes that for a clean exit: no restart)."""
+    table = make_table("heads_up_holdem")
+    table.start()
+    table.sim("shuffle")
+    table.sim("to_shoe")
+    table.op("bets_closed", positions=[1])
+    text = table.config_path.read_text()
+    table.config_path.write_text(text.replace('log_level = "info"', 'log_level = "debug"'))
+    assert text != table.config_path.read_text()
+    table.daemon.send_signal(signal.SIGHUP)
+
+    def said(kind: str) -> dict[str, Any]:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for line in table.log().splitlines():
+                if kind in line:
+                    return json.loads(line)
+            time.sleep(0.05)
+        raise AssertionError(f"no {kind} in the log: {table.log()[-2000:]}")
+
+    first = said("signal_hup_ignored")
+    assert first["changed"] == ["log_level"] and "restart" in first["reason"]
+    assert table.daemon.poll() is None
+    status = table.status()  # the round goes on where it was, with the running configuration
+    assert status["state"] == "dealing" and status["round"] == 1
+    # a file that would refuse the restart is named, still without effect
+    table.config_path.write_text("[table]\nid = 7\n")
+    table.daemon.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and table.log().count("signal_hup_ignored") < 2:
+        time.sleep(0.05)
+    second = json.loads(
+        [line for line in table.log().splitlines() if "signal_hup_ignored" in line][-1]
+    )
+    assert any("table.id" in problem for problem in second["problems"]), second
+    assert table.daemon.poll() is None
+    assert table.stop() == 0

@@ -341,7 +341,7 @@ def test_a_full_disk_mid_round_stops_dealing_and_the_restart_agrees(make_table: 
 # -- device faults are never silent -----------------------------------------------------------
 
 
-def test_an_undecodable_card_frame_blocks_the_deal_alarms_and_logs_no_card(
+def test_an_undecodable_card_frame_voids_the_round_alarms_and_logs_no_card(
     make_table: Any,
 ) -> None:
     table = make_table("heads_up_holdem")
@@ -361,10 +361,17 @@ def test_an_undecodable_card_frame_blocks_the_deal_alarms_and_logs_no_card(
     summary = subscriber.until(lambda m: m.get("alarm") == "repeated")
     assert summary["of"] == "device_fault" and summary["count"] == 3
     status = table.until(
-        lambda s: "device_fault" in s["interlocks"]["shoe_locked"], what="the shoe held"
+        lambda s: "round_void" in s["interlocks"]["shoe_locked"], what="the shoe held"
     )
     assert status["device_faults"].get("shoe") == "undecodable_frame"
     shoe_locked(table, True)
+    # X2: the engine's decisions, journaled with their rule, hold the shoe (the first frame
+    # voids the round; the repeats in the void round decide nothing more)
+    decided = [
+        (r.body["decision"], r.body["rule_id"]) for r in table.rows() if r.kind == "decision"
+    ]
+    assert decided.count(("void_round", "X2")) == 1, decided
+    assert ("reshuffle", "X2") in decided, decided
     faults = [
         e for e in table.events() if e["type"] == "shoe_fault" and e["fault"] == "undecodable_frame"
     ]

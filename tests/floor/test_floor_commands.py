@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tablectl.controller.config import ConfigError, parse_config
-from tablectl.controller.floor.report import gaming_day_of
+from tablectl.controller.gaming_day import gaming_day_of
 from tablectl.controller.journal import read_rows, round_cards
 from tablectl.simulators import demo
 from tablectl.simulators.floor_demo import stop_floor_server

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.journal import gaming_day_of, read_head_file, read_rows, verify_journal
+from tablectl.controller.gaming_day import gaming_day_of, local_wall_clock
+from tablectl.controller.journal import read_head_file, read_rows, verify_journal
 from tablectl.controller.sealing import VerificationKey
 from tests.journal.history import Started, build_history, start_daemon, write_config
 
@@ -156,7 +157,9 @@ def test_the_segment_rolls_over_at_the_gaming_day_while_the_daemon_runs(tmp_path
     libfaketime = _libfaketime()
     config = write_config(tmp_path / "t", day_start="06:00")
     build_history(config, 20)  # recorded now: today's gaming day
-    today = gaming_day_of(datetime.datetime.now(datetime.UTC), datetime.time(6, 0))
+    today = gaming_day_of(
+        local_wall_clock(datetime.datetime.now(datetime.UTC)), datetime.time(6, 0)
+    )
     tomorrow = today + datetime.timedelta(days=1)
     made = subprocess.run(
         [*TABLECTL, "journal", "setup-keys", "--config", str(config), "--interval", "3600"],

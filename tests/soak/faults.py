@@ -162,6 +162,21 @@ def _device_fault(kind: str, fault: str) -> Injector:
     return inject
 
 
+def _unread_card() -> Injector:
+    """X2: a card-reading shoe's frame that cannot be decoded (a card may have left unread)."""
+
+    def inject(spec: TableSpec, events: list[Event], at: int, ctx: InjectionContext) -> Injection:
+        expected: Expected = (
+            (("void_round", "X2"), ("reshuffle", "X2"))
+            if _in_round(ctx.phase)
+            else (("reshuffle", "X2"),)
+        )
+        event = {"type": "shoe_fault", "fault": "undecodable_frame", "device": "shoe"}
+        return _insert(events, at, [event], expected)
+
+    return inject
+
+
 def _disconnect(kind: str) -> Injector:
     def inject(spec: TableSpec, events: list[Event], at: int, ctx: InjectionContext) -> Injection:
         phase = ctx.phase
@@ -291,6 +306,7 @@ FAULTS: tuple[FaultKind, ...] = (
     FaultKind("shoe_jam", "shoe", "C5", ALL, is_ads, _device_fault("shoe", "jam")),
     FaultKind("shoe_stopped", "shoe", "C5", ALL, is_ads, _device_fault("shoe", "stopped")),
     FaultKind("shoe_disconnect", "shoe", "C5", ALL, lambda s: True, _disconnect("shoe")),
+    FaultKind("shoe_unread_card", "shoe", "X2", ALL, reads_cards, _unread_card()),
     FaultKind(
         "reader_disconnect",
         "hole_card_reader",

@@ -208,7 +208,7 @@ OWN = {
     HUH: ("39.", "1.13Z"),
     AP: ("31.",),
 }
-ALL_GAMES_RULES = ["C1", "C2", "C3", "C4", "C6", "C7", "C8", "C9", "C10", "C11", "R1", "X1"]
+ALL_GAMES_RULES = ["C1", "C2", "C3", "C4", "C6", "C7", "C8", "C9", "C10", "C11", "R1", "X1", "X2"]
 GAME_RULES = {
     T21: [*ALL_GAMES_RULES, "M6", *(f"H{i}" for i in range(1, 8)), *(f"G{i}" for i in range(1, 8))],
     HILO: [*ALL_GAMES_RULES, "C5", "S1", "S2", "S3", "M1", "M2", "M3", "D1", "D2", "D3", "D4"],

@@ -162,10 +162,15 @@ def test_replay_stops_with_exit_2_at_a_malformed_event(tmp_path, capsys, line, p
 
 def test_replay_rejects_a_value_the_rules_refuse_and_goes_on(tmp_path, capsys):
     table = '{"type": "table", "game": "asia_poker"}'
-    lines = (table, '{"type": "starting_position", "dice": 19}', '{"type": "deal_completed"}')
+    lines = (
+        table,
+        '{"type": "bets_closed", "positions": [1]}',
+        '{"type": "starting_position", "dice": 19}',
+        '{"type": "starting_position", "dice": 14}',
+    )
     assert cli.main(["replay", write(tmp_path, *lines)]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [d["decision"] for d in out] == ["rejected", "rejected"]
+    assert [d["decision"] for d in out] == ["rejected", "starting_position"]
     assert "dice" in out[0]["error"]
 
 

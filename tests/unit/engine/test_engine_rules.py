@@ -392,6 +392,21 @@ def test_A1_computer_drawn_start_uses_the_injected_source():
     assert again[0]["position"] == d["position"]
 
 
+@pytest.mark.parametrize(
+    ("key", "value"), [("dice", 2), ("dice", 19), ("number", 0), ("number", 8)]
+)
+def test_A1_the_charts_condition_refuses_a_start_out_of_range(key, value):
+    """31.11(b): the chart's `A1_start_in_range` on `choose_start` is the one range check."""
+    e = table(AP)
+    feed(e, ev("bets_closed", positions=[1]))
+    out = feed(e, ev("starting_position", **{key: value}))
+    d = assert_decision(out, "rejected", "A1", e)
+    assert f"{key}: must be" in d["error"]
+    assert e.state == "starting_position" and e.round is not None and e.round.order == []
+    # the round still waits for a start in range
+    assert_decision(feed(e, ev("starting_position", dice=14)), "starting_position", "A1", e)
+
+
 def test_A1_card_before_starting_position_is_a_violation():
     e = table(AP)
     out = feed(e, ev("bets_closed", positions=[1]), *draws("As"))
@@ -771,6 +786,52 @@ def test_X1_restart_mid_round_voids_face_down_games_and_resumes_3C21():
     out = feed(e, ev("controller_restarted"))
     assert_decision(out, "continue_play", "X1", e)
     assert feed(table(HUH), ev("controller_restarted")) == []
+
+
+# ---------------------------------------------------------------- X2
+
+UNREAD = {"type": "shoe_fault", "fault": "undecodable_frame", "detail": "bad_payload"}
+
+
+def test_X2_undecodable_shoe_frame_in_a_round_voids_it_and_reshuffles():
+    e = table(HUH)
+    feed(e, ev("bets_closed", positions=[1]), *draws("As"))
+    out = feed(e, dict(UNREAD))
+    assert_decision(out, "void_round", "X2", e)
+    d = assert_decision(out, "reshuffle", "X2", e)
+    assert d["rule"] == "13:69F-39.12(f) by analogy (interpretation)"
+    assert e.state == "void"
+    # more garbled frames in the void round decide nothing more; a card is blocked
+    assert feed(e, dict(UNREAD)) == []
+    assert_decision(feed(e, *draws("Kd")), "deal_blocked", "X2", e)
+    # the next round deals only after the reshuffle
+    feed(e, ev("hands_collected"))
+    assert_decision(
+        feed(e, ev("bets_closed", positions=[1]), *draws("Qh")), "deal_blocked", "X2", e
+    )
+    feed(e, ev("hands_collected"), ev("shuffle_completed"), ev("shoe_loaded"))
+    assert feed(e, ev("bets_closed", positions=[1]), *draws("Qh")) == []
+
+
+def test_X2_undecodable_shoe_frame_between_rounds_asks_for_a_reshuffle():
+    e = table(T21)
+    out = feed(e, dict(UNREAD))
+    assert [(d["decision"], d["rule_id"]) for d in out] == [("reshuffle", "X2")]
+    assert out[0]["rule"] == "13:69F-2C.14(h) by analogy (interpretation)"
+    assert_decision(
+        feed(e, ev("bets_closed", positions=[1]), *draws("As")), "deal_blocked", "X2", e
+    )
+
+
+def test_X2_not_for_an_automated_shoe_nor_another_fault_word():
+    e = table(HILO, dealing="automated_shoe")
+    feed(e, ev("bets_closed", positions=[1]), ev("stack_dispensed", cards=cards(5)))
+    out = feed(e, dict(UNREAD))
+    assert_decision(out, "void_round", "C5", e)  # an ADS's failure is C5's
+    e = table(HUH)
+    feed(e, ev("bets_closed", positions=[1]), *draws("As"))
+    assert feed(e, ev("shoe_fault", fault="sensor")) == []  # a manual shoe's own word: noted
+    assert e.state == "dealing"
 
 
 # ---------------------------------------------------------------- fine points found by the
