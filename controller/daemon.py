@@ -621,7 +621,9 @@ class Daemon:
                 )
             self._space_low = low
         metrics.JOURNAL_SIZE_BYTES.set(journal.size_on_disk())
-        rounds = self.service.engine.round_number
+        # The live segment's size over the rounds it holds (a roll-over begins a new file):
+        # with none yet, the last figure stands (see metrics.JOURNAL_BYTES_PER_ROUND).
+        rounds = self.service.segment_rounds
         if rounds > 0 and self.dealing_stopped is None:
             logical = journal.logical_size()
             if logical:

@@ -19,6 +19,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -642,6 +643,13 @@ def segment_files(directory: str | Path) -> list[Path]:
 def closed_segment_name(live: Path, gaming_day: str, first_seq: int) -> Path:
     """`journal.sqlite` closed (day 2026-11-23, from seq 41): `journal-2026-11-23-…041.sqlite`."""
     return live.with_name(f"{live.stem}-{gaming_day}-{first_seq:012d}{live.suffix}")
+
+
+def closed_segment_first_seq(path: Path) -> int | None:
+    """The first seq a closed segment's name gives (`closed_segment_name`'s FIRSTSEQ); None
+    for a name that is not one."""
+    match = re.search(r"-\d{4}-\d{2}-\d{2}-(\d+)$", path.stem)
+    return int(match.group(1)) if match is not None else None
 
 
 def live_segments(live: Path) -> list[Path]:

@@ -158,7 +158,9 @@ JOURNAL_SIZE_BYTES = Gauge(
 )
 JOURNAL_BYTES_PER_ROUND = Gauge(
     "tablectl_journal_bytes_per_round",
-    "The journal's measured growth per round (its size over the rounds it holds)",
+    "The journal's measured growth per round: the live segment's size over the rounds it "
+    "holds (since the gaming day's roll-over). While the segment holds no round yet the last "
+    "figure stands (0 until a first measurement), never a size over rounds it does not hold",
 )
 DEALING_STOPPED = Gauge(
     "tablectl_dealing_stopped",

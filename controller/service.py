@@ -15,6 +15,7 @@ progress resumes or is voided (engine-api.md), and that decision is journaled li
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import secrets
@@ -160,6 +161,9 @@ class TableService:
         self.checkpoint_parts: dict[str, Callable[[], Any]] = {}
         self._round_voided = False
         self._round_counted = 0
+        # The engine's round number when the live journal segment began (0: the table's first
+        # segment): the segment holds the rounds after it (the journal's growth per round).
+        self.segment_first_round = 0
         self.devices_up: dict[str, bool] = {device.name: False for device in config.devices}
         for name in self.devices_up:
             metrics.set_device_up(name, False)
@@ -225,6 +229,7 @@ class TableService:
             )
         # A round still open when the process died is counted when it ends, voided or not.
         self._round_counted = ended
+        self.segment_first_round = self._segment_first_round()
         if not self.replayed_events and checkpoint is None:
             return []
         self._log.info(
@@ -249,6 +254,27 @@ class TableService:
                 "row there: not a journal this version wrote"
             )
         return table, self.journal.last_of_kind("checkpoint")
+
+    def _segment_first_round(self) -> int:
+        """The round number the live segment began at, from its opening rows (a restart in
+        the middle of a gaming day does not read the day's file through): 0 for the table's
+        first segment, else the engine's round in the segment's opening checkpoint (written by
+        `roll_segment`). A segment without one (not written by this version) counts its rounds
+        from this start: bytes per round read high until the next roll-over, the safe side of
+        the free-space alert."""
+        first = self.journal.first_row()
+        if first is None or first.kind != "segment":
+            return 0
+        opening = self.journal.first_of_kind("checkpoint", within=4)
+        if opening is not None:
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                return int(opening.body["engine"]["round_number"])
+        return self.engine.round_number
+
+    @property
+    def segment_rounds(self) -> int:
+        """Rounds begun in the live journal segment (a round in play counts)."""
+        return max(0, self.engine.round_number - self.segment_first_round)
 
     def _replay_event(
         self,
@@ -370,6 +396,7 @@ class TableService:
             {"gaming_day": gaming_day.isoformat()},
             [("table", self.table_row), ("checkpoint", self.checkpoint_body())],
         )
+        self.segment_first_round = self.engine.round_number
         self.journal.flush()
         metrics.JOURNAL_LAST_CHECKPOINT.set(time.time())
         self._log.info("segment_started", gaming_day=gaming_day.isoformat(), closed=str(closed))

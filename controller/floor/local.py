@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.floor.schema import CHAIN_COLUMNS
+from tablectl.controller.journal import closed_segment_first_seq
 
 Row = dict[str, Any]
 
@@ -24,6 +25,27 @@ def _connect(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, check_same_thread=False)
     db.execute("SELECT 1 FROM journal LIMIT 1")
     return db
+
+
+def _rows_after(db: sqlite3.Connection, seq: int, limit: int) -> list[Row]:
+    cursor = db.execute("SELECT * FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, raw, strict=True)) for raw in cursor]
+
+
+def _hash_at(db: sqlite3.Connection, seq: int) -> str | None:
+    row = db.execute("SELECT hash FROM journal WHERE seq = ?", (seq,)).fetchone()
+    return str(row[0]) if row is not None else None
+
+
+def _min_seq(db: sqlite3.Connection) -> int | None:
+    row = db.execute("SELECT min(seq) FROM journal").fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def _max_seq(db: sqlite3.Connection) -> int | None:
+    row = db.execute("SELECT max(seq) FROM journal").fetchone()
+    return int(row[0]) if row and row[0] is not None else None
 
 
 class LocalJournal:
@@ -57,8 +79,19 @@ class LocalJournal:
         """Closed segments beside the live file, oldest first (their names sort by day, seq)."""
         return sorted(self.path.parent.glob(f"{self.path.stem}-*{self.path.suffix}"))
 
+    def _segment_holding(self, seq: int) -> Path | None:
+        """The closed segment whose rows begin at or before `seq` and latest: the one that holds
+        it, told by its name (`STEM-DAY-FIRSTSEQ`) without opening any (None: no name says)."""
+        best: tuple[int, Path] | None = None
+        for segment in self.closed_segments():
+            first = closed_segment_first_seq(segment)
+            if first is not None and first <= seq and (best is None or first > best[0]):
+                best = (first, segment)
+        return best[1] if best is not None else None
+
     def _files(self) -> Iterator[sqlite3.Connection]:
-        """The live file first (where the newest rows are), then closed segments, newest first."""
+        """The live file first (where the newest rows are), then closed segments, newest first:
+        the slow walk, for what the names and the live file's range do not settle (a gap)."""
         live = self._live_db()
         if live is not None:
             yield live
@@ -72,16 +105,51 @@ class LocalJournal:
     def rows_after(self, seq: int, limit: int) -> list[Row]:
         """Up to `limit` rows after `seq`, every column by name, from the file that has them.
 
-        When no file continues right after `seq` (rows cut locally), the earliest rows after it
-        are returned all the same: the floor refuses the gap, loudly, rather than wait forever.
+        Only the file that can hold row `seq + 1` is read: the live file when it begins at or
+        before it (then, with nothing after `seq` there, nothing newer exists anywhere: the
+        idle poll of a caught-up shipper opens no file), else the closed segment its name
+        says. When no file continues right after `seq` (rows cut locally), every file is
+        looked at and the earliest rows after it are returned all the same: the floor refuses
+        the gap, loudly, rather than wait forever.
         """
+        live = self._live_db()
+        live_first: int | None = None
+        if live is not None:
+            rows = _rows_after(live, seq, limit)
+            if rows and rows[0]["seq"] == seq + 1:
+                return rows
+            live_first = _min_seq(live)
+            if live_first is not None and live_first <= seq + 1:
+                if not rows:
+                    return []  # caught up: closed segments hold only rows before the live one
+                return rows  # a hole inside the live file: its earliest rows after `seq`
+        segment = self._segment_holding(seq + 1)
+        if segment is not None:
+            db = _connect(segment)
+            try:
+                rows = _rows_after(db, seq, limit)
+            finally:
+                db.close()
+            if rows and rows[0]["seq"] == seq + 1:
+                return rows
+            newer = self._a_segment_begins_after(seq + 1)
+            if not rows and live_first is None and not newer:
+                return []  # caught up in the instant of a roll-over (no live rows yet)
+        return self._earliest_rows_after(seq, limit)
+
+    def _a_segment_begins_after(self, seq: int) -> bool:
+        """Whether a closed segment's name says it begins after `seq`."""
+        for segment in self.closed_segments():
+            first = closed_segment_first_seq(segment)
+            if first is None or first > seq:
+                return True
+        return False
+
+    def _earliest_rows_after(self, seq: int, limit: int) -> list[Row]:
+        """Every file looked at: the rows right after `seq`, else the earliest after it."""
         earliest: list[Row] = []
         for db in self._files():
-            cursor = db.execute(
-                "SELECT * FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
-            )
-            names = [column[0] for column in cursor.description]
-            rows = [dict(zip(names, raw, strict=True)) for raw in cursor]
+            rows = _rows_after(db, seq, limit)
             if rows and rows[0]["seq"] == seq + 1:
                 return rows
             if rows and (not earliest or rows[0]["seq"] < earliest[0]["seq"]):
@@ -89,25 +157,44 @@ class LocalJournal:
         return earliest
 
     def hash_at(self, seq: int) -> str | None:
+        """The hash of row `seq`: from the live file when it begins at or before `seq`, else
+        from the closed segment its name says; every file only when those do not hold it."""
+        live = self._live_db()
+        if live is not None:
+            found = _hash_at(live, seq)
+            if found is not None:
+                return found
+            first = _min_seq(live)
+            if first is not None and first <= seq:
+                return None  # not in the live file, and no older file holds rows past it: cut
+        segment = self._segment_holding(seq)
+        if segment is not None:
+            db = _connect(segment)
+            try:
+                found = _hash_at(db, seq)
+            finally:
+                db.close()
+            if found is not None:
+                return found
         for db in self._files():
-            row = db.execute("SELECT hash FROM journal WHERE seq = ?", (seq,)).fetchone()
-            if row is not None:
-                return str(row[0])
+            found = _hash_at(db, seq)
+            if found is not None:
+                return found
         return None
 
     def last_seq(self) -> int:
         live = self._live_db()
-        row = live.execute("SELECT max(seq) FROM journal").fetchone() if live else None
-        if row and row[0] is not None:
-            return int(row[0])
+        last = _max_seq(live) if live is not None else None
+        if last is not None:
+            return last
         for segment in reversed(self.closed_segments()):
             db = _connect(segment)
             try:
-                found = db.execute("SELECT max(seq) FROM journal").fetchone()
+                last = _max_seq(db)
             finally:
                 db.close()
-            if found and found[0] is not None:
-                return int(found[0])
+            if last is not None:
+                return last
         return 0
 
     def chain_rows(self) -> Iterator[tuple[Any, ...]]:

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import random
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-from tablectl.controller import cli
+import pytest
+from prometheus_client import REGISTRY
+
+from tablectl.controller import cli, metrics
 from tablectl.controller.config import load_config
 from tablectl.controller.journal import (
     Journal,
@@ -229,3 +234,84 @@ def test_a_later_gaming_days_segment_exports_from_its_opening_checkpoint(tmp_pat
     assert [(r["round"], r["device"], r["fault"]) for r in faults] == [
         (rounds, "shoe", "misfeed at [card]")
     ]
+
+
+def _bytes_per_round() -> float | None:
+    return REGISTRY.get_sample_value("tablectl_journal_bytes_per_round")
+
+
+def test_bytes_per_round_measures_the_live_segment_after_a_roll_over(tmp_path: Path) -> None:
+    """The real daemon (run_daemon, in-process) on 200 rounds of a first gaming day: its clock
+    crosses into the next day, the upkeep rolls the segment over, 30 rounds are played. The
+    gauge is the live segment's size over those 30 rounds, not over all 230; with no round in
+    the new segment yet it keeps the last figure; a restart in the middle of the day (from a
+    later checkpoint than the segment's opening one) measures the same."""
+    from tablectl.controller.daemon import Daemon, run_daemon
+    from tablectl.controller.table import TableSpec
+    from tablectl.simulators.roundgen import legal_stream
+
+    config_path = write_config(tmp_path / "t", checkpoint_rounds=10)
+    build_history(config_path, 200, seed=3)
+    config = load_config(config_path)
+    spec = TableSpec.from_dict(config.table_dict())
+    # the next 30 rounds: the history's generator continued, as build_history continues it
+    generator = random.Random(3)
+    legal_stream(spec, generator, 200)
+    events = legal_stream(spec, generator, 30)
+
+    async def run(then: Any) -> None:
+        stop = asyncio.Event()
+        ready: list[Daemon] = []
+        task = asyncio.get_running_loop().create_task(
+            run_daemon(config, stop=stop, on_ready=ready.append, handle_signals=False)
+        )
+        deadline = time.monotonic() + 20
+        while not ready:
+            assert time.monotonic() < deadline and not task.done(), "the daemon never became ready"
+            await asyncio.sleep(0.01)
+        try:
+            await then(ready[0])
+        finally:
+            stop.set()
+            assert await task == 0
+
+    async def roll_then_play(daemon: Daemon) -> None:
+        service = daemon.service
+        assert service.engine.round_number == 200
+        day_one = _bytes_per_round()
+        assert day_one == pytest.approx(service.journal.logical_size() / 200)
+        upkeep = daemon.upkeep
+        assert upkeep is not None
+        tomorrow = upkeep.segment_day + datetime.timedelta(days=1)
+        upkeep.clock = lambda: moment(tomorrow)  # the daemon's clock crosses 06:00
+        deadline = time.monotonic() + 10
+        while upkeep.segment_day != tomorrow:
+            assert time.monotonic() < deadline, "no roll-over"
+            await asyncio.sleep(0.05)
+        assert next(read_rows(service.journal.path)).kind == "segment"
+        daemon.update_health()
+        assert _bytes_per_round() == day_one  # no round in the segment yet: the last figure
+        assert service.segment_rounds == 0
+        async with upkeep.lock:
+            for event in events:
+                decisions = await service.handle_event(event)
+                assert not any(d.get("decision") == "rejected" for d in decisions), event
+        assert service.engine.round_number == 230
+        daemon.update_health()
+        size = service.journal.logical_size()
+        assert _bytes_per_round() == pytest.approx(size / 30)
+        assert _bytes_per_round() > 5 * size / 230
+        assert service.segment_rounds == 30
+
+    asyncio.run(run(roll_then_play))
+    metrics.JOURNAL_BYTES_PER_ROUND.set(0)  # as a new process starts
+
+    async def restarted(daemon: Daemon) -> None:
+        service = daemon.service
+        last = service.journal.last_of_kind("checkpoint")
+        assert last is not None and last.round == 230  # restored from the day's last one
+        size = service.journal.logical_size()
+        assert _bytes_per_round() == pytest.approx(size / 30)
+        assert service.segment_rounds == 30
+
+    asyncio.run(run(restarted))
