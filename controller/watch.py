@@ -45,6 +45,10 @@ from tablectl.controller.status_words import (
 
 #: seconds between two status requests when nothing is pushed
 REFRESH_SECONDS = 2.0
+#: the least time between two status requests that pushes ask for: a burst of pushes (a
+#: card each) becomes one request, and the view's requests stay well inside the caller's
+#: line budget on the socket (20 a second), which `tablectl op` of the same user shares
+PUSH_REFRESH_SECONDS = 0.2
 #: seconds before the subscription is tried again after the daemon went away
 RECONNECT_SECONDS = 1.0
 
@@ -117,6 +121,9 @@ class TableWatch(App[int]):
         # rule id -> the reason of the notify_supervisor decision, as pushed while watching
         self.reasons: dict[str, str] = {}
         self._refreshing = asyncio.Lock()
+        self._refresh_due: Any = None  # the timer of the refresh pushes asked for, if any
+        self._last_refresh = 0.0
+        self.status_requests = 0  # how many the daemon was sent
 
     # -- layout ----------------------------------------------------------------------------
 
@@ -152,6 +159,8 @@ class TableWatch(App[int]):
         if self._refreshing.locked():
             return
         async with self._refreshing:
+            self._last_refresh = asyncio.get_running_loop().time()
+            self.status_requests += 1
             try:
                 reply = await request_async(self.socket_path, {"type": "status"})
             except OperatorClientError as error:
@@ -200,7 +209,22 @@ class TableWatch(App[int]):
         elif kind == "decision":
             self._log_line(f"{_clock()}  {self._describe_pushed(message)}")
         if kind in ("alarm", "decision", "state"):
-            await self.action_refresh()
+            self._refresh_soon()
+
+    def _refresh_soon(self) -> None:
+        """One status request for the pushes up to it, at most every PUSH_REFRESH_SECONDS."""
+        if self._refresh_due is not None:
+            return  # the refresh already due covers this push too
+        wait = self._last_refresh + PUSH_REFRESH_SECONDS - asyncio.get_running_loop().time()
+        # (a timer of 0 s is not one Textual takes: 10 ms at the least)
+        self._refresh_due = self.set_timer(max(wait, 0.01), self._refresh_pushed)
+
+    async def _refresh_pushed(self) -> None:
+        self._refresh_due = None  # a push from now on asks for the next one
+        if self._refreshing.locked():
+            self._refresh_soon()  # an answer on its way may predate the push: ask again after
+            return
+        await self.action_refresh()
 
     @staticmethod
     def _describe_pushed(message: Mapping[str, Any]) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.watch import TableWatch
+from tablectl.controller.watch import PUSH_REFRESH_SECONDS, TableWatch
 from tests.e2e.conftest import Table
 from tests.e2e.test_daemon_process import clean, in_shoe, shuffle_into_shoe
 
@@ -107,6 +107,31 @@ def test_watch_follows_a_round_and_a_supervisor_acknowledges_from_it(
     target = os.environ.get("TABLECTL_WATCH_SCREENSHOT")
     screenshot = Path(target).resolve() if target else None
     asyncio.run(asyncio.wait_for(watch_a_round_and_acknowledge(table, screenshot), 90))
+
+
+def test_a_burst_of_pushes_asks_for_the_status_once_not_once_a_push(
+    make_table: Callable[..., Table],
+) -> None:
+    """A push per card would be a status request per card: the daemon's work, and the caller's
+    line budget (20 a second) that the dealer's own `tablectl op` shares."""
+    table = make_table("five_card_hilo")
+    table.start()
+
+    async def main() -> None:
+        app = TableWatch(table.socket_path, refresh_seconds=60)
+        async with app.run_test(size=SIZE):
+            await until(lambda: "round 0" in app.shown.get("round", ""), "the table")
+            asked = app.status_requests
+            for _ in range(50):  # as the subscription hands each pushed line
+                await app._pushed({"message": "state", "state": "idle"})
+            await asyncio.sleep(3 * PUSH_REFRESH_SECONDS)
+            assert 1 <= app.status_requests - asked <= 2, app.status_requests - asked
+            # the view still follows the table: the pushes of a real event redraw it
+            await asyncio.to_thread(shuffle_into_shoe, table)
+            clean(await asyncio.to_thread(table.op, "bets_closed", positions=[1]))
+            await until(lambda: "round 1" in app.shown.get("round", ""), "round 1", app)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
 
 
 def test_watch_says_when_the_daemon_does_not_answer(tmp_path: Path) -> None:
