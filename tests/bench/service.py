@@ -12,6 +12,7 @@ the daemon is tests/bench/latency.py).
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import statistics
 import tempfile
@@ -187,3 +188,76 @@ async def _timed(handle: Callable[..., Any], events: list[dict[str, Any]]) -> li
         await handle(event)
         samples.append(time.perf_counter() - started)
     return samples
+
+
+SPLIT_PARTS = ("whole", "without_engine", "without_journal", "service_alone")
+
+
+async def events_split(rounds: int = 600, repeats: int = 5) -> dict[str, Any]:
+    """Where `events_vs_group_commit`'s time goes: µs per event of the same 3C21 stream through
+    the service whole, with the engine deciding nothing, with the journal writing nothing, and
+    with neither (the service's own steps), next to one group-commit row, in alternating
+    repeats; minimum of the repeats (the least disturbed). Not a figure of the daemon: the
+    stubbed parts are taken out only to see what the rest costs around them.
+
+    `python -m tests.bench.service --split` (not part of `make bench`).
+    """
+    game, options = "three_card_21", {}
+    spec = TableSpec.from_dict({"game": game, "options": options})
+    events = legal_stream(spec, random.Random(3), rounds)
+    taken: dict[str, list[float]] = {part: [] for part in (*SPLIT_PARTS, "group_commit_row")}
+    for _ in range(repeats):
+        for part in SPLIT_PARTS:
+            with tempfile.TemporaryDirectory(prefix="tablectl-bench-") as tmp:
+                config = table_config(Path(tmp), game, options)
+                journal = Journal(config.journal_path, flush_interval=0.005, max_batch=512)
+                service = TableService(
+                    config, journal, random_source=random.Random(1).randrange, group_commit=True
+                )
+                await service.start()
+                if part in ("without_engine", "service_alone"):
+                    service.engine.handle = lambda event, at: []  # type: ignore[method-assign]
+                if part in ("without_journal", "service_alone"):
+                    journal.append = lambda *args, **kwargs: 1  # type: ignore[method-assign]
+                handle = service.handle_event
+                started = time.perf_counter()
+                for event in events:
+                    await handle(event)
+                journal.flush()
+                taken[part].append((time.perf_counter() - started) / len(events) * 1e6)
+                service.close()
+        with tempfile.TemporaryDirectory(prefix="tablectl-bench-") as tmp:
+            rows = await group_commit_rows_per_second(Path(tmp) / "g.sqlite", 30_000)
+        taken["group_commit_row"].append(1e6 / rows)
+    least = {part: round(min(samples), 1) for part, samples in taken.items()}
+    row = least["group_commit_row"]
+    return {
+        "events": len(events),
+        "us_per_event": least,
+        "ratio_now": round(row / least["whole"], 3),
+        "ratio_with_a_free_engine": round(row / least["without_engine"], 3),
+        "engine_budget_us_for_0_5": round(2 * row - least["without_engine"], 1),
+        "engine_in_the_service_us": round(least["whole"] - least["without_engine"], 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    from tablectl.controller.logs import configure_logging
+
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.service")
+    parser.add_argument("--split", action="store_true", help="events_vs_group_commit's parts")
+    parser.add_argument("--rounds", type=int, default=600)
+    args = parser.parse_args(argv)
+    if not args.split:
+        parser.error("say what to measure: --split")
+    with open(os.devnull, "w") as quiet:
+        configure_logging("info", mode="json", stream=quiet)
+        print(json.dumps(asyncio.run(events_split(args.rounds)), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
