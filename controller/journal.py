@@ -615,15 +615,26 @@ def write_head_file(path: str | Path, seq: int, digest: str) -> None:
     recorded = read_head_file(path)
     if recorded is not None and recorded[0] > seq:
         return
-    target = head_file(path)
-    temporary = target.with_name(f".{target.name}.tmp")
+    write_private_file(head_file(path), canonical_json({"seq": seq, "head": digest}) + "\n")
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Replace `path` with `text`, mode 0600, durably: a temporary file fsynced, renamed over
+    it, and the directory fsynced, so a crash leaves the old file or the new one, whole (the
+    journal's head file, the sealing key)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(descriptor, (canonical_json({"seq": seq, "head": digest}) + "\n").encode())
+        os.write(descriptor, text.encode())
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
-    os.replace(temporary, target)
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def read_head_file(path: str | Path) -> tuple[int, str] | None:

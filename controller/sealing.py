@@ -19,13 +19,14 @@ import datetime
 import hashlib
 import hmac
 import json
-import os
 import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tablectl.controller.journal import write_private_file
 
 DEFAULT_EPOCH_SECONDS = 900
 _EVOLVE_LABEL = b"tablectl-fss-evolve-v1\0"
@@ -95,23 +96,6 @@ class KeyDeriver:
         return self._key
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Replace `path` with `text`, mode 0600, durably (temp file, fsync, rename, fsync dir)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(descriptor, text.encode())
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
 def setup_keys(
     path: str | Path, *, interval: int = DEFAULT_EPOCH_SECONDS, now: float | None = None
 ) -> VerificationKey:
@@ -123,7 +107,9 @@ def setup_keys(
     verification_key = VerificationKey(secrets.token_bytes(32), started, interval)
     try:
         key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write_private(key_path, _key_file_text(verification_key.seed, 0, None, started, interval))
+        write_private_file(
+            key_path, _key_file_text(verification_key.seed, 0, None, started, interval)
+        )
     except OSError as error:
         raise SealingError(f"{key_path}: cannot write the sealing key: {error}") from error
     return verification_key
@@ -203,7 +189,7 @@ class Sealer:
         for _ in range(epoch - self.epoch):
             key = evolve(key)
         try:
-            _write_private(
+            write_private_file(
                 self.path,
                 _key_file_text(key, epoch, self.last_sealed_epoch, self.start, self.interval),
             )

@@ -201,3 +201,27 @@ def test_a_sealed_journal_verifies_from_another_directory_by_path(tmp_path: Path
     sealed = build_sealed(tmp_path)
     code, out = verify(capsys, str(tmp_path), "--verify-key", str(sealed.verification_key))
     assert code == 0, out
+
+
+def test_the_head_file_and_the_sealing_key_are_written_one_way_private_and_whole(tmp_path):
+    """journal.write_private_file, the one writer of both: mode 0600 whatever the umask, the
+    old file replaced whole, no temporary file left beside it."""
+    import os
+    import stat
+
+    from tablectl.controller.journal import read_head_file, write_head_file, write_private_file
+
+    target = tmp_path / "key"
+    old = os.umask(0)
+    try:
+        write_private_file(target, "first\n")
+        write_private_file(target, "second\n")
+        write_head_file(tmp_path / "journal.sqlite", 7, "ab" * 32)
+    finally:
+        os.umask(old)
+    assert target.read_text() == "second\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert read_head_file(tmp_path / "journal.sqlite") == (7, "ab" * 32)
+    heads = [p for p in tmp_path.iterdir() if p.name != "key"]
+    assert len(heads) == 1 and stat.S_IMODE(heads[0].stat().st_mode) == 0o600
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
