@@ -225,3 +225,70 @@ def test_the_head_file_and_the_sealing_key_are_written_one_way_private_and_whole
     heads = [p for p in tmp_path.iterdir() if p.name != "key"]
     assert len(heads) == 1 and stat.S_IMODE(heads[0].stat().st_mode) == 0o600
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def _crashed_table(
+    tmp_path: Path, restart_after: float
+) -> tuple[Path, list[int], int, VerificationKey]:
+    """A table's service writes rows, seals at the end of epoch 1, writes more and "crashes"
+    (the file closed with no seal and no head, as a kill -9 leaves it); then a new service
+    opens the journal `restart_after` seconds after the keys were made, as `tablectl run`
+    does at a start: the sealer, then seal_unsealed_at_start. The journal, its seal seqs and
+    the seq of the last row written before the crash."""
+    import asyncio
+    import random
+
+    from tablectl.controller.journal import Journal, read_rows
+    from tablectl.controller.sealing import Sealer, setup_keys
+    from tablectl.controller.service import TableService
+    from tablectl.controller.table import TableSpec
+    from tablectl.simulators.roundgen import legal_stream
+    from tests.bench.service import table_config
+    from tests.journal.sealed import EPOCH, at
+
+    key_path = tmp_path / "sealing-key"
+    verification_key = setup_keys(key_path, interval=EPOCH, now=KEYS_MADE)
+    config = table_config(tmp_path, "three_card_21", {})
+    events = legal_stream(TableSpec.from_dict({"game": "three_card_21"}), random.Random(4), 3)
+
+    async def play() -> int:
+        service = TableService(config, Journal(config.journal_path))
+        service.sealer = Sealer(key_path)
+        await service.start()
+        for event in events[:30]:
+            await service.handle_event(event)
+        service.seal(at(EPOCH + 1))
+        for event in events[30:45]:
+            await service.handle_event(event)
+        service.journal.flush()
+        last = service.journal.last_seq
+        service.journal.discard()  # no seal, no head file: a crash
+        return last
+
+    crashed_at = asyncio.run(play())
+    restarted = TableService(config, Journal(config.journal_path))
+    restarted.sealer = Sealer(key_path)
+    restarted.seal_unsealed_at_start(at(restart_after))
+    restarted.close()
+    seals = [row.seq for row in read_rows(config.journal_path) if row.kind == "seal"]
+    return config.journal_path, seals, crashed_at, verification_key
+
+
+def test_rows_left_unsealed_by_a_crash_are_sealed_at_the_next_start(tmp_path, capsys):
+    from tests.journal.sealed import EPOCH
+
+    journal, seals, crashed_at, verification_key = _crashed_table(tmp_path, 3 * EPOCH + 5)
+    # the seal at the end of epoch 1, then the start's seal right after the crash's last row
+    assert len(seals) == 2 and seals[1] == crashed_at + 1, (seals, crashed_at)
+    key = json.loads((tmp_path / "sealing-key").read_text())
+    assert key["epoch"] == 3  # the epochs that passed while down: their keys erased unused
+    code, out = verify(capsys, str(journal), "--verify-key", str(verification_key))
+    assert code == 0, out
+    assert f"last seal row {seals[1]}, 2 seals, proven); 0 rows unsealed after it" in out, out
+
+
+def test_a_start_in_the_epoch_of_the_last_seal_leaves_the_rows_for_its_end(tmp_path):
+    from tests.journal.sealed import EPOCH
+
+    _, seals, _, _ = _crashed_table(tmp_path, EPOCH + 30)
+    assert len(seals) == 1  # the held key seals them when its epoch ends, not now
