@@ -74,6 +74,19 @@ def _load_plugin(ep: EntryPoint) -> Any:
         raise GameLoadError(
             f"game {ep.name!r} cannot be loaded ({_origin(ep)}): {type(error).__name__}: {error}"
         ) from error
+    try:
+        _check_plugin(ep, game)
+    except GameLoadError:
+        # a game class registers itself when its module defines it: a refused one must not
+        # stay findable under its name
+        for name in [n for n, registered in _GAMES.items() if registered is game]:
+            del _GAMES[name]
+        raise
+    register(game)
+    return game
+
+
+def _check_plugin(ep: EntryPoint, game: Any) -> None:
     engine = importlib.import_module(_ENGINE).Engine
     if not (isinstance(game, type) and issubclass(game, engine)):
         raise GameLoadError(
@@ -86,10 +99,8 @@ def _load_plugin(ep: EntryPoint) -> Any:
             f"game {ep.name!r} ({_origin(ep)}): the class is named {named!r}; "
             "the entry point's name must be the game's name"
         )
-    # the catalogue checks the game's rules and citations (rule IDs, clashes) as it loads
+    # the catalogue checks the game's rules and citations (rule IDs, clashes)
     importlib.import_module("tablectl.controller.rules").check_game(game)
-    register(game)
-    return game
 
 
 def find_game(name: str) -> Any:

@@ -100,8 +100,8 @@ def written_example(game: Any) -> str:
     profile = game.profile
     table_id = game.name.replace("_", "")[:8].lower() + "01"
     lines = [
-        f"# tablectl: configuration of one table playing {profile.title} ({game.name}),",
-        f"# a game installed through the {ENTRY_POINT_GROUP} entry points (docs/games.md).",
+        f"# tablectl: configuration of one table playing {profile.title}: the game",
+        f"# {game.name!r}, installed through the {ENTRY_POINT_GROUP} entry points (docs/games.md).",
         "# Installed as /etc/tablectl/TABLE.toml and run as tablectl@TABLE.service",
         "# (`tablectl check-config FILE` validates it without starting anything).",
         "",
