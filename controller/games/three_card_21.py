@@ -49,6 +49,7 @@ RULES = (
         "G6", "a card the dealer draws on a standing total is burned", "13:69F-2C.11(b), 2C.14(d)"
     ),
     Rule("G7", "the discard rack holds more than the shoe's cards", "13:69E-1.10D(e)"),
+    Rule("G8", "the house reshuffles after a round at its discretion", "13:69F-2C.4(h)1"),
 )
 #: this game's citations of the core's rules (subchapter 2C; 13:69E-1.10D the table)
 CITATIONS: dict[str, Citation] = {
@@ -92,7 +93,7 @@ class ThreeCard21(Engine):
     citations = CITATIONS
     round_states = ROUND_STATES
     shuffles_every_round = False  # a shoe of decks, reshuffled at the cut card (G3)
-    house_reshuffle_rule = "G3"
+    house_reshuffle_rule = "G8"  # G8: 2C.4(h)1, the house's call, not the cut card (G3)
     misdeal_rule = "M6"
     replacing_the_shuffler_needs_empty_check = True  # C6 (2C.14(j))
 
