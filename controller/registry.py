@@ -24,6 +24,7 @@ ENTRY_POINT_GROUP = "tablectl.games"
 
 _GAMES: dict[str, Any] = {}
 _BUILTIN = "tablectl.controller.games"
+_builtin_loaded = False
 _ENGINE = "tablectl.controller.engine"
 
 
@@ -49,10 +50,15 @@ def _bundled() -> list[str]:
 def _load_builtin() -> None:
     # The bundled games register on import; importing them here lets the core modules
     # that look games up stay free of any import of a game. They are listed first, in
-    # the package's order, whatever imported a game module before.
+    # the package's order, whatever imported a game module before. Once: the lookups of
+    # every decision's citation come here.
+    global _builtin_loaded
+    if _builtin_loaded:
+        return
     bundled = _bundled()
     for name in [*bundled, *(n for n in list(_GAMES) if n not in bundled)]:
         _GAMES[name] = _GAMES.pop(name)
+    _builtin_loaded = True
 
 
 def _plugins() -> dict[str, EntryPoint]:
