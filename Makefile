@@ -24,10 +24,13 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # The example vendor driver (examples/vendor-shoe) is installed too: the conformance kit and
-# the release tests put it through its paces (docs/drivers.md).
-$(STAMP): $(BIN)/python pyproject.toml setup.py examples/vendor-shoe/pyproject.toml
+# the release tests put it through its paces (docs/drivers.md). So is the example game
+# (examples/high-card-game): the tests run it under `tablectl run` (docs/games.md).
+$(STAMP): $(BIN)/python pyproject.toml setup.py examples/vendor-shoe/pyproject.toml \
+		examples/high-card-game/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	$(BIN)/python -m pip install --quiet --no-deps -e examples/vendor-shoe
+	$(BIN)/python -m pip install --quiet --no-deps -e examples/high-card-game
 	@touch $(STAMP)
 
 venv: $(STAMP)

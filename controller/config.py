@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.gaming_day import DEFAULT_START, parse_start
+from tablectl.controller.registry import ENTRY_POINT_GROUP as GAMES_ENTRY_POINT_GROUP
+from tablectl.controller.registry import GameLoadError, GameNotFound, find_game, game_names
 from tablectl.controller.table import TableSpec, TableSpecError
 
-GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
 DEVICE_KINDS = ("shuffler", "shoe", "hole_card_reader", "discard_rack")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 TRANSPORTS = ("serial", "usb")
@@ -285,6 +286,26 @@ def _string(
         problems.add(name, f"{value!r} is not allowed; expected {what}")
         return None
     return value
+
+
+def _game(problems: _Problems, table: Mapping[str, Any]) -> str | None:
+    """`[table] game`: a game the registry finds, bundled or installed (docs/games.md)."""
+    game = _string(problems, table, "game", "table.game", what="a game")
+    if game is None:
+        return None
+    try:
+        find_game(game)
+    except GameLoadError as error:
+        problems.add("table.game", str(error))
+        return None
+    except GameNotFound:
+        problems.add(
+            "table.game",
+            f"{game!r} is not allowed; allowed: {_allowed(game_names())} (the bundled games "
+            f"and those installed through the {GAMES_ENTRY_POINT_GROUP} entry points)",
+        )
+        return None
+    return game
 
 
 def parse_listen_address(text: str) -> tuple[str, int]:
@@ -563,7 +584,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         pattern=TABLE_ID_PATTERN,
         what="1-32 of [a-z0-9_-], starting with a letter or digit (e.g. 't01')",
     )
-    game = _string(problems, table, "game", "table.game", allowed=GAMES, what="a game")
+    game = _game(problems, table)
     options = _table(problems, table, "options", "table.options")
     for key, value in options.items():
         if not isinstance(value, str | int | bool | float | list | dict):

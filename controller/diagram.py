@@ -12,16 +12,31 @@ import argparse
 import sys
 
 from tablectl.controller.machine import definition, mermaid, svg
-from tablectl.controller.registry import game_names
+from tablectl.controller.registry import (
+    ENTRY_POINT_GROUP,
+    GameLoadError,
+    GameNotFound,
+    bundled_game_names,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--game", required=True, choices=game_names())
+    parser.add_argument(
+        "--game",
+        required=True,
+        metavar="GAME",
+        help=f"{', '.join(bundled_game_names())}, or a game installed through the "
+        f"{ENTRY_POINT_GROUP} entry points",
+    )
     parser.add_argument("--svg", metavar="FILE", help="also write an SVG (needs graphviz)")
 
 
 def run(args: argparse.Namespace) -> int:
-    defn = definition(args.game)
+    try:
+        defn = definition(args.game)
+    except GameNotFound as error:  # a GameLoadError too: the game is named, and why
+        print(f"tablectl diagram: {error}", file=sys.stderr)
+        return 1 if isinstance(error, GameLoadError) else 2
     sys.stdout.write(mermaid(defn))
     if args.svg:
         try:

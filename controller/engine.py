@@ -39,8 +39,8 @@ from tablectl.controller.machine import (
     chart,
 )
 from tablectl.controller.registry import find_game, register
-from tablectl.controller.rules import citation
-from tablectl.controller.table import GameProfile, TableOptions, TableSpec
+from tablectl.controller.rules import Citation, Rule, citation
+from tablectl.controller.table import GameOption, GameProfile, TableOptions, TableSpec
 
 __all__ = ["SNAPSHOT_VERSION", "Decision", "Engine", "SnapshotError"]
 
@@ -206,8 +206,13 @@ class Engine:
     #: the game's name in a table spec; a subclass with a name registers itself
     name: ClassVar[str] = ""
     profile: GameProfile
-    #: options only this game knows (table.py refuses them for other games)
-    game_options: ClassVar[tuple[str, ...]] = ()
+    #: options only this game knows, each with its default and values (table.py checks
+    #: them and refuses them for other games)
+    game_options: ClassVar[tuple[GameOption, ...]] = ()
+    #: the game's own rules (docs/rules.md), found by ID in the catalogue (rules.py)
+    rules: ClassVar[tuple[Rule, ...]] = ()
+    #: the game's citation of a rule, or one per dealing method (rules.citation)
+    citations: ClassVar[Mapping[str, Citation]] = {}
     #: the round's states between "no more bets" and the collection (the chart's middle)
     round_states: ClassVar[tuple[str, ...]] = ("dealing", "play")
     #: S1-S3: the dealer counts the stub (else stub_counted is refused)

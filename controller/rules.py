@@ -2,121 +2,81 @@
 
 Every decision the engine emits takes its ``rule`` text from :func:`citation`, so a
 regulator's lab can trace any decision back to the regulation (docs/rules.md).
-Citations depend on the game and, for some rules, on the dealing method, because the
-regulations repeat a rule in each dealing procedure (e.g. 40.7(f), 40.8(e), 40.9(e)).
+
+This module holds the rules the core enforces for every game (``CORE_RULES``), each with
+the citation a game gets when it names none of its own. A game's own rules and its own
+citations of the core's rules live in the game's module (docs/games.md): its ``rules``
+(a tuple of :class:`Rule`) and its ``citations`` (rule ID -> the citation, or dealing
+method -> citation where the regulations repeat a rule in each dealing procedure, e.g.
+40.7(f), 40.8(e), 40.9(e)). :data:`CATALOGUE` looks any rule up by its ID, the core's and
+every loaded game's alike.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
-GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
+from tablectl.controller.registry import GameLoadError, find_game, loaded_games
+
 METHODS = ("manual_shoe", "hand", "automated_shoe")
+#: a game's citation of a rule: one text, or one per dealing method (METHODS)
+Citation = str | Mapping[str, str]
+RULE_ID_PATTERN = r"^[A-Z][0-9]{1,2}$"  # metrics label rule IDs of this shape only
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One rule of docs/rules.md: its ID, a one-line summary and its citations."""
+    """One rule of docs/rules.md: its ID, a one-line summary and its citation.
+
+    ``default`` is the citation of a game that gives none of its own for this rule.
+    """
 
     rule_id: str
     summary: str
     default: str
-    by_game: dict[str, str] = field(default_factory=dict)
-    by_game_method: dict[tuple[str, str], str] = field(default_factory=dict)
-
-    def citation(self, game: str, method: str) -> str:
-        return self.by_game_method.get((game, method), self.by_game.get(game, self.default))
 
 
-def _per_method(game: str, manual: str, hand: str, ads: str) -> dict[tuple[str, str], str]:
-    return {(game, "manual_shoe"): manual, (game, "hand"): hand, (game, "automated_shoe"): ads}
-
-
-_T, _H, _U, _A = GAMES
-# regs/README.md: Asia Poker's irregularities are 13:69F-31.14, cited but not in regs/.
-AP_IRREGULARITIES = "13:69F-31.14 (interpretation; text not in regs/)"
-
-CATALOGUE: dict[str, Rule] = {
+CORE_RULES: dict[str, Rule] = {
     r.rule_id: r
     for r in [
         Rule(
             "C1",
             "the first card found face up while dealing is discarded; the next takes its place",
             "13:69F-2C.14(a), 40.12(a), 39.12(a)",
-            {
-                _T: "13:69F-2C.14(a)",
-                _H: "13:69F-40.12(a)",
-                _U: "13:69F-39.12(a)",
-                _A: AP_IRREGULARITIES,
-            },
         ),
         Rule(
             "C2",
             "a second card found face up in the same round voids the round; reshuffle",
             "13:69F-2C.14(a), 40.12(a), 39.12(a)",
-            {
-                _T: "13:69F-2C.14(a)",
-                _H: "13:69F-40.12(a)",
-                _U: "13:69F-39.12(a)",
-                _A: AP_IRREGULARITIES,
-            },
         ),
         Rule(
             "C3",
             "a card drawn in error without its face exposed is used as the next card",
             "13:69F-2C.14(b), 40.12(c), 39.12(b)",
-            {
-                _T: "13:69F-2C.14(b)",
-                _H: "13:69F-40.12(c)",
-                _U: "13:69F-39.12(b)",
-                _A: AP_IRREGULARITIES,
-            },
         ),
         Rule(
             "C4",
             "the shuffler jammed, stopped or did not complete its cycle: reshuffle",
             "13:69F-2C.14(i), 40.12(e), 39.12(e)",
-            {
-                _T: "13:69F-2C.14(i)",
-                _H: "13:69F-40.12(e)",
-                _U: "13:69F-39.12(e)",
-                _A: AP_IRREGULARITIES,
-            },
         ),
         Rule(
             "C5",
             "the automated dealing shoe failed during a round: void the round, reshuffle",
             "13:69F-40.12(f), 39.12(f)",
-            {
-                _H: "13:69F-40.12(f)",
-                _U: "13:69F-39.12(f)",
-                _T: "13:69F-2C.14(h) by analogy (interpretation)",
-                _A: AP_IRREGULARITIES,
-            },
         ),
         Rule(
             "C6",
             "another shuffling or dealing method only after the device is removed",
             "13:69F-2C.14(j), 40.12(g), 39.12(g)",
-            {
-                _T: "13:69F-2C.14(j)",
-                _H: "13:69F-40.12(g)",
-                _U: "13:69F-39.12(g)",
-                _A: AP_IRREGULARITIES,
-            },
         ),
         Rule(
             "C7",
             "a counting shuffler reported a count other than the deck size: remove the deck",
             "13:69E-1.18 (interpretation of 40.9(f), 39.7(g))",
-            {
-                _H: "13:69F-40.9(f); 13:69E-1.18",
-                _T: "13:69E-1.18 (interpretation)",
-                _A: "13:69E-1.18 (interpretation)",
-            },
-            {
-                **_per_method(_U, "13:69F-39.7(g)", "13:69F-39.8(f)", "13:69F-39.9(f)"),
-            },
         ),
         Rule(
             "C8",
@@ -127,11 +87,6 @@ CATALOGUE: dict[str, Rule] = {
             "C9",
             "a card drawn or stack dispensed before 'no more bets'",
             "13:69F-40.7(b), 39.7(b), 31.8(a)",
-            {_A: "13:69F-31.8(a)", _T: "13:69F-2C.6(d) (interpretation)"},
-            {
-                **_per_method(_H, "13:69F-40.7(b)", "13:69F-40.8(b)3", "13:69F-40.9(b)2"),
-                **_per_method(_U, "13:69F-39.7(b)", "13:69F-39.8(b)3", "13:69F-39.9(b)2"),
-            },
         ),
         Rule(
             "C10",
@@ -142,152 +97,129 @@ CATALOGUE: dict[str, Rule] = {
             "C11",
             "no more positions than the game allows",
             "13:69E-1.10D(a), 1.13Z, 13:69F-31.8(c)",
-            {
-                _T: "13:69E-1.10D(a)",
-                _H: "13:69E-1.13Z(b)1",
-                _U: "13:69E-1.13Z(a) (Heads Up Hold'em)",
-                _A: "13:69F-31.8(c)",
-            },
         ),
         Rule(
             "S1",
             "the stub is counted at least once every five rounds (per deck)",
             "13:69F-40.7(f), 39.7(f)",
-            {},
-            {
-                **_per_method(_H, "13:69F-40.7(f)", "13:69F-40.8(e)", "13:69F-40.9(e)"),
-                **_per_method(_U, "13:69F-39.7(f)", "13:69F-39.8(e)", "13:69F-39.9(e)"),
-            },
         ),
         Rule(
             "S2",
-            "a counting shuffler's full count replaces the stub count (HILO: only with an ADS)",
+            "a counting shuffler's full count replaces the stub count (in some games: with an ADS)",
             "13:69F-40.9(f), 39.7(g)",
-            {_H: "13:69F-40.9(f)"},
-            _per_method(_U, "13:69F-39.7(g)", "13:69F-39.8(f)", "13:69F-39.9(f)"),
         ),
         Rule(
             "S3",
             "a stub count that does not add up: misdeal voids; missing cards remove the deck",
             "13:69F-40.7(f)2, 39.7(f)2",
-            {_H: "13:69F-40.7(f)2", _U: "13:69F-39.7(f)2"},
-        ),
-        Rule(
-            "S4",
-            "Asia Poker: exactly four cards remain after seven to each of seven positions",
-            "13:69F-31.8(d)",
-        ),
-        Rule(
-            "A1",
-            "Asia Poker: the starting position, counted counterclockwise with the dealer as one",
-            "13:69F-31.11(b), (c)",
-        ),
-        Rule("M1", "HILO: a player dealt the wrong number of cards", "13:69F-40.12(d)"),
-        Rule("M2", "HILO: the dealer dealt four cards gets a fifth", "13:69F-40.12(d)"),
-        Rule("M3", "HILO: any other misdeal to the dealer", "13:69F-40.12(d)"),
-        Rule(
-            "M4",
-            "HUH: a hand or the community dealt the wrong number of cards",
-            "13:69F-39.12(c), 39.7(f)2",
-        ),
-        Rule("M5", "HUH: a dealer card exposed before the reveal", "13:69F-39.12(d)"),
-        Rule("M6", "3C21: a player given no initial cards", "13:69F-2C.14(e), (g)"),
-        Rule("H1", "the hole-card reader used before its daily inspection", "13:69E-1.10D(f)"),
-        Rule(
-            "H2", "hole card inserted with an up card other than A, K, Q, J, 10", "13:69F-2C.14(k)"
-        ),
-        Rule("H3", "hole card inserted before insurance closed (ace up)", "13:69F-2C.7(a)2"),
-        Rule("H4", "the reader used before the bonus wagers are settled", "13:69F-2C.6(e)"),
-        Rule("H5", "the reader malfunctioned: play continues without it", "13:69F-2C.14(l)"),
-        Rule(
-            "H6",
-            "the reader contradicted the hole card read by the shoe: a malfunction",
-            "13:69F-2C.14(l) (interpretation)",
         ),
         Rule(
             "H7", "no face-down card in any output before it is revealed", "13:69F-2C.14(k); GLI-29"
         ),
-        Rule("G1", "a Three Card 21 shoe holds 6 to 8 decks", "13:69F-2C.2(a)"),
-        Rule(
-            "G2",
-            "the first card after loading the shoe or a new dealer is burned",
-            "13:69F-2C.6(c)",
-        ),
-        Rule("G3", "the cut card: complete the round, then reshuffle", "13:69F-2C.4(h)"),
-        Rule("G4", "Bart Carter: reshuffle once the rack holds about a deck", "13:69F-2C.4(h)2"),
-        Rule(
-            "G5",
-            "the shoe ran out mid-round: reshuffle the rack, burn, complete",
-            "13:69F-2C.14(f)",
-        ),
-        Rule(
-            "G6",
-            "a card the dealer draws on a standing total is burned",
-            "13:69F-2C.11(b), 2C.14(d)",
-        ),
-        Rule("G7", "the discard rack holds more than the shoe's cards", "13:69E-1.10D(e)"),
         Rule(
             "D1",
             "two decks alternate every round; the next deck must have been shuffled",
             "13:69F-40.2(b), 39.2(b)",
-            {_H: "13:69F-40.2(b)", _U: "13:69F-39.2(b)"},
         ),
         Rule(
             "D2",
             "cards of only one deck in the discard rack at a time",
             "13:69F-40.2(b)5, 39.2(b)5",
-            {_H: "13:69F-40.2(b)5", _U: "13:69F-39.2(b)5"},
         ),
         Rule(
             "D3",
             "the deck is shuffled after every round",
             "13:69F-40.4(a), 39.4(a)",
-            {_H: "13:69F-40.4(a)", _U: "13:69F-39.4(a)", _A: "13:69F-31.8(a) (interpretation)"},
         ),
         Rule(
             "D4",
             "dealing from the hand needs an automated shuffling device",
             "13:69F-40.8(b)1, 39.8(b)1",
-            {_H: "13:69F-40.8(b)1", _U: "13:69F-39.8(b)1"},
         ),
         Rule(
             "R1",
             "the discard rack did not rise by the cards that left the shoe",
             "13:69E-1.10D(e); 40.7(f) intent (interpretation)",
-            {
-                _T: "13:69E-1.10D(e) (interpretation)",
-                _H: "13:69F-40.7(f) intent (interpretation)",
-                _U: "13:69F-39.7(f) intent (interpretation)",
-                _A: "13:69F-31.8(d) intent (interpretation)",
-            },
         ),
         Rule(
             "X1",
             "tablectl restarted mid-round: resume where the cards allow it, else void",
             "13:69F-40.12(f), 39.12(f), 2C.14(h) by analogy (interpretation)",
-            {
-                _T: "13:69F-2C.14(h) by analogy (interpretation)",
-                _H: "13:69F-40.12(f) by analogy (interpretation)",
-                _U: "13:69F-39.12(f) by analogy (interpretation)",
-                _A: "13:69F-31.8(d)2 by analogy (interpretation)",
-            },
         ),
         Rule(
             "X2",
             "the card-reading shoe sent a frame it could not decode: void the round, reshuffle",
             "13:69F-40.12(f), 39.12(f), 2C.14(h) by analogy (interpretation)",
-            {
-                _T: "13:69F-2C.14(h) by analogy (interpretation)",
-                _H: "13:69F-40.12(f) by analogy (interpretation)",
-                _U: "13:69F-39.12(f) by analogy (interpretation)",
-                _A: "13:69F-31.8(d)2 by analogy (interpretation)",
-            },
         ),
         Rule("E0", "the event does not follow docs/events.md", "docs/events.md"),
     ]
 }
 
 
+class _Catalogue(Mapping[str, Rule]):
+    """Every rule by its ID: the core's, then each loaded game's own (docs/games.md)."""
+
+    def __getitem__(self, rule_id: str) -> Rule:
+        return _merged(loaded_games())[rule_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_merged(loaded_games()))
+
+    def __len__(self) -> int:
+        return len(_merged(loaded_games()))
+
+
+@lru_cache(maxsize=8)
+def _merged(games: tuple[Any, ...]) -> dict[str, Rule]:
+    merged = dict(CORE_RULES)
+    for game in games:
+        for rule in game.rules:
+            merged.setdefault(rule.rule_id, rule)
+    return merged
+
+
+#: every rule, the core's and the loaded games' own, by rule ID
+CATALOGUE: Mapping[str, Rule] = _Catalogue()
+
+
+def check_game(game: Any) -> None:
+    """Refuse a game whose rules or citations the catalogue could not trace: GameLoadError
+    naming the game and the rule. Run when an installed game is loaded (the registry)."""
+    name = game.name
+    known = dict(CATALOGUE)
+    own: dict[str, Rule] = {}
+    for rule in game.rules:
+        if not isinstance(rule, Rule) or not re.match(RULE_ID_PATTERN, rule.rule_id):
+            raise GameLoadError(
+                f"game {name!r}: rule {rule!r} is not a Rule with an ID like 'K1' "
+                "(a capital letter and one or two digits)"
+            )
+        other = known.get(rule.rule_id)
+        if other is not None and other != rule:
+            raise GameLoadError(
+                f"game {name!r}: rule {rule.rule_id} is already the catalogue's "
+                f"({other.summary!r}): give the game's rule an ID of its own"
+            )
+        own[rule.rule_id] = rule
+    for rule_id, cited in game.citations.items():
+        if rule_id not in known and rule_id not in own:
+            raise GameLoadError(f"game {name!r}: cites rule {rule_id!r}, which no catalogue has")
+        texts = [cited] if isinstance(cited, str) else list(cited.values())
+        methods = [] if isinstance(cited, str) else [m for m in cited if m not in METHODS]
+        if methods or not all(isinstance(text, str) and text for text in texts):
+            raise GameLoadError(
+                f"game {name!r}: the citation of {rule_id} must be a text or one per "
+                f"dealing method ({', '.join(METHODS)}), got {cited!r}"
+            )
+
+
 def citation(rule_id: str, game: str, method: str) -> str:
-    """The regulation text the decision rests on, for this game and dealing method."""
-    return CATALOGUE[rule_id].citation(game, method)
+    """The regulation text the decision rests on, for this game and dealing method: the
+    game's own citation of the rule (its module's ``citations``), else the rule's."""
+    cited = find_game(game).citations.get(rule_id)
+    if isinstance(cited, str):
+        return cited
+    if cited is not None and method in cited:
+        text: str = cited[method]
+        return text
+    return CATALOGUE[rule_id].default

@@ -14,13 +14,16 @@ from typing import Any
 from tablectl.controller.cards import Composition
 from tablectl.controller.gaming_day import parse_start
 from tablectl.controller.interpretations import Interpretations
-from tablectl.controller.registry import find_game, game_names
+from tablectl.controller.registry import (
+    GameLoadError,
+    GameNotFound,
+    find_game,
+    game_names,
+    loaded_games,
+)
 from tablectl.controller.rules import METHODS, citation
 
 SHUFFLERS = ("none", "batch", "counting")
-READERS = ("none", "concealed", "revealing")
-AP_STARTS = ("operator", "computer")
-AP_NUMBERINGS = ("from_dealer_left", "from_dealer_right")
 
 
 class TableSpecError(ValueError):
@@ -41,40 +44,97 @@ class GameProfile:
     may_dual_deck: bool
 
 
-# Each game's profile, options and deck live in its module (controller/games/); a table
-# finds its game by name in the registry.
+@dataclass(frozen=True)
+class GameOption:
+    """One option of a game's own (e.g. a shoe's number of ``decks``), declared in the game's
+    module: its name, its default and the values it takes. ``rule`` names the rule that
+    refuses any other value (its citation is added to the message); ``note`` is the line
+    `tablectl example-config` writes above it."""
+
+    name: str
+    default: bool | int | str
+    choices: tuple[str, ...] = ()  # a word: one of these
+    low: int | None = None  # a whole number: low to high
+    high: int | None = None
+    rule: str = ""
+    note: str = ""
+
+    def parse(self, value: Any, game: str, method: str) -> bool | int | str:
+        """The option's value, checked; TableSpecError naming the option and what it takes."""
+        if isinstance(self.default, bool):
+            if not isinstance(value, bool):
+                raise TableSpecError(f"option {self.name}: must be true or false, got {value!r}")
+            return value
+        if isinstance(self.default, int):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TableSpecError(f"option {self.name}: must be a whole number, got {value!r}")
+            low = value if self.low is None else self.low
+            high = value if self.high is None else self.high
+            if not low <= value <= high:
+                raise TableSpecError(
+                    f"option {self.name}: {value} is not allowed: {_span(low, high)}"
+                    + (f" ({self.rule}, {citation(self.rule, game, method)})" if self.rule else "")
+                )
+            return value
+        if value not in self.choices:
+            raise TableSpecError(
+                f"option {self.name}: {value!r} is not one of {', '.join(self.choices)}"
+            )
+        return str(value)
+
+
+def _span(low: int, high: int) -> str:
+    """6, 7 or 8; 1 to 20."""
+    if high - low > 3:
+        return f"{low} to {high}"
+    values = [str(n) for n in range(low, high + 1)]
+    return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
+
+
+# Each game's profile, options and deck live in its module (controller/games/, or an
+# installed game's package); a table finds its game by name in the registry.
 
 
 def _game(name: str) -> Any:
     return find_game(name)
 
 
+def _option_names(game: Any) -> tuple[str, ...]:
+    return tuple(option.name for option in game.game_options)
+
+
 def _games_with(option: str) -> tuple[str, ...]:
-    """The games whose own options include ``option`` (e.g. ``decks``)."""
-    return tuple(n for n in game_names() if option in _game(n).game_options)
+    """The loaded games whose own options include ``option`` (e.g. ``decks``)."""
+    return tuple(g.name for g in loaded_games() if option in _option_names(g))
 
 
 def _game_only_options() -> set[str]:
-    return {option for n in game_names() for option in _game(n).game_options}
+    return {option for g in loaded_games() for option in _option_names(g)}
 
 
 @dataclass(frozen=True)
 class TableOptions:
-    """docs/events.md's options (and tablectl's documented additions) with their defaults."""
+    """docs/events.md's options every game knows (and tablectl's documented additions) with
+    their defaults; a game's own options (its module's ``game_options``) are in
+    ``game_values`` and read as attributes too (``options.decks``)."""
 
     positions: int
     dealing: str = "manual_shoe"
     shuffler: str = "counting"
     dual_deck: bool = False
-    decks: int = 6
-    bart_carter: bool = False
-    dealer_hits_soft_17: bool = False
-    reader: str = "concealed"
     rack_tolerance: int = 2
     gaming_day_start: str = "06:00"
-    ap_start: str = "operator"
-    ap_numbering: str = "from_dealer_left"
     interpretations: Interpretations = field(default_factory=Interpretations)
+    game_values: tuple[tuple[str, bool | int | str], ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        # only called for a name that is no field: one of the game's own options
+        if name.startswith("__") or name == "game_values":
+            raise AttributeError(name)
+        for option, value in self.game_values:
+            if option == name:
+                return value
+        raise AttributeError(f"the table's game has no option {name!r}")
 
 
 @dataclass(frozen=True)
@@ -103,9 +163,16 @@ class TableSpec:
         if not isinstance(data, Mapping):
             raise TableSpecError(f"a table must be a JSON object, got {data!r}")
         game = data.get("game")
-        names = game_names()
-        if not isinstance(game, str) or game not in names:
-            raise TableSpecError(f"game: {game!r} is not one of {', '.join(names)}")
+        if not isinstance(game, str):
+            raise TableSpecError(f"game: {game!r} is not one of {', '.join(game_names())}")
+        try:
+            find_game(game)
+        except GameLoadError as error:
+            raise TableSpecError(f"game: {error}") from None
+        except GameNotFound:
+            raise TableSpecError(
+                f"game: {game!r} is not one of {', '.join(game_names())}"
+            ) from None
         raw = data.get("options", {})
         if raw is None:
             raw = {}
@@ -138,8 +205,8 @@ def _integer(opts: dict[str, Any], name: str, default: int) -> int:
 def _options(game: str, opts: dict[str, Any]) -> TableOptions:
     game_class = _game(game)
     profile: GameProfile = game_class.profile
-    defaults = TableOptions(positions=profile.max_positions)
-    if "decks" not in game_class.game_options and "decks" in opts:
+    own = {option.name: option for option in game_class.game_options}
+    if "decks" not in own and "decks" in opts:
         # docs/events.md lists `decks` among the options every game knows; a game dealt from
         # one deck takes `decks: 1` as stating it and refuses any other count.
         value = opts.pop("decks")
@@ -148,16 +215,13 @@ def _options(game: str, opts: dict[str, Any]) -> TableOptions:
                 f"option decks: {game} is dealt from one deck, not {value!r} "
                 f"(6 to 8 decks apply only to {', '.join(_games_with('decks'))})"
             )
-    only = _game_only_options()
-    for name in [n for n in TableOptions.__dataclass_fields__ if n in only]:
-        if (
-            name in opts
-            and name not in game_class.game_options
-            and opts[name] != getattr(defaults, name)
-        ):
+    defaults = {o.name: o.default for g in loaded_games() for o in g.game_options}
+    for name in sorted(_game_only_options() - set(own)):
+        if name in opts and opts[name] != defaults[name]:
             raise TableSpecError(
                 f"option {name}: applies only to {', '.join(_games_with(name))}, not to {game}"
             )
+        opts.pop(name, None)  # another game's option at its default: as if not given
     positions = _integer(opts, "positions", profile.max_positions)  # C11 (configuration)
     if not 1 <= positions <= profile.max_positions:
         raise TableSpecError(
@@ -176,19 +240,18 @@ def _options(game: str, opts: dict[str, Any]) -> TableOptions:
             f"batch or counting, not 'none' (D4, {citation('D4', game, dealing)})"
         )
     dual_deck = _flag(opts, "dual_deck")
+    if dual_deck and not profile.may_dual_deck:
+        dual = [g.name for g in loaded_games() if g.profile.may_dual_deck]
+        raise TableSpecError(f"option dual_deck: applies only to {', '.join(dual)}, not to {game}")
     if dual_deck and shuffler == "none":
         raise TableSpecError(
             "option dual_deck: two alternating decks need an automated shuffling device: "
             f"shuffler batch or counting (D1, {citation('D1', game, dealing)})"
         )
-    decks = _integer(opts, "decks", 6)  # G1: 6 to 8 decks (2C.2(a))
-    if not 6 <= decks <= 8:
-        raise TableSpecError(
-            f"option decks: {decks} is not allowed: 6, 7 or 8 (G1, 13:69F-2C.2(a))"
-        )
-    bart_carter = _flag(opts, "bart_carter")
-    hits_soft_17 = _flag(opts, "dealer_hits_soft_17")
-    reader = _choice(opts, "reader", READERS, "concealed")
+    game_values = tuple(
+        (name, option.parse(opts.pop(name, option.default), game, dealing))
+        for name, option in own.items()
+    )
     tolerance = _integer(opts, "rack_tolerance", 2)
     if tolerance < 0:
         raise TableSpecError(f"option rack_tolerance: must be 0 or more, got {tolerance}")
@@ -197,8 +260,6 @@ def _options(game: str, opts: dict[str, Any]) -> TableOptions:
         parse_start(day_start if isinstance(day_start, str) else "")
     except ValueError:
         raise TableSpecError(f"option gaming_day_start: must be HH:MM, got {day_start!r}") from None
-    ap_start = _choice(opts, "ap_start", AP_STARTS, "operator")
-    ap_numbering = _choice(opts, "ap_numbering", AP_NUMBERINGS, "from_dealer_left")
     changes = opts.pop("interpretations", {})
     if not isinstance(changes, Mapping):
         raise TableSpecError(f"option interpretations: must be an object, got {changes!r}")
@@ -207,20 +268,15 @@ def _options(game: str, opts: dict[str, Any]) -> TableOptions:
     except ValueError as error:
         raise TableSpecError(f"option interpretations: {error}") from None
     if opts:
-        known = [*TableOptions.__dataclass_fields__]
+        known = [n for n in TableOptions.__dataclass_fields__ if n != "game_values"] + [*own]
         raise TableSpecError(f"option {sorted(opts)[0]}: unknown; options are {', '.join(known)}")
     return TableOptions(
         positions=positions,
         dealing=dealing,
         shuffler=shuffler,
         dual_deck=dual_deck,
-        decks=decks,
-        bart_carter=bart_carter,
-        dealer_hits_soft_17=hits_soft_17,
-        reader=reader,
         rack_tolerance=tolerance,
         gaming_day_start=str(day_start),
-        ap_start=ap_start,
-        ap_numbering=ap_numbering,
         interpretations=interpretations,
+        game_values=game_values,
     )

@@ -40,7 +40,6 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from tablectl.controller.config import (
-    GAMES,
     SEALING_KEY_NAME,
     TableConfig,
     parse_config,
@@ -49,6 +48,7 @@ from tablectl.controller.config import (
 from tablectl.controller.daemon import Daemon, run_daemon
 from tablectl.controller.journal import JournalError, read_rows
 from tablectl.controller.logs import configure_logging
+from tablectl.controller.registry import bundled_game_names
 from tablectl.controller.sealing import setup_keys
 from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
 from tablectl.drivers.registry import get_driver_class
@@ -93,7 +93,10 @@ DEVICES: dict[str, tuple[str, str]] = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--game", choices=GAMES, default=DEFAULT_GAME, help=f"the game (default {DEFAULT_GAME})"
+        "--game",
+        choices=bundled_game_names(),
+        default=DEFAULT_GAME,
+        help=f"the game (default {DEFAULT_GAME})",
     )
     parser.add_argument(
         "--rounds", type=_positive, default=None, help="rounds to play (default: until stopped)"

@@ -14,10 +14,44 @@ from tablectl.controller.decisions import Decision
 from tablectl.controller.engine import Engine, Round
 from tablectl.controller.ledger import DEALER
 from tablectl.controller.machine import MachineDefinition, chart
-from tablectl.controller.table import GameProfile, TableOptions, TableSpec
+from tablectl.controller.rules import Citation, Rule
+from tablectl.controller.table import GameOption, GameProfile, TableOptions, TableSpec
 
 ROUND_STATES = ("starting_position", "dealing", "play")
 A1_RANGES = {"dice": (3, 18), "number": (1, 7)}  # 31.11(b): three dice; a number 1-7
+# Asia Poker's irregularities are 13:69F-31.14, cited by number (its text is not among the
+# texts the project was given).
+AP_IRREGULARITIES = "13:69F-31.14 (interpretation; text not in regs/)"
+
+#: the rules of this game alone (docs/rules.md: S4, A1)
+RULES = (
+    Rule(
+        "S4",
+        "Asia Poker: exactly four cards remain after seven to each of seven positions",
+        "13:69F-31.8(d)",
+    ),
+    Rule(
+        "A1",
+        "Asia Poker: the starting position, counted counterclockwise with the dealer as one",
+        "13:69F-31.11(b), (c)",
+    ),
+)
+#: this game's citations of the core's rules (subchapter 31)
+CITATIONS: dict[str, Citation] = {
+    "C1": AP_IRREGULARITIES,
+    "C2": AP_IRREGULARITIES,
+    "C3": AP_IRREGULARITIES,
+    "C4": AP_IRREGULARITIES,
+    "C5": AP_IRREGULARITIES,
+    "C6": AP_IRREGULARITIES,
+    "C7": "13:69E-1.18 (interpretation)",
+    "C9": "13:69F-31.8(a)",
+    "C11": "13:69F-31.8(c)",
+    "D3": "13:69F-31.8(a) (interpretation)",
+    "R1": "13:69F-31.8(d) intent (interpretation)",
+    "X1": "13:69F-31.8(d)2 by analogy (interpretation)",
+    "X2": "13:69F-31.8(d)2 by analogy (interpretation)",
+}
 
 
 class AsiaPoker(Engine):
@@ -25,7 +59,23 @@ class AsiaPoker(Engine):
 
     name = "asia_poker"
     profile = GameProfile("asia_poker", "Asia Poker", 6, 7, 7, 0, ("manual_shoe",), False)
-    game_options: ClassVar[tuple[str, ...]] = ("ap_start", "ap_numbering")
+    game_options: ClassVar[tuple[GameOption, ...]] = (
+        GameOption(
+            "ap_start",
+            "operator",
+            choices=("operator", "computer"),
+            note='Who selects the deal\'s starting position (31.11, A1): "operator" (dice or a '
+            'number sent as starting_position) or "computer" (the controller draws it).',
+        ),
+        GameOption(
+            "ap_numbering",
+            "from_dealer_left",
+            choices=("from_dealer_left", "from_dealer_right"),
+            note="How the betting positions are numbered (A1).",
+        ),
+    )
+    rules = RULES
+    citations = CITATIONS
     round_states = ROUND_STATES
     deals_every_position = True  # 31.8(c)
     tracked_counts_are_the_hands = True  # S4 decides alike whoever holds the wrong count

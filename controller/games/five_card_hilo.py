@@ -7,13 +7,48 @@ Everything this game adds to the core engine is here, as hooks the core calls by
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from tablectl.controller.decisions import Decision
 from tablectl.controller.engine import Engine, Round
 from tablectl.controller.ledger import DEALER
-from tablectl.controller.rules import METHODS
+from tablectl.controller.rules import METHODS, Citation, Rule
 from tablectl.controller.table import GameProfile
+
+#: the rules of this game alone (docs/rules.md: M1-M3, 40.12(d))
+RULES = (
+    Rule("M1", "HILO: a player dealt the wrong number of cards", "13:69F-40.12(d)"),
+    Rule("M2", "HILO: the dealer dealt four cards gets a fifth", "13:69F-40.12(d)"),
+    Rule("M3", "HILO: any other misdeal to the dealer", "13:69F-40.12(d)"),
+)
+#: this game's citations of the core's rules (subchapter 40; 13:69E-1.13Z the table)
+CITATIONS: dict[str, Citation] = {
+    "C1": "13:69F-40.12(a)",
+    "C2": "13:69F-40.12(a)",
+    "C3": "13:69F-40.12(c)",
+    "C4": "13:69F-40.12(e)",
+    "C5": "13:69F-40.12(f)",
+    "C6": "13:69F-40.12(g)",
+    "C7": "13:69F-40.9(f); 13:69E-1.18",
+    "C9": {
+        "manual_shoe": "13:69F-40.7(b)",
+        "hand": "13:69F-40.8(b)3",
+        "automated_shoe": "13:69F-40.9(b)2",
+    },
+    "C11": "13:69E-1.13Z(b)1",
+    "S1": {
+        "manual_shoe": "13:69F-40.7(f)",
+        "hand": "13:69F-40.8(e)",
+        "automated_shoe": "13:69F-40.9(e)",
+    },
+    "S2": "13:69F-40.9(f)",
+    "S3": "13:69F-40.7(f)2",
+    "D1": "13:69F-40.2(b)",
+    "D2": "13:69F-40.2(b)5",
+    "D3": "13:69F-40.4(a)",
+    "D4": "13:69F-40.8(b)1",
+    "R1": "13:69F-40.7(f) intent (interpretation)",
+    "X1": "13:69F-40.12(f) by analogy (interpretation)",
+    "X2": "13:69F-40.12(f) by analogy (interpretation)",
+}
 
 
 class FiveCardHiLo(Engine):
@@ -21,7 +56,8 @@ class FiveCardHiLo(Engine):
 
     name = "five_card_hilo"
     profile = GameProfile("five_card_hilo", "5 Card Hi-Lo", 7, 5, 5, 0, METHODS, True)
-    game_options: ClassVar[tuple[str, ...]] = ("dual_deck",)
+    rules = RULES
+    citations = CITATIONS
     counts_the_stub = True
 
     def _plan(self, rnd: Round) -> None:

@@ -8,13 +8,61 @@ Everything this game adds to the core engine is here, as hooks the core calls by
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from tablectl.controller.decisions import Decision
 from tablectl.controller.engine import Engine, Round
 from tablectl.controller.ledger import COMMUNITY, DEALER
-from tablectl.controller.rules import METHODS
+from tablectl.controller.rules import METHODS, Citation, Rule
 from tablectl.controller.table import GameProfile
+
+#: the rules of this game alone (docs/rules.md: M4, M5)
+RULES = (
+    Rule(
+        "M4",
+        "HUH: a hand or the community dealt the wrong number of cards",
+        "13:69F-39.12(c), 39.7(f)2",
+    ),
+    Rule("M5", "HUH: a dealer card exposed before the reveal", "13:69F-39.12(d)"),
+)
+#: this game's citations of the core's rules (subchapter 39; 13:69E-1.13Z the table)
+CITATIONS: dict[str, Citation] = {
+    "C1": "13:69F-39.12(a)",
+    "C2": "13:69F-39.12(a)",
+    "C3": "13:69F-39.12(b)",
+    "C4": "13:69F-39.12(e)",
+    "C5": "13:69F-39.12(f)",
+    "C6": "13:69F-39.12(g)",
+    "C7": {
+        "manual_shoe": "13:69F-39.7(g)",
+        "hand": "13:69F-39.8(f)",
+        "automated_shoe": "13:69F-39.9(f)",
+    },
+    "C9": {
+        "manual_shoe": "13:69F-39.7(b)",
+        "hand": "13:69F-39.8(b)3",
+        "automated_shoe": "13:69F-39.9(b)2",
+    },
+    "C11": "13:69E-1.13Z(a) (Heads Up Hold'em)",
+    "S1": {
+        "manual_shoe": "13:69F-39.7(f)",
+        "hand": "13:69F-39.8(e)",
+        "automated_shoe": "13:69F-39.9(e)",
+    },
+    "S2": {
+        "manual_shoe": "13:69F-39.7(g)",
+        "hand": "13:69F-39.8(f)",
+        "automated_shoe": "13:69F-39.9(f)",
+    },
+    "S3": "13:69F-39.7(f)2",
+    "D1": "13:69F-39.2(b)",
+    "D2": "13:69F-39.2(b)5",
+    "D3": "13:69F-39.4(a)",
+    "D4": "13:69F-39.8(b)1",
+    "R1": "13:69F-39.7(f) intent (interpretation)",
+    "X1": "13:69F-39.12(f) by analogy (interpretation)",
+    "X2": "13:69F-39.12(f) by analogy (interpretation)",
+}
 
 
 class HeadsUpHoldem(Engine):
@@ -22,7 +70,8 @@ class HeadsUpHoldem(Engine):
 
     name = "heads_up_holdem"
     profile = GameProfile("heads_up_holdem", "Heads Up Hold'em", 6, 2, 2, 5, METHODS, True)
-    game_options: ClassVar[tuple[str, ...]] = ("dual_deck",)
+    rules = RULES
+    citations = CITATIONS
     counts_the_stub = True
     misdeal_rule = "M4"  # 39.12(c): any wrong count, a player's, the dealer's or the board's
 

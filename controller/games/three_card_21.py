@@ -21,9 +21,51 @@ from tablectl.controller.decisions import Decision
 from tablectl.controller.engine import Deck, Engine, Round
 from tablectl.controller.ledger import BURNED, DEALER, DISCARD, SHOE, Ledger
 from tablectl.controller.machine import MachineDefinition, chart
-from tablectl.controller.table import GameProfile, TableOptions
+from tablectl.controller.rules import Citation, Rule
+from tablectl.controller.table import GameOption, GameProfile, TableOptions
 
 PLAYER_HIT = "player"  # a hit: no device says which position took it
+READERS = ("none", "concealed", "revealing")
+
+#: the rules of this game alone (docs/rules.md: M6, H, G)
+RULES = (
+    Rule("M6", "3C21: a player given no initial cards", "13:69F-2C.14(e), (g)"),
+    Rule("H1", "the hole-card reader used before its daily inspection", "13:69E-1.10D(f)"),
+    Rule("H2", "hole card inserted with an up card other than A, K, Q, J, 10", "13:69F-2C.14(k)"),
+    Rule("H3", "hole card inserted before insurance closed (ace up)", "13:69F-2C.7(a)2"),
+    Rule("H4", "the reader used before the bonus wagers are settled", "13:69F-2C.6(e)"),
+    Rule("H5", "the reader malfunctioned: play continues without it", "13:69F-2C.14(l)"),
+    Rule(
+        "H6",
+        "the reader contradicted the hole card read by the shoe: a malfunction",
+        "13:69F-2C.14(l) (interpretation)",
+    ),
+    Rule("G1", "a Three Card 21 shoe holds 6 to 8 decks", "13:69F-2C.2(a)"),
+    Rule("G2", "the first card after loading the shoe or a new dealer is burned", "13:69F-2C.6(c)"),
+    Rule("G3", "the cut card: complete the round, then reshuffle", "13:69F-2C.4(h)"),
+    Rule("G4", "Bart Carter: reshuffle once the rack holds about a deck", "13:69F-2C.4(h)2"),
+    Rule("G5", "the shoe ran out mid-round: reshuffle the rack, burn, complete", "13:69F-2C.14(f)"),
+    Rule(
+        "G6", "a card the dealer draws on a standing total is burned", "13:69F-2C.11(b), 2C.14(d)"
+    ),
+    Rule("G7", "the discard rack holds more than the shoe's cards", "13:69E-1.10D(e)"),
+    Rule("G8", "the house reshuffles after a round at its discretion", "13:69F-2C.4(h)1"),
+)
+#: this game's citations of the core's rules (subchapter 2C; 13:69E-1.10D the table)
+CITATIONS: dict[str, Citation] = {
+    "C1": "13:69F-2C.14(a)",
+    "C2": "13:69F-2C.14(a)",
+    "C3": "13:69F-2C.14(b)",
+    "C4": "13:69F-2C.14(i)",
+    "C5": "13:69F-2C.14(h) by analogy (interpretation)",
+    "C6": "13:69F-2C.14(j)",
+    "C7": "13:69E-1.18 (interpretation)",
+    "C9": "13:69F-2C.6(d) (interpretation)",
+    "C11": "13:69E-1.10D(a)",
+    "R1": "13:69E-1.10D(e) (interpretation)",
+    "X1": "13:69F-2C.14(h) by analogy (interpretation)",
+    "X2": "13:69F-2C.14(h) by analogy (interpretation)",
+}
 
 ROUND_STATES = ("dealing", "bonus", "insurance", "players", "dealer_turn")
 
@@ -35,15 +77,23 @@ class ThreeCard21(Engine):
     profile = GameProfile(
         "three_card_21", 'Three Card 21 "N" Done', 6, 3, 2, 0, ("manual_shoe",), False
     )
-    game_options: ClassVar[tuple[str, ...]] = (
-        "decks",
-        "bart_carter",
-        "dealer_hits_soft_17",
-        "reader",
+    game_options: ClassVar[tuple[GameOption, ...]] = (
+        GameOption("decks", 6, low=6, high=8, rule="G1", note="6 to 8 decks (G1)."),
+        GameOption("bart_carter", False, note="The Bart Carter shuffle (G4; no burn card, G2)."),
+        GameOption("dealer_hits_soft_17", False, note="The dealer hits soft 17 (G6)."),
+        GameOption(
+            "reader",
+            "concealed",
+            choices=READERS,
+            note="Hole-card reader: none, concealed (players cannot learn the hole card) "
+            "or revealing (H2).",
+        ),
     )
+    rules = RULES
+    citations = CITATIONS
     round_states = ROUND_STATES
     shuffles_every_round = False  # a shoe of decks, reshuffled at the cut card (G3)
-    house_reshuffle_rule = "G3"
+    house_reshuffle_rule = "G8"  # G8: 2C.4(h)1, the house's call, not the cut card (G3)
     misdeal_rule = "M6"
     replacing_the_shuffler_needs_empty_check = True  # C6 (2C.14(j))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from tablectl.controller.rules import GAMES
+from tablectl.controller.registry import bundled_game_names
 
 
 def scenario_text(game: str) -> str:
@@ -13,4 +13,4 @@ def scenario_text(game: str) -> str:
 
 
 def bundled() -> dict[str, str]:
-    return {game: scenario_text(game) for game in GAMES}
+    return {game: scenario_text(game) for game in bundled_game_names()}

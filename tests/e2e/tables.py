@@ -39,6 +39,12 @@ GAMES: dict[str, dict[str, Any]] = {
         },
         "shoe": {"decks": 6},
     },
+    # the example game installed as a package of its own (examples/high-card-game)
+    "high_card": {
+        "options": {"dealing": "manual_shoe", "shuffler": "counting", "positions": 5},
+        "devices": {"shuffler": "shuffler", "shoe": "shoe"},
+        "shoe": {"decks": 1},
+    },
 }
 
 

@@ -11,10 +11,10 @@ import pytest
 from engine_helpers import assert_decision, cards, draws, ev, feed, names, table
 
 from tablectl.controller.replay import ScenarioError, replay
-from tablectl.controller.rules import CATALOGUE, GAMES, METHODS, citation
+from tablectl.controller.rules import CATALOGUE, METHODS, citation
 from tablectl.controller.table import TableSpec, TableSpecError
 
-T21, HILO, HUH, AP = "three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker"
+T21, HILO, HUH, AP = GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
 
 
 # ---- F1: R1 counts the G2 burn card once ---------------------------------------------------

@@ -17,7 +17,7 @@ RULE_IDS = [
     "A1",
     *(f"M{i}" for i in range(1, 7)),
     *(f"H{i}" for i in range(1, 8)),
-    *(f"G{i}" for i in range(1, 8)),
+    *(f"G{i}" for i in range(1, 9)),
     *(f"D{i}" for i in range(1, 5)),
     "R1",
     "X1",

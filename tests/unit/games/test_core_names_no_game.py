@@ -13,6 +13,9 @@ from tablectl.controller.registry import game_names
 ROOT = Path(__file__).resolve().parents[3]
 CORE = ["engine.py", "machine.py", "ledger.py", "decisions.py", "table.py", "registry.py"]
 CORE += ["diagram.py", "replay.py"]
+# the catalogue's core, the configuration, the daemon and the commands that find games
+CORE += ["rules.py", "config.py", "daemon.py", "commands/example_config.py"]
+CORE += ["commands/check_config.py"]
 # every spelling of the four games the code or its comments have used
 GAME_WORDS = re.compile(
     r"three_card_21|five_card_hilo|heads_up_holdem|asia_poker|3C21|\bHILO\b|\bHUH\b|"
