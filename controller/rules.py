@@ -36,6 +36,14 @@ _T, _H, _U, _A = GAMES
 # regs/README.md: Asia Poker's irregularities are 13:69F-31.14, cited but not in regs/.
 AP_IRREGULARITIES = "13:69F-31.14 (interpretation; text not in regs/)"
 
+_SHUFFLED = "13:69F-2C.4(a), 40.4(a), 39.4(a); 13:69E-1.18 (interpretation)"
+_SHUFFLED_BY_GAME = {
+    _T: "13:69F-2C.4(a); 13:69E-1.18 (interpretation)",
+    _H: "13:69F-40.4(a); 13:69E-1.18 (interpretation)",
+    _U: "13:69F-39.4(a); 13:69E-1.18 (interpretation)",
+    _A: "13:69F-31 shuffle, by analogy with 40.4(a) (interpretation; text not in regs/)",
+}
+
 CATALOGUE: dict[str, Rule] = {
     r.rule_id: r
     for r in [
@@ -282,6 +290,30 @@ CATALOGUE: dict[str, Rule] = {
                 _U: "13:69F-39.12(f) by analogy (interpretation)",
                 _A: "13:69F-31.8(d)2 by analogy (interpretation)",
             },
+        ),
+        # Q: shuffle integrity (controller/shuffle_integrity.py, docs/shuffle-integrity.md).
+        # The texts require the cards "randomly intermixed" (2C.4(a), 40.4(a), 39.4(a)) and
+        # the deck's integrity kept (13:69E-1.18); how to tell from the dealt order is ours.
+        Rule(
+            "Q1",
+            "a run of cards came out in the same order as after an earlier shuffle: "
+            "surveillance told (interpretation)",
+            _SHUFFLED,
+            _SHUFFLED_BY_GAME,
+        ),
+        Rule(
+            "Q2",
+            "the deal kept far more adjacent pairs of the previous deal than a shuffle "
+            "leaves: surveillance told (interpretation)",
+            _SHUFFLED,
+            _SHUFFLED_BY_GAME,
+        ),
+        Rule(
+            "Q3",
+            "over a gaming day, ranks landed on a position unlike the deck's composition "
+            "(chi-square): in the floor report (interpretation)",
+            _SHUFFLED,
+            _SHUFFLED_BY_GAME,
         ),
         Rule("E0", "the event does not follow docs/events.md", "docs/events.md"),
     ]

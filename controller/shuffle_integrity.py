@@ -317,6 +317,13 @@ class ShuffleWatch:
             previous_rounds=list(watch.rounds),
         )
 
+    def partial_shuffle(self, deck: str) -> None:
+        """Part of the cards was shuffled (a reshuffled discard rack): a new shoe begins, with
+        nothing to compare its pairs against (Q2 assumes the whole deck was shuffled)."""
+        watch = self._deck(deck)
+        self._remember(watch)
+        self.decks[deck] = _DeckWatch()
+
     def _remember(self, watch: _DeckWatch) -> None:
         first = watch.rounds[0] if watch.rounds else 0
         for start in range(len(watch.order) - self.run + 1):

@@ -445,6 +445,7 @@ class ThreeCard21(Engine):
         if batch == "ready":
             # a whole shuffled batch: the reshuffle the shoe was due (G3, G4) is done
             deck.ledger.gather(SHOE)
+            self._new_shoe_order(deck.name, whole=True)
             deck.shuffled, deck.faulted, deck.reshuffle_rule = True, False, None
             self.bart_carter_flagged = False
         elif batch == "fresh":
