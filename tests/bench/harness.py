@@ -45,7 +45,7 @@ from typing import Any
 import structlog
 
 from tablectl.controller.logs import configure_logging
-from tests.bench import device_latency, engine, floor, history, latency, ready, service
+from tests.bench import device_latency, engine, floor, history, latency, ready, service, shuffle
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,10 @@ GOALS: dict[str, Goal] = {
     "idle_rss_mib": Goal("<=", 40),
     "ready_largest_vs_smallest_history": Goal("<=", 1.5, ("ready_ms_by_history",)),
     **{key: Goal(sense, bound) for key, (sense, bound) in floor.GOALS.items()},
+    # shuffle integrity (docs/shuffle-integrity.md): every fault mode found within its goal in
+    # every trial; false alarms below one a table-year (the bound, and the honest rounds run)
+    "shuffle_detection_within_goal": Goal(">=", 1.0),
+    "shuffle_false_alarms_bound_per_table_year": Goal("<=", 1.0, ("shuffle_honest_rounds",)),
 }
 
 
@@ -224,6 +228,15 @@ def floor_section(run: Run) -> Part:
     return Part(results, figures, [f"floor store: {results}"])
 
 
+def shuffle_section(run: Run) -> Part:
+    """Shuffle integrity: false alarms over 1.2 M honest rounds, rounds to find each fault."""
+    figures = shuffle.measure(
+        run.scaled(1_200_000, 40_000), run.scaled(100, 20), run.out / "shuffle-integrity.png"
+    )
+    results = figures["results"]
+    return Part(results, figures["details"], [f"shuffle integrity: {results}"])
+
+
 SECTIONS: list[Section] = [
     Section("latency", "one event through the daemon, pty and commit floors", latency_section),
     Section("engine", "engine vs bare transitions trigger", engine_section),
@@ -232,6 +245,7 @@ SECTIONS: list[Section] = [
     Section("ready", "start to READY, idle RSS", ready_section),
     Section("device", "device layer, journal, service", device_section),
     Section("floor", "floor store: twenty tables shipping to PostgreSQL", floor_section),
+    Section("shuffle", "shuffle integrity: false alarms, rounds to detection", shuffle_section),
     Section(
         "history", "READY and RSS against history size (1k, 10k, 100k rounds)", history_section
     ),
