@@ -8,8 +8,8 @@ daemon is from the costs it cannot avoid, each measured in this run on this mach
     e2e_p99_vs_floors       the same at p99 / (pty floor p99 + durable-commit floor p99) <= 2
     engine_vs_bare_trigger  the engine's median cost per event / one bare `transitions`
                             trigger                                                    <= 1
-    events_vs_group_commit  events per second into the table service with group commit /
-                            the journal's own group-commit rows per second             >= 0.5
+    events_vs_group_commit  (retired as a goal: it compared a whole event with one raw row;
+                            still printed, with its floor, as information)
     ready_ms, idle_rss_mib  process start -> READY (<= 300 ms); idle RSS (<= 40 MiB)
 
 `.bench/results.json` holds each ratio with its floors beside it (`floor_*` keys) and the
@@ -66,9 +66,6 @@ GOALS: dict[str, Goal] = {
     ),
     "e2e_p99_vs_floors": Goal("<=", 2, ("e2e_p99_us", "floor_pty_p99_us", "floor_commit_p99_us")),
     "engine_vs_bare_trigger": Goal("<=", 1, ("engine_event_ns", "floor_bare_trigger_ns")),
-    "events_vs_group_commit": Goal(
-        ">=", 0.5, ("events_per_second", "floor_group_commit_rows_per_second")
-    ),
     "ready_ms": Goal("<=", 300),
     "idle_rss_mib": Goal("<=", 40),
     "ready_largest_vs_smallest_history": Goal("<=", 1.5, ("ready_ms_by_history",)),
