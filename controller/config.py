@@ -215,6 +215,9 @@ class TableConfig:
     checkpoint_rounds: int = DEFAULT_CHECKPOINT_ROUNDS
     retain_days: int = 0
     archive_dir: Path | None = None
+    #: options the configuration did not state but a table gets (the shuffle watch): a
+    #: journal begun by a version without them goes on as written (service.py)
+    implied_options: tuple[str, ...] = ()
 
     @property
     def sealing_key_path(self) -> Path:
@@ -226,6 +229,18 @@ class TableConfig:
     def table_dict(self) -> dict[str, Any]:
         """The scenario/journal header line describing this table (docs/events.md)."""
         return {"type": "table", "game": self.game, "options": dict(self.options)}
+
+    def table_dict_as_stated(self) -> dict[str, Any]:
+        """The header line without the implied options: what an earlier version wrote."""
+        options = dict(self.options)
+        chosen = dict(options.get("interpretations", {}))
+        for name in self.implied_options:
+            chosen.pop(name, None)
+        if chosen:
+            options["interpretations"] = chosen
+        else:
+            options.pop("interpretations", None)
+        return {"type": "table", "game": self.game, "options": options}
 
 
 class _Problems:
@@ -668,6 +683,13 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
     # The engine needs the gaming day's start (H1: the reader's daily inspection); the table
     # section is where a technician looks for it, so it is carried into the options here.
     options = {**options, "gaming_day_start": gaming_day_start.strftime("%H:%M")}
+    # Q1, Q2: a real table watches its shuffles unless its configuration says otherwise
+    # (the engine's default is off for hand-written scenario files: interpretations.py).
+    chosen = options.get("interpretations", {})
+    implied: tuple[str, ...] = ()
+    if isinstance(chosen, dict) and "shuffle_integrity" not in chosen:
+        options["interpretations"] = {**chosen, "shuffle_integrity": True}
+        implied = ("shuffle_integrity",)
 
     devices = _devices(problems, data)
     floor = _floor(problems, data)
@@ -699,6 +721,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         floor=floor,
         supervisor_group=supervisor_group,
         operator_limits=limits,
+        implied_options=implied,
         **journal_options,
     )
 

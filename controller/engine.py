@@ -40,6 +40,7 @@ from tablectl.controller.machine import (
 )
 from tablectl.controller.registry import find_game, register
 from tablectl.controller.rules import Citation, Rule, citation
+from tablectl.controller.shuffle_integrity import ShuffleWatch
 from tablectl.controller.table import GameOption, GameProfile, TableOptions, TableSpec
 
 __all__ = ["SNAPSHOT_VERSION", "Decision", "Engine", "SnapshotError"]
@@ -300,6 +301,14 @@ class Engine:
         # (received), "shuffling", "ready", "faulted" (C4) or "removed" (C7); it becomes
         # the shoe's at the next shoe_loaded.
         self.next_batch: str | None = None
+        # Q1, Q2: the dealt order tested for a replayed or inadequate shuffle, round by round
+        # once each round is over (controller/shuffle_integrity.py); a Bart Carter shoe is
+        # never shuffled whole, which both statistics assume.
+        self.shuffle_watch: ShuffleWatch | None = (
+            ShuffleWatch(self.composition.copies)
+            if self.interp.shuffle_integrity and self._shoe_shuffled_whole()
+            else None
+        )
         self._at = 0
         # each event type's handler, found by name (``_on_<type>``, the game's if it has one)
         self._handlers: dict[str, Callable[[dict[str, Any]], list[Decision]]] = {
@@ -374,6 +383,11 @@ class Engine:
             else {f.name: _plain(getattr(rnd, f.name)) for f in fields(Round)},
             "reader_inspected_day": day.isoformat() if isinstance(day, date) else day,
             **{name: _plain(getattr(self, name)) for name in _SNAPSHOT_SCALARS},
+            **(
+                {"shuffle_watch": self.shuffle_watch.snapshot()}
+                if self.shuffle_watch is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -403,7 +417,8 @@ class Engine:
             raise SnapshotError(f"game: {snap.get('game')!r}, but the table is {self.game}")
         expected = {"version", "game", "state", "decks", "round", "reader_inspected_day"}
         expected.update(_SNAPSHOT_SCALARS)
-        unknown = sorted(set(snap) - expected)
+        # optional: a snapshot from before the shuffle watch restores with an empty one
+        unknown = sorted(set(snap) - expected - {"shuffle_watch"})
         missing = sorted(expected - set(snap))
         if unknown or missing:
             what = f"{unknown[0]}: unknown" if unknown else f"{missing[0]}: missing"
@@ -443,6 +458,12 @@ class Engine:
             raise SnapshotError(f"reader_inspected_day: {day!r} is not a date") from None
         for name in _SNAPSHOT_SCALARS:
             setattr(self, name, snap[name])
+        watch = snap.get("shuffle_watch")
+        if self.shuffle_watch is not None and isinstance(watch, Mapping):
+            try:
+                self.shuffle_watch.restore(watch)
+            except (KeyError, TypeError, ValueError) as error:
+                raise SnapshotError(f"shuffle_watch: {error}") from None
         self._machine.set_state(state, model=self._model)
 
     def dealt_cards(self) -> list[dict[str, Any]]:
@@ -522,6 +543,8 @@ class Engine:
                 rise = moved + self.rack_direct
                 self.rack_expected_min = self.rack_baseline + rise - self.options.rack_tolerance
             self.last_round_deck = deck.name
+        if rnd is not None:
+            decisions += self._shuffle_findings(deck.name, rnd.number)
         self.round = None
         self.dealt = []
         self.explicit_deck = False
@@ -1102,7 +1125,7 @@ class Engine:
             self.next_batch = "shuffling"
             return []
         deck = self._deck_for_shuffle(ev.get("deck"))
-        self._void_round_to_shuffler(deck)
+        ended = self._void_round_to_shuffler(deck)
         deck.shuffling = True
         deck.shuffled = False
         if self.rack_deck == deck.name:
@@ -1110,9 +1133,26 @@ class Engine:
         self.rack_expected_min = None
         if self.state == "idle" and not self.options.dual_deck:
             self._fire("start_shuffle")
-        return []
+        return ended
 
-    def _void_round_to_shuffler(self, deck: Deck) -> None:
+    def _shuffle_findings(self, deck: str, round_number: int) -> list[Decision]:
+        """Q1, Q2: the ended round's cards, in the order they left the shoe, to the watch.
+
+        Only an ended round's cards go in (never the round in play: H7), and a finding names
+        rounds and a statistic, never a card. It blocks nothing: surveillance is told.
+        """
+        if self.shuffle_watch is None:
+            return []
+        cards = [entry["card"] for entry in self.dealt]
+        decisions: list[Decision] = []
+        for finding in self.shuffle_watch.round_ended(deck, round_number, cards):
+            decisions.append(
+                self._d("shuffle_suspect", finding.rule_id, finding.reason, **finding.extras())
+            )
+            decisions.append(self._notify(finding.rule_id, finding.reason))
+        return decisions
+
+    def _void_round_to_shuffler(self, deck: Deck) -> list[Decision]:
         """A void round whose deck goes back to the shuffler is over; nothing reached the rack.
 
         C5 (40.12(f), 39.12(f)): "the cards in the device are reshuffled with the cards
@@ -1120,13 +1160,15 @@ class Engine:
         """
         rnd = self.round
         if rnd is None or self.state != "void" or rnd.deck != deck.name:
-            return
+            return []
         self.last_round_deck = deck.name
+        ended = self._shuffle_findings(deck.name, rnd.number)  # over: tested like any round
         self.round = None
         self.dealt = []
         self.explicit_deck = False
         self.rack_expected_min = None
         self._fire("collect")
+        return ended
 
     def _on_shuffle_completed(self, ev: dict[str, Any]) -> list[Decision]:
         if ev.get("deck") is not None and ev["deck"] not in self.decks:
@@ -1165,8 +1207,10 @@ class Engine:
         if self._rack_reshuffled_mid_round():
             # G5: the discard rack, reshuffled mid-round, goes back in the shoe.
             deck.ledger.move_all(DISCARD, SHOE)
+            self._new_shoe_order(deck.name, whole=False)
         else:
             deck.ledger.gather(SHOE)
+            self._new_shoe_order(deck.name, whole=True)
         deck.shuffled = True
         deck.fresh = False
         deck.faulted = False
@@ -1178,6 +1222,20 @@ class Engine:
         if count == size and self._counting_exemption():
             self._counter(deck).rounds_since_count = 0  # S2: a full count is a verified count
         return []
+
+    def _shoe_shuffled_whole(self) -> bool:
+        """Q1, Q2 compare a whole shuffle with the deal before it: a game whose shoe is never
+        shuffled whole (3C21's Bart Carter shuffle) says no, and is not watched."""
+        return True
+
+    def _new_shoe_order(self, deck: str, whole: bool) -> None:
+        """Q1, Q2: a shuffled deck goes into play. Only a whole deck's shuffle is compared with
+        the deal before it (G5's reshuffled rack is a part: its pairs tell nothing)."""
+        if self.shuffle_watch is not None:
+            if whole:
+                self.shuffle_watch.shuffled(deck)
+            else:
+                self.shuffle_watch.partial_shuffle(deck)
 
     def _another_method(self, stack: bool) -> bool:
         """C6: a deal by another method than the table's ADS while the ADS is still there

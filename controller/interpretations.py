@@ -36,6 +36,11 @@ class Interpretations:
     reader_contradiction_is_malfunction: bool = True
     # R1: reconcile the discard rack's level with the cards that left the shoe.
     reconcile_discard_rack: bool = True
+    # Q1, Q2: watch the dealt order for a replayed or inadequate shuffle (2C.4(a), 40.4(a),
+    # 39.4(a): "randomly intermixed"); findings tell surveillance and block nothing. Off in a
+    # bare scenario file, whose hand-written orders repeat on purpose; a table's
+    # configuration turns it on (config.py), and a scenario file may ask for it.
+    shuffle_integrity: bool = False
     # G4: the Bart Carter reshuffle threshold, "approximately one deck" (2C.4(h)2).
     bart_carter_rack_threshold: int = 52
 

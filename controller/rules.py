@@ -40,6 +40,10 @@ class Rule:
     default: str
 
 
+# Q: the texts require the cards "randomly intermixed" (2C.4(a), 40.4(a), 39.4(a)); each
+# game cites its own paragraph (controller/games/GAME.py).
+_SHUFFLED = "13:69F-2C.4(a), 40.4(a), 39.4(a); 13:69E-1.18 (interpretation)"
+
 CORE_RULES: dict[str, Rule] = {
     r.rule_id: r
     for r in [
@@ -150,6 +154,27 @@ CORE_RULES: dict[str, Rule] = {
             "X2",
             "the card-reading shoe sent a frame it could not decode: void the round, reshuffle",
             "13:69F-40.12(f), 39.12(f), 2C.14(h) by analogy (interpretation)",
+        ),
+        # Q: shuffle integrity (controller/shuffle_integrity.py, docs/shuffle-integrity.md).
+        # The texts require the cards "randomly intermixed" (2C.4(a), 40.4(a), 39.4(a)) and
+        # the deck's integrity kept (13:69E-1.18); how to tell from the dealt order is ours.
+        Rule(
+            "Q1",
+            "a run of cards came out in the same order as after an earlier shuffle: "
+            "surveillance told (interpretation)",
+            _SHUFFLED,
+        ),
+        Rule(
+            "Q2",
+            "the deal kept far more adjacent pairs of the previous deal than a shuffle "
+            "leaves: surveillance told (interpretation)",
+            _SHUFFLED,
+        ),
+        Rule(
+            "Q3",
+            "over a gaming day, ranks landed on a position unlike the deck's composition "
+            "(chi-square): in the floor report (interpretation)",
+            _SHUFFLED,
         ),
         Rule("E0", "the event does not follow docs/events.md", "docs/events.md"),
     ]

@@ -146,7 +146,10 @@ class TableService:
         self._observe_processing = metrics.EVENT_PROCESSING_SECONDS.observe
         self._draws = _ReplaySource(self)
         self.table_row = config.table_dict()
+        self._engine_builder = engine_builder
         self.engine = engine_builder(self.table_row, self._draws)
+        # the configuration's table row, held back until the next segment (start())
+        self._next_table_row: dict[str, Any] | None = None
         # The engine's status as of the last event handled, built on first read after an event
         # (`tablectl status`, the gauges); the per-event readers take state and round directly.
         self._engine_status: Mapping[str, Any] | None = None
@@ -196,6 +199,16 @@ class TableService:
             self._log.info("journal_started", game=self.config.game)
             self._update_gauges()
             return []
+        if table.body != self.table_row and table.body == self.config.table_dict_as_stated():
+            # Begun by a version without the options a table now gets unstated (the shuffle
+            # watch, Q1-Q2): this segment goes on as written; the next gaming day's segment
+            # takes the configuration's row (roll_segment).
+            self._log.info(
+                "table_options_from_next_segment", implied=list(self.config.implied_options)
+            )
+            self._next_table_row = self.table_row
+            self.table_row = table.body
+            self.engine = self._engine_builder(self.table_row, self._draws)
         if table.body != self.table_row:
             raise ServiceError(
                 f"{self.journal.path} was written for {table.body}, but "
@@ -387,6 +400,13 @@ class TableService:
         """
         if self.sealer is not None:
             self.seal()
+        if self._next_table_row is not None:
+            # the segment held back under an earlier version's table row is over: the new one
+            # is the configuration's, and the engine goes on under it from its own state
+            self.table_row, self._next_table_row = self._next_table_row, None
+            self.engine = engine_from_checkpoint(
+                self.table_row, self.engine.snapshot(), self._draws
+            )
         first = self.journal.first_row()
         closed = closed_segment_name(
             self.journal.path, closing_day, first.seq if first is not None else 0

@@ -52,6 +52,7 @@ from tablectl.controller.registry import bundled_game_names
 from tablectl.controller.sealing import setup_keys
 from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
 from tablectl.drivers.registry import get_driver_class
+from tablectl.simulators import shuffles
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
 from tablectl.simulators.narration import StepPrinter, last_seq, summarise
@@ -129,6 +130,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=FAULTS,
         default=None,
         help="only these faults (repeat the option; default: every fault the table allows)",
+    )
+    parser.add_argument(
+        "--shuffle-fault",
+        choices=[m for m in shuffles.MODES if m != "uniform"],
+        default=None,
+        help="the simulated shuffler completes every cycle but shuffles badly: none, "
+        "one_riffle, strip_cut, or replay (a stacked deck); the table's shuffle watch "
+        "should tell (docs/shuffle-integrity.md)",
     )
     parser.add_argument(
         "--dealing",
@@ -542,6 +551,8 @@ async def play_demo(
         lock.release()
         print(f"tablectl demo: {error}", file=sys.stderr)
         return 2
+    if getattr(args, "shuffle_fault", None):
+        harness.table.shuffler.set_shuffle_fault(args.shuffle_fault)
     harness.plug()
     if on_plugged is not None:
         on_plugged(harness)

@@ -12,6 +12,7 @@ from typing import Any
 
 from tablectl.drivers.protocol import messages as m
 from tablectl.drivers.protocol.messages import Fault, Msg, ResultCode
+from tablectl.simulators import shuffles
 from tablectl.simulators.cards import composition
 from tablectl.simulators.device import OK, SimulatedDevice
 
@@ -42,6 +43,8 @@ class ShufflerSim(SimulatedDevice):
         self.shuffles = 0
         self._armed_fault: Fault | None = None
         self._cycle: list[Any] = []
+        #: how a cycle orders the cards: uniform, or a fault mode (set_shuffle_fault)
+        self.shuffle: shuffles.Shuffle = shuffles.uniform
         self.command(Msg.START_SHUFFLE, self._cmd_start)
         self.command(Msg.LOCK_DECK, self._cmd_lock)
         self.command(Msg.RELEASE_DECK, self._cmd_release)
@@ -110,7 +113,7 @@ class ShufflerSim(SimulatedDevice):
         self.send_frame(Msg.SHUFFLE_PROGRESS, m.pack_progress(percent))
 
     def _complete(self) -> None:
-        self.rng.shuffle(self.cards)
+        self.cards = self.shuffle(self.cards, self.rng)
         self.state = "ready"
         self.shuffles += 1
         count = len(self.cards) if self.counting else None
@@ -129,6 +132,12 @@ class ShufflerSim(SimulatedDevice):
         self._cycle = []
         self.state = "faulted"
         self.send_frame(Msg.SHUFFLER_FAULT, m.pack_fault(fault, text))
+
+    def set_shuffle_fault(self, mode: str) -> None:
+        """From now on every cycle completes but shuffles as ``mode`` says (simulators/
+        shuffles.py: none, one_riffle, strip_cut, replay; uniform is honest again): the
+        frauds and failures docs/shuffle-integrity.md's detectors look for."""
+        self.shuffle = shuffles.by_name(mode)
 
     def clear_fault(self) -> None:
         """A technician cleared the jam; the batch must be shuffled again."""

@@ -51,6 +51,9 @@ CITATIONS: dict[str, Citation] = {
     "R1": "13:69F-31.8(d) intent (interpretation)",
     "X1": "13:69F-31.8(d)2 by analogy (interpretation)",
     "X2": "13:69F-31.8(d)2 by analogy (interpretation)",
+    "Q1": "13:69F-31 shuffle, by analogy with 40.4(a) (interpretation; text not in regs/)",
+    "Q2": "13:69F-31 shuffle, by analogy with 40.4(a) (interpretation; text not in regs/)",
+    "Q3": "13:69F-31 shuffle, by analogy with 40.4(a) (interpretation; text not in regs/)",
 }
 
 

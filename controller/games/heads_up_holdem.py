@@ -62,6 +62,9 @@ CITATIONS: dict[str, Citation] = {
     "R1": "13:69F-39.7(f) intent (interpretation)",
     "X1": "13:69F-39.12(f) by analogy (interpretation)",
     "X2": "13:69F-39.12(f) by analogy (interpretation)",
+    "Q1": "13:69F-39.4(a); 13:69E-1.18 (interpretation)",
+    "Q2": "13:69F-39.4(a); 13:69E-1.18 (interpretation)",
+    "Q3": "13:69F-39.4(a); 13:69E-1.18 (interpretation)",
 }
 
 

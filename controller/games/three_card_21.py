@@ -65,6 +65,9 @@ CITATIONS: dict[str, Citation] = {
     "R1": "13:69E-1.10D(e) (interpretation)",
     "X1": "13:69F-2C.14(h) by analogy (interpretation)",
     "X2": "13:69F-2C.14(h) by analogy (interpretation)",
+    "Q1": "13:69F-2C.4(a); 13:69E-1.18 (interpretation)",
+    "Q2": "13:69F-2C.4(a); 13:69E-1.18 (interpretation)",
+    "Q3": "13:69F-2C.4(a); 13:69E-1.18 (interpretation)",
 }
 
 ROUND_STATES = ("dealing", "bonus", "insurance", "players", "dealer_turn")
@@ -488,6 +491,10 @@ class ThreeCard21(Engine):
         self.device_faults.pop("shuffler", None)
         return []
 
+    def _shoe_shuffled_whole(self) -> bool:
+        # the Bart Carter shuffle (2C.4(h)2) reshuffles about a deck into the shoe, never all
+        return not self.options.bart_carter
+
     def _load_next_batch(self) -> None:
         """The shuffler's batch goes into the shoe; a faulted or removed one blocks."""
         batch, self.next_batch = self.next_batch, None
@@ -495,6 +502,7 @@ class ThreeCard21(Engine):
         if batch == "ready":
             # a whole shuffled batch: the reshuffle the shoe was due (G3, G4) is done
             deck.ledger.gather(SHOE)
+            self._new_shoe_order(deck.name, whole=True)
             deck.shuffled, deck.faulted, deck.reshuffle_rule = True, False, None
             self.bart_carter_flagged = False
         elif batch == "fresh":

@@ -79,7 +79,8 @@ def test_minimal_config_takes_systemd_defaults(tmp_path):
     assert config.table_dict() == {
         "type": "table",
         "game": "five_card_hilo",
-        "options": {"gaming_day_start": "06:00"},
+        # a real table watches its shuffles (Q1, Q2) unless its configuration says not to
+        "options": {"gaming_day_start": "06:00", "interpretations": {"shuffle_integrity": True}},
     }
 
 
