@@ -1225,7 +1225,7 @@ class Engine:
 
     def _shoe_shuffled_whole(self) -> bool:
         """Q1, Q2 compare a whole shuffle with the deal before it: a game whose shoe is never
-        shuffled whole (3C21's Bart Carter shuffle) says no, and is not watched."""
+        shuffled whole (a partial reshuffle into the shoe) says no, and is not watched."""
         return True
 
     def _new_shoe_order(self, deck: str, whole: bool) -> None:

@@ -73,6 +73,9 @@ def test_the_core_catalogue_keeps_the_rules_that_name_no_game():
         "R1",
         "X1",
         "X2",
+        "Q1",
+        "Q2",
+        "Q3",
         "E0",
     }
     everything = set(CORE_RULES).union(*OWN_RULES.values())
