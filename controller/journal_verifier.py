@@ -243,8 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--until", type=int, required=True, help="the last row of the live file")
     args = parser.parse_args(argv)
     lowest_priority()
+    parent = os.getppid()
 
     def progress(seq: int, rows: int) -> None:
+        if os.getppid() != parent:  # the daemon is gone (a kill -9): no one reads this walk
+            sys.exit(3)
         print(json.dumps({"progress": seq, "rows": rows}), flush=True)
 
     verdict = walk(args.live, args.until, progress)
