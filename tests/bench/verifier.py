@@ -14,7 +14,8 @@ rehashed), as the roll-over leaves them. Then, alternating, three times each:
 `verify_vs_hash_floor` is the verifier's rows/s over the floor's (goal >= 0.5). Then the real
 child (`python -m tablectl.controller.journal_verifier`, SCHED_IDLE) walks all the segments
 once, wall time measured; `verify_year_seconds` is that time scaled to 365 segments of 8 MB
-(by bytes: the walk is linear in rows, one file after another, one row in memory at a time). Figures,
+(by bytes: the walk is linear in rows, one file after another, one row in memory at a
+time). Figures,
 never asserted.
 """
 
