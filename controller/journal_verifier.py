@@ -47,6 +47,9 @@ from tablectl.controller.logs import get_logger
 PROGRESS_ROWS = 20_000
 #: Seconds between two background walks while the daemon runs (one after every READY).
 DEFAULT_WALK_INTERVAL = 6 * 3600
+#: Seconds after READY before the first walk: the start's own burst (devices handshaking,
+#: the first events) is over before a child interpreter starts beside it.
+DEFAULT_WALK_DELAY = 3.0
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
 # --- the daemon's side ------------------------------------------------------------------------
 
 DamageHandler = Callable[[dict[str, Any]], Awaitable[None]]
+_SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID")
 
 
 class BackgroundVerifier:
@@ -272,12 +276,14 @@ class BackgroundVerifier:
         on_damage: DamageHandler,
         *,
         interval: float = DEFAULT_WALK_INTERVAL,
+        delay: float = DEFAULT_WALK_DELAY,
         table: str = "",
     ) -> None:
         self.live = live
         self.last_seq = last_seq
         self.on_damage = on_damage
         self.interval = interval
+        self.delay = delay
         self.damage: dict[str, Any] | None = None
         self.last_verdict: dict[str, Any] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -290,20 +296,23 @@ class BackgroundVerifier:
         )
 
     async def stop(self) -> None:
-        process = self._process
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+        """Cancel the walk and kill its child; bounded (a child at SCHED_IDLE on a busy
+        machine may take a moment to be reaped: the stop never waits on it long)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if process is not None:
+        self._kill()
+
+    def _kill(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                await process.wait()
+                process.kill()
 
     async def _run(self) -> None:
+        await asyncio.sleep(self.delay)
         while True:
             try:
                 await self.walk_once()
@@ -324,22 +333,26 @@ class BackgroundVerifier:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
             stdin=asyncio.subprocess.DEVNULL,
+            # not systemd's child: it must not speak on the daemon's notify socket
+            env={k: v for k, v in os.environ.items() if k not in _SYSTEMD_VARIABLES},
         )
         self._process = process
         assert process.stdout is not None
         verdict: dict[str, Any] | None = None
         self._log.info("journal_background_verify_started", until_seq=until, pid=process.pid)
-        async for line in process.stdout:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if "progress" in message:
-                metrics.JOURNAL_BACKGROUND_VERIFIED_SEQ.set(int(message["progress"]))
-            elif "verdict" in message:
-                verdict = dict(message["verdict"])
-        await process.wait()
-        self._process = None
+        try:
+            async for line in process.stdout:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if "progress" in message:
+                    metrics.JOURNAL_BACKGROUND_VERIFIED_SEQ.set(int(message["progress"]))
+                elif "verdict" in message:
+                    verdict = dict(message["verdict"])
+            await process.wait()
+        finally:
+            self._kill()  # cancelled (a stop): the child goes with the walk
         if verdict is None:
             self._log.error("journal_background_verify_failed", exit_code=process.returncode)
             return None
