@@ -100,14 +100,14 @@ def crashed_and_restarted(state: Path) -> tuple[VerificationKey, datetime.dateti
         seals, between_rounds = seals_in(journal)
         # killed between rounds, rows after the last seal (left unsealed by the kill); a
         # round killed in play is voided at the restart and the demo's dealer stops there
-        if len(seals) >= 3 and between_rounds and max(seals) < journal_end(journal):
+        if len(seals) >= 2 and between_rounds and max(seals) < journal_end(journal):
             break
         time.sleep(0.01)
     first.send_signal(signal.SIGKILL)
     assert first.wait(timeout=10) == -signal.SIGKILL
-    assert len(seals_in(journal)[0]) >= 3
+    assert len(seals_in(journal)[0]) >= 2
     time.sleep(2 * INTERVAL + 0.5)  # epochs pass while the table is down
-    second = demo(state, 3)
+    second = demo(state, 1)
     _, err = second.communicate(timeout=120)
     assert second.returncode == 0, err.decode(errors="replace")[-2000:]
     return key, datetime.datetime.now(datetime.UTC)
@@ -138,7 +138,7 @@ def test_the_daemons_journal_across_a_kill_and_a_restart_verifies_with_every_spa
     journal = state / "journal.sqlite"
     seals = [row for row in read_rows(journal) if row.kind == "seal"]
     epochs = [s.body["epoch"] for s in seals]
-    assert len(seals) >= 5, epochs
+    assert len(seals) >= 4, epochs
     # the restart sealed what the kill left with the key it still held, and the epochs that
     # passed while down got no seal: somewhere an epoch is skipped
     assert any(b > a + 1 for a, b in itertools.pairwise(epochs)), epochs

@@ -22,6 +22,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tablectl.controller.config import load_config
 from tablectl.controller.journal import Journal, read_rows, row_hash, write_head_file
 from tablectl.controller.service import TableService
@@ -219,6 +221,7 @@ def test_a_reordered_row_in_a_closed_segment_is_found_by_the_background_walk(tmp
     assert len(notes) == 1 and notes[0]["first_bad_seq"] == 50, notes
 
 
+@pytest.mark.long
 def test_an_intact_history_is_walked_after_ready_and_says_so(tmp_path: Path):
     config = write_config(tmp_path / "t", checkpoint_rounds=10)
     build_segments(config, 2)
