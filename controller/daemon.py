@@ -43,6 +43,7 @@ from tablectl.controller.events import DEVICE_EVENTS, UNDECODABLE_FRAME
 from tablectl.controller.floor.shipper import FloorShipper
 from tablectl.controller.journal import Journal, JournalError, JournalRow
 from tablectl.controller.journal_upkeep import JournalUpkeep, StartDamage, check_before_start
+from tablectl.controller.journal_verifier import BackgroundVerifier
 from tablectl.controller.logs import get_logger
 from tablectl.controller.metrics import MetricsServer, start_metrics_server
 from tablectl.controller.operator import (
@@ -277,6 +278,8 @@ class Daemon:
         self._replayed_decisions: list[dict[str, Any]] = []
         self.upkeep: JournalUpkeep | None = None
         self.journal_damage: StartDamage | None = None
+        #: The walk of every segment after READY (journal_verifier): damage found there.
+        self.background: BackgroundVerifier | None = None
         # The journal as read at start: the operator socket's answers to client ids come from
         # it (a retry after a restart is answered, not applied twice); dropped once used.
         self.journal_rows: list[JournalRow] = []
@@ -436,6 +439,9 @@ class Daemon:
                 await self.drain()
         except TimeoutError:
             self._log.error("drain_overran", seconds=DRAIN_DEADLINE, left=self._events.qsize())
+        if self.background is not None:
+            await self.background.stop()
+            self.background = None
         if self.upkeep is not None:
             await self.upkeep.stop()
             self.upkeep = None
@@ -495,6 +501,49 @@ class Daemon:
             }
         )
 
+    def start_background_verifier(self) -> None:
+        """After READY: every segment walked end to end by a child at the lowest priority."""
+        journal = self.service.journal
+        self.background = BackgroundVerifier(
+            journal.path,
+            lambda: journal.last_seq,
+            self.background_damage,
+            table=self.config.table_id,
+        )
+        self.background.start()
+
+    async def background_damage(self, verdict: Mapping[str, Any]) -> None:
+        """The background walk found damage in the history: journaled, a critical alarm.
+
+        Dealing goes on: the live record is sound (the start verified it); what is damaged is
+        history, which the operator takes to compliance (docs/journal.md).
+        """
+        reason = str(verdict.get("message"))
+        first_bad = verdict.get("first_bad_seq")
+        async with self._lock:
+            if self.service.journal.failure is None:
+                with contextlib.suppress(JournalError):  # a failed write stops dealing itself
+                    self.service.journal.append(
+                        "note",
+                        {
+                            "type": "journal_damage_found",
+                            "reason": reason,
+                            "first_bad_seq": first_bad,
+                            "found_by": "background_verifier",
+                        },
+                        round_number=self.service.engine.round_number,
+                        durable=True,
+                    )
+        await self._publish(
+            {
+                "message": "alarm",
+                "alarm": "journal_damaged",
+                "severity": "critical",
+                "reason": f"the background walk of the journal found damage: {reason}",
+                "first_bad_seq": first_bad,
+            }
+        )
+
     # -- status ------------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
@@ -530,6 +579,11 @@ class Daemon:
             "sealed": sealer is not None,
             "last_sealed_epoch": sealer.last_sealed_epoch if sealer is not None else None,
             "started_damaged": self.journal_damage is not None,
+            "background_damage": (
+                self.background.damage["message"]
+                if self.background is not None and self.background.damage is not None
+                else None
+            ),
         }
 
     def why_down(self, name: str) -> str:
@@ -1072,6 +1126,7 @@ async def run_daemon(
         if waiting.done():
             stopping.cancel()
             await daemon.announce_ready(waiting.result())
+            daemon.start_background_verifier()
             if on_ready is not None:
                 on_ready(daemon)
             await stop.wait()

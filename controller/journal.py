@@ -727,6 +727,11 @@ class VerifyResult:
     sealed_until: str | None = None
     last_seal_seq: int | None = None
     seals_verified: bool = False
+    #: With a key: the first row's stamp (where the proven history begins) and the epochs of
+    #: the first and the last seal; every row up to the last seal lies inside its seal's span.
+    proven_from: str | None = None
+    first_seal_epoch: int | None = None
+    last_seal_epoch: int | None = None
 
     @property
     def exit_code(self) -> int:
@@ -756,8 +761,20 @@ class ChainWalk:
     previous segment's head (earlier segments archived or removed by retention).
     """
 
-    def __init__(self, seal_check: Any = None) -> None:
+    def __init__(self, seal_check: Any = None, *, seal_links: bool = True) -> None:
+        """`seal_check`: a sealing.SealCheck with the verification key (MACs and spans);
+        without one, `seal_links` still checks what needs no key: each seal names the row
+        right before it and the seal before it (a rewrite that recomputed the hashes but not
+        the seals shows at the first seal after the edit)."""
+        if seal_check is None and seal_links:
+            from tablectl.controller.sealing import SealCheck
+
+            seal_check = SealCheck(None)
         self.seal_check = seal_check
+        # with a key: every row's stamp is noted for its seal's span check
+        self._stamps: Callable[[int, str, str, str], str | None] | None = (
+            seal_check.row if getattr(seal_check, "deriver", None) is not None else None
+        )
         self.expected_seq: int | None = None
         self.prev_hash = GENESIS_HASH
         self.first_seq: int | None = None
@@ -771,6 +788,8 @@ class ChainWalk:
         """Begin after a row already verified (the daemon's start: from the last checkpoint)."""
         self.expected_seq, self.prev_hash = seq, prev_hash
         self.continued = True
+        if self.seal_check is not None:
+            self.seal_check.continued = True  # the seals before `seq` are not walked
 
     def feed(self, raw: Sequence[Any], original: Callable[..., int | None] | None = None) -> None:
         """Check one row; raises _Tampered naming it."""
@@ -826,6 +845,10 @@ class ChainWalk:
             )
         if kind == "seal":
             self._seal(seq, body)
+        elif self._stamps is not None:
+            problem = self._stamps(seq, recorded_at, kind, body)
+            if problem is not None:
+                raise _Tampered(seq, problem)
         self.prev_hash = stored_hash
         self.expected_seq = seq + 1
         self.count += 1
@@ -853,6 +876,8 @@ class ChainWalk:
         self, ok: bool, message: str, bad: int | None = None, readable: bool = True
     ) -> VerifyResult:
         last = (self.expected_seq or 1) - 1
+        check = self.seal_check
+        keyed = getattr(check, "deriver", None) is not None
         return VerifyResult(
             ok,
             self.count,
@@ -865,7 +890,10 @@ class ChainWalk:
             self.seals,
             self.last_sealed_at,
             self.last_seal_seq,
-            self.seal_check is not None,
+            keyed,
+            proven_from=check.first_stamp if keyed else None,
+            first_seal_epoch=check.first_epoch if keyed else None,
+            last_seal_epoch=check.last_epoch if keyed else None,
         )
 
 
@@ -1001,7 +1029,7 @@ def verify_chain(
     from tablectl.controller.sealing import KeyDeriver, SealCheck
 
     seal_check = SealCheck(KeyDeriver(verification_key)) if verification_key is not None else None
-    walk = ChainWalk(seal_check)
+    walk = ChainWalk(seal_check, seal_links=False)
 
     def original(
         prev_hash: str, kind: str, rnd: int | None, at: str, body: str, digest: str

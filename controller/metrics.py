@@ -146,6 +146,18 @@ JOURNAL_START_DAMAGE = Gauge(
     "tablectl_journal_started_damaged",
     "1 when the daemon was started on purpose on a journal that failed its start check",
 )
+JOURNAL_BACKGROUND_DAMAGE = Gauge(
+    "tablectl_journal_background_damage",
+    "1 when the background walk of the journal's segments found a damaged or missing row",
+)
+JOURNAL_BACKGROUND_VERIFIED_SEQ = Gauge(
+    "tablectl_journal_background_verified_seq",
+    "The last row the background walk of the journal's segments has verified",
+)
+JOURNAL_BACKGROUND_LAST_RUN = Gauge(
+    "tablectl_journal_background_last_run_timestamp_seconds",
+    "Unix time the background walk of the journal's segments last finished (0: not yet)",
+)
 JOURNAL_WRITE_ERRORS = Counter(
     "tablectl_journal_write_errors_total",
     "Journal commits that failed (a full disk, an I/O error): each stops dealing (fail-stop)",

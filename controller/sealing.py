@@ -198,11 +198,45 @@ class Sealer:
         self._key, self.epoch = key, epoch
 
 
+#: Rows a seal vouches for may be stamped this long after its epoch ended: the seal is written
+#: at the first upkeep tick after the epoch's end, under the event lock (a loop held up by a
+#: slow disk or a loaded machine writes it late). At least one epoch, at least a minute.
+SEAL_LATE_SECONDS = 60
+
+
+def _utc_text(seconds: float) -> str:
+    """A Unix time as the journal stamps rows (UTC, microseconds): comparable as text."""
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.isoformat(timespec="microseconds")
+
+
+def _stamp_text(stamp: str) -> str | None:
+    """A row's `recorded_at` in the journal's own spelling (UTC, microseconds), so stamps
+    compare as text; None when it is not a time."""
+    if len(stamp) == 32 and stamp.endswith("+00:00") and stamp[10] == "T":
+        return stamp
+    try:
+        moment = datetime.datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.astimezone(datetime.UTC).isoformat(timespec="microseconds")
+
+
 @dataclass
 class SealCheck:
-    """Checks seal rows met in order along a verified chain (journal verify --verify-key)."""
+    """Checks seal rows met in order along a verified chain (journal verify --verify-key).
 
-    deriver: KeyDeriver
+    Without a key (`deriver` None: the daemon's own checks, `journal verify` without
+    `--verify-key`) only what needs no key is checked: each seal names the row right before
+    it (its seq and hash) and the seal before it, and epochs increase. With a key, also each
+    MAC and the *span* of every seal: the rows after the seal of epoch P and before the seal
+    of epoch E must be stamped inside the time the key of E was held (`span`), so that a key
+    stolen in a later epoch cannot vouch for rows stamped in the epochs whose seals it replaced.
+    """
+
+    deriver: KeyDeriver | None
     last_epoch: int | None = None
     last_sealed_at: str | None = None
     last_seal_seq: int | None = None
@@ -210,6 +244,85 @@ class SealCheck:
     continued: bool = (
         False  # the chain starts after archived segments: the first prev_epoch is unknown
     )
+    first_epoch: int | None = None
+    first_stamp: str | None = None  # the first row's stamp: where the proven history begins
+    # the earliest and latest stamps among the rows since the last seal, and their rows
+    _low: str | None = None
+    _low_seq: int = 0
+    _high: str | None = None
+    _high_seq: int = 0
+    _clock_note: int | None = None  # a clock_step note among them (named in a failure)
+
+    def row(self, seq: int, recorded_at: str, kind: str, body: str) -> str | None:
+        """Note a row's stamp for the next seal's span check (with a key); None, or why the
+        stamp is not a time."""
+        stamp = _stamp_text(recorded_at)
+        if stamp is None:
+            return f"row {seq}: recorded_at {recorded_at!r} is not a time"
+        if self.first_stamp is None:
+            self.first_stamp = stamp
+        if self._low is None or stamp < self._low:
+            self._low, self._low_seq = stamp, seq
+        if self._high is None or stamp > self._high:
+            self._high, self._high_seq = stamp, seq
+        if kind == "note" and '"clock_step"' in body:
+            self._clock_note = seq
+        return None
+
+    def span(self, epoch: int, prev_epoch: int | None) -> tuple[str | None, str]:
+        """The stamps the rows under the seal of `epoch` may carry: (earliest or None, latest).
+
+        The key of E is held from the moment it is made until the seal of E is written, and
+        every row written meanwhile is under that seal. It is made by evolving past a seal
+        (the predecessor P) or by the start's catch-up over epochs that passed while the
+        daemon was down. When E is P+1 it was made as P's seal was written: no row under E is
+        stamped before the epoch in which P's seal was written (at a clean stop in epoch P,
+        at the upkeep's tick just after P, or later when a restart sealed what a crash left).
+        When E is later than P+1 it was made in epoch E itself (`Sealer.sealed`/`catch_up`
+        evolve to the clock's epoch): no row under it is stamped before E began. Either way no
+        row is stamped after E ended plus SEAL_LATE_SECONDS (the tick that writes the seal).
+        A first seal (no predecessor) vouches for every row before it: no earliest stamp.
+        """
+        assert self.deriver is not None
+        key = self.deriver.verification_key
+        latest = _utc_text(
+            key.start + (epoch + 1) * key.interval + max(key.interval, SEAL_LATE_SECONDS)
+        )
+        if prev_epoch is None:
+            return None, latest
+        if epoch > prev_epoch + 1:
+            return _utc_text(key.start + epoch * key.interval), latest
+        if self.last_sealed_at is None or self.last_epoch != prev_epoch:
+            return None, latest  # the predecessor is archived: its time is not known here
+        written = datetime.datetime.fromisoformat(self.last_sealed_at).timestamp()
+        written_epoch = max(0, int((written - key.start) // key.interval))
+        return _utc_text(key.start + written_epoch * key.interval), latest
+
+    def _span_problem(self, seq: int, epoch: int, prev_epoch: int | None) -> str | None:
+        if self._low is None or self._high is None:
+            return None
+        earliest, latest = self.span(epoch, prev_epoch)
+        after = "no earlier seal" if prev_epoch is None else f"the seal of epoch {prev_epoch}"
+        clock = (
+            f"; a clock_step note at row {self._clock_note} says the clock was stepped"
+            if self._clock_note is not None
+            else ""
+        )
+        if earliest is not None and self._low < earliest:
+            return (
+                f"row {self._low_seq} is stamped {self._low}, before seal row {seq} (epoch "
+                f"{epoch}, after {after}) can vouch for it: the rows under that seal must be "
+                f"stamped from {earliest} to {latest}. A row backdated under a later key (seals "
+                f"removed and the rows resealed with a key stolen later), or written under a "
+                f"clock stepped back{clock}"
+            )
+        if self._high > latest:
+            return (
+                f"row {self._high_seq} is stamped {self._high}, after epoch {epoch} of seal row "
+                f"{seq} ended ({latest} with the seal's grace): a seal vouches only for rows "
+                f"written while its key was held{clock}"
+            )
+        return None
 
     def check(self, seq: int, body: Mapping[str, Any], prev_seq: int, prev_hash: str) -> str | None:
         """None when the seal row at `seq` is valid here, else what is wrong with it."""
@@ -219,21 +332,31 @@ class SealCheck:
             sealed_at = body["sealed_at"]
             if type(epoch) is not int or epoch < 0 or not isinstance(sealed_at, str):
                 return f"seal row {seq} is malformed"
+            if prev_epoch is not None and type(prev_epoch) is not int:
+                return f"seal row {seq} is malformed: prev_epoch {prev_epoch!r}"
             if body.get("last_seq") != prev_seq or body.get("head") != prev_hash:
                 return (
                     f"seal row {seq} does not seal the rows before it (it names seq "
                     f"{body.get('last_seq')}): rows under it were rewritten"
                 )
-            key = self.deriver.key_for(epoch)
-            if not hmac.compare_digest(str(body.get("mac")), seal_mac(key, body)):
-                return (
-                    f"seal row {seq} (epoch {epoch}) fails its MAC: the sealed rows or the seal "
-                    "were rewritten, or it was sealed with another key"
-                )
+            if self.deriver is not None:
+                key = self.deriver.key_for(epoch)
+                if not hmac.compare_digest(str(body.get("mac")), seal_mac(key, body)):
+                    return (
+                        f"seal row {seq} (epoch {epoch}) fails its MAC: the sealed rows or the "
+                        "seal were rewritten, or it was sealed with another key"
+                    )
             # the time is what the seal states (a clock may be stepped back): parsed, not ordered
             datetime.datetime.fromisoformat(sealed_at)
             if self.last_epoch is not None and epoch <= self.last_epoch:
-                return f"seal row {seq}: epoch {epoch} after epoch {self.last_epoch}: reordered"
+                return (
+                    f"seal row {seq}: epoch {epoch} after epoch {self.last_epoch}: reordered "
+                    "(a seal's epoch must be after its predecessor's)"
+                )
+            if prev_epoch is not None and epoch <= prev_epoch:
+                return (
+                    f"seal row {seq}: epoch {epoch} is not after its predecessor's ({prev_epoch})"
+                )
             if self.last_epoch is None and self.seals == 0:
                 if prev_epoch is not None and not self.continued:
                     return (
@@ -245,10 +368,18 @@ class SealCheck:
                     f"seal row {seq} follows the seal of epoch {prev_epoch}, but the last seal "
                     f"found was epoch {self.last_epoch}: a sealed epoch is missing"
                 )
+            if self.deriver is not None:
+                problem = self._span_problem(seq, epoch, prev_epoch)
+                if problem is not None:
+                    return problem
         except (KeyError, TypeError, ValueError) as error:
             return f"seal row {seq} is malformed: {error!r}"
+        if self.first_epoch is None:
+            self.first_epoch = epoch
         self.last_epoch = epoch
         self.last_sealed_at = sealed_at
         self.last_seal_seq = seq
         self.seals += 1
+        self._low = self._high = None
+        self._clock_note = None
         return None

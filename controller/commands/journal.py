@@ -159,7 +159,36 @@ def describe(result: VerifyResult) -> str:
         )
     else:
         lines.append(f"no seals; {result.rows} rows unsealed")
+    if result.seals_verified and result.ok:
+        lines.extend(proven_span(result))
     return "\n".join(lines)
+
+
+def proven_span(result: VerifyResult) -> list[str]:
+    """What the seals prove, and what no seal can (docs/journal.md, "What a seal proves")."""
+    after = result.unsealed_rows
+    if not result.seals:
+        return [
+            f"proven: nothing; {after} rows after: unsealed",
+            "cannot prove: any row (no seal: the chain alone can be recomputed by anyone)",
+        ]
+    origin = result.first_seq or 0
+    lines = [
+        f"proven from {result.proven_from} to {result.sealed_until}: rows {origin}-"
+        f"{result.last_seal_seq} under {result.seals} seals (epochs {result.first_seal_epoch}-"
+        f"{result.last_seal_epoch}), every row stamped inside its seal's span; "
+        f"{after} rows after: unsealed",
+        "cannot prove: "
+        + (
+            f"rows {result.last_seal_seq + 1}-{result.last_seq} (unsealed until the next seal); "
+            if after and result.last_seal_seq is not None
+            else ""
+        )
+        + f"that the journal went on after {result.sealed_until} (a history cut at a seal and "
+        "followed by rows of the current epoch looks like a table that was down: check "
+        "--expect-until, `tablectl floor compare`, or a backup)",
+    ]
+    return lines
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -11,6 +11,10 @@ daemon is from the costs it cannot avoid, each measured in this run on this mach
     events_vs_group_commit  (retired as a goal: it compared a whole event with one raw row;
                             still printed, with its floor, as information)
     ready_ms, idle_rss_mib  process start -> READY (<= 300 ms); idle RSS (<= 40 MiB)
+    verify_vs_hash_floor    the journal's background verifier, rows per second / a bare
+                            SHA-256 walk of the same rows (row_hash, compared)         >= 0.5
+                            (with verify_year_seconds: 365 segments of ~8 MB, scaled
+                            from the child process walking 30 of them)
 
 `.bench/results.json` holds each ratio with its floors beside it (`floor_*` keys) and the
 figures of information (wire time, rounds and events per second); `.bench/details.json`
@@ -45,7 +49,17 @@ from typing import Any
 import structlog
 
 from tablectl.controller.logs import configure_logging
-from tests.bench import device_latency, engine, floor, history, latency, ready, service, shuffle
+from tests.bench import (
+    device_latency,
+    engine,
+    floor,
+    history,
+    latency,
+    ready,
+    service,
+    shuffle,
+    verifier,
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,9 @@ GOALS: dict[str, Goal] = {
     "ready_ms": Goal("<=", 300),
     "idle_rss_mib": Goal("<=", 40),
     "ready_largest_vs_smallest_history": Goal("<=", 1.5, ("ready_ms_by_history",)),
+    "verify_vs_hash_floor": Goal(
+        ">=", 0.5, ("verify_rows_per_second", "floor_hash_rows_per_second")
+    ),
     **{key: Goal(sense, bound) for key, (sense, bound) in floor.GOALS.items()},
     # shuffle integrity (docs/shuffle-integrity.md): every fault mode found within its goal in
     # every trial; false alarms below one a table-year (the bound, and the honest rounds run)
@@ -234,6 +251,20 @@ def shuffle_section(run: Run) -> Part:
     return Part(results, figures["details"], [f"shuffle integrity: {results}"])
 
 
+def verifier_section(run: Run) -> Part:
+    """The background verifier against a bare hash walk; a year of segments (bench/verifier)."""
+    figures = verifier.measure(run.quick)
+    results = {key: figures[key] for key in verifier.RESULT_KEYS}
+    lines = [
+        f"background verifier: {figures['verify_rows_per_second']} rows/s, a bare SHA-256 walk "
+        f"of the same rows {figures['floor_hash_rows_per_second']} rows/s "
+        f"(ratio {figures['verify_vs_hash_floor']}); the child process walked "
+        f"{figures['segments']} segments ({figures['rows']} rows, {figures['bytes']} bytes) in "
+        f"{figures['child_seconds']} s: a year of segments ~{figures['verify_year_seconds']} s"
+    ]
+    return Part(results, figures, lines)
+
+
 SECTIONS: list[Section] = [
     Section("latency", "one event through the daemon, pty and commit floors", latency_section),
     Section("engine", "engine vs bare transitions trigger", engine_section),
@@ -246,6 +277,7 @@ SECTIONS: list[Section] = [
     Section(
         "history", "READY and RSS against history size (1k, 10k, 100k rounds)", history_section
     ),
+    Section("verifier", "the journal's background verifier vs a bare hash walk", verifier_section),
 ]
 
 

@@ -30,6 +30,26 @@ def at(seconds: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(KEYS_MADE + seconds + 0.25, datetime.UTC)
 
 
+class EpochClock:
+    """The journal's row stamps at chosen times after KEYS_MADE (a journal built directly
+    stamps its rows inside the epochs its seals name, as the daemon's would be): each call
+    one millisecond after the last."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+
+    def set(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self) -> str:
+        self.seconds += 0.001
+        return at(self.seconds).isoformat(timespec="microseconds")
+
+
+def stamp_rows(journal: Journal, clock: EpochClock) -> None:
+    journal._utc_now = clock  # type: ignore[assignment]
+
+
 def build_sealed(directory: Path, *, epochs: int = 4, rows: int = 6, unsealed: int = 3) -> Sealed:
     """`epochs` epochs of `rows` rows, each epoch sealed at its end, then `unsealed` rows."""
     key_path = directory / "sealing-key"
@@ -38,12 +58,16 @@ def build_sealed(directory: Path, *, epochs: int = 4, rows: int = 6, unsealed: i
     path = directory / "journal.sqlite"
     seal_seqs: list[int] = []
     seal_times: list[datetime.datetime] = []
+    clock = EpochClock(1.0)
     with Journal(path) as journal:
+        stamp_rows(journal, clock)
         journal.append("table", TABLE)
         for epoch in range(epochs):
+            clock.set(epoch * EPOCH + 2)
             for index in range(rows):
                 journal.append("event", {"type": "card_drawn", "n": index, "epoch": epoch})
             now = at((epoch + 1) * EPOCH + 1)
+            clock.set((epoch + 1) * EPOCH + 1)
             assert sealer.due(now)
             body = sealer.seal_body(journal.last_seq, journal.last_hash, now)
             seal_seqs.append(journal.append("seal", body, durable=True))

@@ -97,9 +97,17 @@ def test_a_consistent_rewrite_of_sealed_rows_fails_at_the_seal(tmp_path, capsys)
     code, out = _tamper_and_verify(tmp_path, capsys, mutate)
     assert code == 1, out
     assert "seal row" in out and "rewritten" in out, out
-    # without the key the rewrite is invisible: that is what the seals are for
+    # without the key, the seal's own head (the hash of the row before it) already shows it
     sealed_path = tmp_path / "journal.sqlite"
+    assert cli.main(["journal", "verify", str(sealed_path)]) == 1
+    # ...but a rewrite that also recomputes every seal's head is invisible without the key
+    # (its MACs cannot be checked): that is what the verification key is for
+    rows = read_all(sealed_path)
+    write_all(sealed_path, rehash(rows, reseal=bytes(32)))
     assert cli.main(["journal", "verify", str(sealed_path)]) == 0
+    key = str(build_sealed(tmp_path / "other").verification_key)  # any other key: no matter
+    code, out = verify(capsys, str(sealed_path), "--verify-key", key)
+    assert code == 1 and "fails its MAC" in out, out
 
 
 def test_a_consistent_rewrite_resealed_with_the_stolen_current_key_fails(tmp_path, capsys):
@@ -244,7 +252,7 @@ def _crashed_table(
     from tablectl.controller.table import TableSpec
     from tablectl.simulators.roundgen import legal_stream
     from tests.bench.service import table_config
-    from tests.journal.sealed import EPOCH, at
+    from tests.journal.sealed import EPOCH, EpochClock, at, stamp_rows
 
     key_path = tmp_path / "sealing-key"
     verification_key = setup_keys(key_path, interval=EPOCH, now=KEYS_MADE)
@@ -254,9 +262,12 @@ def _crashed_table(
     async def play() -> int:
         service = TableService(config, Journal(config.journal_path))
         service.sealer = Sealer(key_path)
+        clock = EpochClock(5)  # rows stamped in the epochs the seals name, as the daemon's are
+        stamp_rows(service.journal, clock)
         await service.start()
         for event in events[:30]:
             await service.handle_event(event)
+        clock.set(EPOCH + 1)
         service.seal(at(EPOCH + 1))
         for event in events[30:45]:
             await service.handle_event(event)
@@ -292,3 +303,112 @@ def test_a_start_in_the_epoch_of_the_last_seal_leaves_the_rows_for_its_end(tmp_p
 
     _, seals, _, _ = _crashed_table(tmp_path, EPOCH + 30)
     assert len(seals) == 1  # the held key seals them when its epoch ends, not now
+
+
+# --- every seal vouches only for rows stamped while its key was held ----------------------------
+
+
+def _reseal_with_every_key(rows, verification_key: VerificationKey):
+    """A rewrite by someone holding every epoch's key (the seed): each seal's head and MAC
+    recomputed under its own epoch's key, so only the stamps can tell."""
+    from tablectl.controller.journal import row_hash
+    from tablectl.controller.sealing import KeyDeriver, seal_mac
+
+    deriver = KeyDeriver(verification_key)
+    prev = str(rows[0][5])
+    out = []
+    for row in rows:
+        seq, kind, rnd, when, body = int(row[0]), str(row[1]), row[2], str(row[3]), str(row[4])
+        if kind == "seal":
+            fields = json.loads(body)
+            fields["last_seq"], fields["head"] = seq - 1, prev
+            fields["mac"] = seal_mac(deriver.key_for(fields["epoch"]), fields)
+            body = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+        digest = row_hash(prev, seq, kind, rnd, when, body)
+        out.append([seq, kind, rnd, when, body, prev, digest])
+        prev = digest
+    return out
+
+
+def _restamp(rows, seq: int, seconds: float) -> None:
+    from tests.journal.sealed import at
+
+    for row in rows:
+        if row[0] == seq:
+            row[3] = at(seconds).isoformat(timespec="microseconds")
+            return
+    raise AssertionError(f"no row {seq}")
+
+
+def test_a_row_stamped_after_its_seals_epoch_ended_fails_naming_the_row_and_the_seal(
+    tmp_path, capsys
+):
+    from tests.journal.sealed import EPOCH
+
+    sealed = build_sealed(tmp_path)
+    rows = read_all(sealed.path)
+    under_second = sealed.seal_seqs[1] - 2  # a row under the seal of epoch 1
+    _restamp(rows, under_second, 4 * EPOCH + 5)  # stamped in epoch 4: after epoch 1 + grace
+    write_all(sealed.path, _reseal_with_every_key(rows, sealed.verification_key))
+    code, out = verify(capsys, str(sealed.path), "--verify-key", str(sealed.verification_key))
+    assert code == 1, out
+    assert f"row {under_second} is stamped" in out, out
+    assert f"after epoch 1 of seal row {sealed.seal_seqs[1]} ended" in out, out
+
+
+def test_a_row_stamped_before_its_seals_span_fails_naming_the_row_and_the_seal(tmp_path, capsys):
+    """A row under the seal of epoch 2 (after the seal of epoch 1, written in epoch 2)
+    stamped in epoch 0: backdated."""
+    sealed = build_sealed(tmp_path)
+    rows = read_all(sealed.path)
+    backdated = sealed.seal_seqs[1] + 2
+    _restamp(rows, backdated, 10)
+    write_all(sealed.path, _reseal_with_every_key(rows, sealed.verification_key))
+    code, out = verify(capsys, str(sealed.path), "--verify-key", str(sealed.verification_key))
+    assert code == 1, out
+    assert f"row {backdated} is stamped" in out, out
+    assert f"before seal row {sealed.seal_seqs[2]} (epoch 2, after the seal of epoch 1)" in out
+
+
+def test_a_seal_whose_epoch_is_not_after_its_predecessors_fails(tmp_path, capsys):
+    sealed = build_sealed(tmp_path)
+    rows = read_all(sealed.path)
+    edit_body(rows, sealed.seal_seqs[2], lambda body: body.update(epoch=1, prev_epoch=1))
+    write_all(sealed.path, _reseal_with_every_key(rows, sealed.verification_key))
+    code, out = verify(capsys, str(sealed.path), "--verify-key", str(sealed.verification_key))
+    assert code == 1, out
+    assert f"seal row {sealed.seal_seqs[2]}: epoch 1" in out, out
+
+
+def test_restarts_within_one_epoch_run_the_key_ahead_of_the_clock_and_still_verify(
+    tmp_path, capsys
+):
+    """Each clean stop seals and erases its key, so three stops inside epoch 5 leave seals of
+    epochs 5, 6 and 7 written in epoch 5, over rows stamped in epoch 5: legitimate (each key
+    was made as its predecessor's seal was written), and they verify."""
+    from tablectl.controller.journal import Journal
+    from tablectl.controller.sealing import Sealer, setup_keys
+    from tests.journal.sealed import EPOCH, TABLE, EpochClock, at, stamp_rows
+
+    key_path = tmp_path / "sealing-key"
+    key = setup_keys(key_path, interval=EPOCH, now=KEYS_MADE)
+    path = tmp_path / "journal.sqlite"
+    clock = EpochClock(5 * EPOCH + 1)
+    for restart in range(3):
+        sealer = Sealer(key_path)
+        sealer.catch_up(at(clock.seconds))
+        with Journal(path) as journal:
+            stamp_rows(journal, clock)
+            if restart == 0:
+                journal.append("table", TABLE)
+            for index in range(4):
+                journal.append("event", {"type": "card_drawn", "n": index, "run": restart})
+            now = at(clock.seconds + 1)  # the clean stop, still in epoch 5
+            body = sealer.seal_body(journal.last_seq, journal.last_hash, now)
+            journal.append("seal", body, durable=True)
+            sealer.sealed(body, now)
+            clock.set(clock.seconds + 2)
+    epochs = [json.loads(str(r[4]))["epoch"] for r in read_all(path) if r[1] == "seal"]
+    assert epochs == [5, 6, 7]
+    code, out = verify(capsys, str(path), "--verify-key", str(key))
+    assert code == 0, out

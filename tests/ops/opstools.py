@@ -52,6 +52,10 @@ KNOWN_METRICS = frozenset(
         "tablectl_journal_last_seal_timestamp_seconds",
         "tablectl_journal_last_checkpoint_timestamp_seconds",
         "tablectl_journal_started_damaged",
+        # issue 21: the background walk of every segment
+        "tablectl_journal_background_damage",
+        "tablectl_journal_background_verified_seq",
+        "tablectl_journal_background_last_run_timestamp_seconds",
         "tablectl_dealing_stopped",
         "tablectl_alarms_coalesced_total",
     }
