@@ -216,6 +216,11 @@ CATALOGUE: dict[str, Rule] = {
         Rule("G3", "the cut card: complete the round, then reshuffle", "13:69F-2C.4(h)"),
         Rule("G4", "Bart Carter: reshuffle once the rack holds about a deck", "13:69F-2C.4(h)2"),
         Rule(
+            "G8",
+            "the house reshuffles at its discretion, after the round in play",
+            "13:69F-2C.4(h)1",
+        ),
+        Rule(
             "G5",
             "the shoe ran out mid-round: reshuffle the rack, burn, complete",
             "13:69F-2C.14(f)",
@@ -281,6 +286,39 @@ CATALOGUE: dict[str, Rule] = {
                 _H: "13:69F-40.12(f) by analogy (interpretation)",
                 _U: "13:69F-39.12(f) by analogy (interpretation)",
                 _A: "13:69F-31.8(d)2 by analogy (interpretation)",
+            },
+        ),
+        Rule(
+            "L1",
+            "'no more bets' once a round: the round in play ends before another opens",
+            "13:69F-2C.5(f), 40.6(b), 39.6(b), 31.8(a)",
+            {
+                _T: "13:69F-2C.5(f)",
+                _H: "13:69F-40.6(b)",
+                _U: "13:69F-39.6(b)",
+                _A: "13:69F-31.8(a) (interpretation)",
+            },
+        ),
+        Rule(
+            "L2",
+            "a round collected before its deal is complete: its hands are void",
+            "13:69F-2C.14(g), 40.12(d), 39.12(c), 31.8(d)2",
+            {
+                _T: "13:69F-2C.14(g) (interpretation)",
+                _H: "13:69F-40.12(d)",
+                _U: "13:69F-39.12(c)",
+                _A: "13:69F-31.8(d)2",
+            },
+        ),
+        Rule(
+            "L3",
+            "the cards of a round in play are not shuffled until the round ends",
+            "13:69F-40.4(a), 39.4(a)",
+            {
+                _T: "13:69F-2C.4(a), (h)",
+                _H: "13:69F-40.4(a)",
+                _U: "13:69F-39.4(a)",
+                _A: "13:69F-31.8(a) (interpretation)",
             },
         ),
         Rule("E0", "the event does not follow docs/events.md", "docs/events.md"),

@@ -43,7 +43,7 @@ class ThreeCard21(Engine):
     )
     round_states = ROUND_STATES
     shuffles_every_round = False  # a shoe of decks, reshuffled at the cut card (G3)
-    house_reshuffle_rule = "G3"
+    house_reshuffle_rule = "G8"  # G8: 2C.4(h)1, after a round at the licensee's discretion
     misdeal_rule = "M6"
     replacing_the_shuffler_needs_empty_check = True  # C6 (2C.14(j))
 

@@ -17,11 +17,12 @@ RULE_IDS = [
     "A1",
     *(f"M{i}" for i in range(1, 7)),
     *(f"H{i}" for i in range(1, 8)),
-    *(f"G{i}" for i in range(1, 8)),
+    *(f"G{i}" for i in range(1, 9)),
     *(f"D{i}" for i in range(1, 5)),
     "R1",
     "X1",
     "X2",
+    *(f"L{i}" for i in range(1, 4)),
 ]
 # the traceability table (the catalogue above it has rows by ID too)
 DOC = (ROOT / "docs" / "rules.md").read_text().split("\n## Traceability\n", 1)[1]
