@@ -1204,6 +1204,8 @@ class Engine:
         ):
             return [self._shuffle_refused(deck)]  # L3 (a wrong count is C7's, below)
         deck.shuffling = False
+        if not miscounted:
+            self._void_round_to_shuffler(deck)  # its cards are in this shuffle (C5)
         if self.state == "shuffling":
             self._fire("finish_shuffle")
         if self.rack_deck == deck.name:
