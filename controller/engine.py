@@ -984,6 +984,16 @@ class Engine:
         if not rnd.started:
             if rnd.blocked:
                 return []  # the cards were blocked already; this is not a deal (F5)
+            if self.method != "hand":
+                # L2: a shoe that reads every card read none: nothing was dealt, so the
+                # round would be "played" with empty hands; it is dealt, or collected (void)
+                return [
+                    self._rejected(
+                        f"deal_completed: the shoe read no card of round {rnd.number}; "
+                        "nothing was dealt",
+                        "L2",
+                    )
+                ]
             # dealt from the hand with no card reader: the deal itself is this event.
             decisions = self._start_deal()
             if not rnd.started:

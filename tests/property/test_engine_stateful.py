@@ -161,7 +161,7 @@ QUICK = settings(
 )
 LONG = settings(
     max_examples=2000,
-    stateful_step_count=40,
+    stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -211,3 +211,29 @@ def test_the_law_is_a_check_that_can_fail():
     e2._model.state = "idle"
     with pytest.raises(ConservationError, match=r"round 1 ended .* with no outcome"):
         w2.after(ev("rack_level", cards=1), [])
+
+
+@pytest.mark.parametrize(
+    ("game", "method"),
+    [(T21, "manual_shoe"), (HILO, "manual_shoe"), (HILO, "automated_shoe"), (HUH, "manual_shoe")],
+)
+def test_L2_deal_completed_with_no_card_read_is_refused(game, method):
+    """A card-reading shoe that read nothing: the round would be played with empty hands
+    and then collected as completed; refused, nothing changes."""
+    e = table(game, dealing=method)
+    w = RoundWatch(e)
+    play(e, w, ev("bets_closed", positions=[1]))
+    before = e.snapshot()
+    assert names(play(e, w, ev("deal_completed"))) == [("rejected", "L2")]
+    assert e.snapshot() == before
+    assert names(play(e, w, ev("hands_collected"))) == [("void_round", "L2")]
+    assert w.outcomes == {1: "voided"}
+
+
+def test_L2_hand_dealing_unread_deal_completed_is_the_deal():
+    e = table(HILO, dealing="hand")
+    w = RoundWatch(e)
+    assert play(e, w, ev("bets_closed", positions=[1]), ev("deal_completed")) == []
+    assert e.state == "play"
+    assert play(e, w, ev("hands_collected")) == []
+    assert w.outcomes == {1: "completed"}
