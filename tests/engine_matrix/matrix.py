@@ -148,6 +148,12 @@ PREFIXES: dict[str, Prefix] = {
 }
 
 
+UNREACHABLE = {
+    "suspended": "an automated dealing shoe lost mid-round voids the round (C5); only a "
+    "manual shoe's round is suspended",
+}
+
+
 def _events(s: Script) -> list[tuple[str, Event]]:
     """The cell events: each docs/events.md type, a few with a second payload."""
     engine = s.engine
@@ -271,6 +277,10 @@ def render(game: str) -> str:
         "there by a scripted prefix (positions 1 and 2); its outcome (acted on, refused,",
         "irregularity), the decisions with their rule IDs (docs/rules.md), and the state",
         "after (rN: the round open). The conservation law held after every event.",
+        "Dealing methods (the table option `dealing`): `manual_shoe`, the card-reading",
+        "manual dealing shoe (each card read as it leaves); `hand`, dealt from the",
+        "dealer's hand (here read card by card too); `automated_shoe`, the ADS (stacks).",
+        "A state a method cannot reach says so.",
     ]
     for method in methods:
         table = Table(game, method)
@@ -278,7 +288,8 @@ def render(game: str) -> str:
             lines += ["", f"## {method} — {label}", ""]
             reached = _reach(table, label)
             if reached is None:
-                lines.append(f"Not reachable with {method} (see docs/rules.md).")
+                why = UNREACHABLE.get(label, "the prefix ends elsewhere")
+                lines.append(f"Not reachable with {method}: {why}.")
                 continue
             lines += ["| event | outcome | decisions | state after |", "| --- | --- | --- | --- |"]
             lines += [_cell(table, label, kind) for kind, _ in _events(reached[2])]
