@@ -409,7 +409,7 @@ class ThreeCard21(Engine):
         """
         return (
             self.options.shuffler != "none"
-            and self._in_round()
+            and self._round_open()  # the shoe suspended too: the batch is the shuffler's
             and self.round is not None
             and self.round.started
             and self.burn_pending != "G5"
