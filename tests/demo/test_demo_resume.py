@@ -32,7 +32,7 @@ def _mid_deal(rows: list[Any]) -> int | None:
     """The round being dealt (its bets closed, three cards out, not collected), if any."""
     events = [r for r in rows if r.kind == "event"]
     closed = [i for i, r in enumerate(events) if r.body.get("type") == "bets_closed"]
-    if len(closed) < 2:
+    if not closed:
         return None
     after = [r.body.get("type") for r in events[closed[-1] + 1 :]]
     if after.count("card_drawn") >= 3 and "hands_collected" not in after:

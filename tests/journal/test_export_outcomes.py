@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.config import parse_config
+from tablectl.controller.export import export_records
 from tablectl.controller.journal import Journal, read_rows
 from tablectl.controller.service import open_service
 
@@ -133,10 +134,10 @@ def test_a_journal_written_now_has_only_completed_and_voided_rounds(tmp_path):
     ]
     assert ("rejected", "L1") in ruled and ("void_round", "L2") in ruled
     assert ("void_round", "X1") in ruled
-    rounds = export_rounds(tmp_path / "journal.sqlite")
+    rounds = [r for r in export_records(tmp_path / "journal.sqlite") if r["record"] == "round"]
     assert [(r["round"], r["outcome"]) for r in rounds] == [
-        ("1", "voided"),
-        ("2", "voided"),
-        ("3", "completed"),
+        (1, "voided"),
+        (2, "voided"),
+        (3, "completed"),
     ]
     assert all(r["time"] for r in rounds)
