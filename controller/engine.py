@@ -505,7 +505,9 @@ class Engine:
         """The round's cards are collected (hands_collected, or implied by a new round)."""
         decisions: list[Decision] = []
         rnd = self.round
-        deck = self._deck()
+        # the round's own deck: with two decks the other may be in the shoe already (a void
+        # round's cards wait for the collection while the next deck is loaded)
+        deck = self.decks[rnd.deck] if rnd is not None else self._deck()
         if rnd is not None and not deck.removed:
             moved = self._collect_layout(deck)
             if moved:

@@ -237,3 +237,16 @@ def test_L2_hand_dealing_unread_deal_completed_is_the_deal():
     assert e.state == "play"
     assert play(e, w, ev("hands_collected")) == []
     assert w.outcomes == {1: "completed"}
+
+
+def test_L_a_void_rounds_cards_are_collected_from_its_own_deck_with_the_next_in_the_shoe():
+    """Found by the stateful test: two decks, a round void (X1 after a restart), the other
+    deck loaded before the collection: the collection took the shoe's deck and left the
+    void round's cards on the layout with no round."""
+    e = table(HUH, dual_deck=True)
+    w = RoundWatch(e)
+    play(e, w, ev("shoe_loaded", deck="A"), ev("bets_closed", positions=[1]), *draws(*cards(5)))
+    assert ("void_round", "X1") in names(play(e, w, ev("controller_restarted")))
+    play(e, w, ev("shoe_loaded", deck="B"))
+    play(e, w, ev("hands_collected"))  # RoundWatch: no card left on the layout
+    assert e.ledger("A").in_play() == 0 and e.ledger("A").count("discard") == 5
