@@ -1302,11 +1302,12 @@ class Engine:
         if named is not None:
             if named not in self.decks:
                 return [self._rejected(f"deck: {named!r}: this table has one deck, A")]
-            if self._in_round() and named != self.current:
-                assert self.round is not None
-                if self.round.started:
+            rnd = self.round
+            if rnd is not None and named != rnd.deck:
+                # L: the round's cards (a void one's too, until collected) are of its deck
+                if rnd.started or not self._in_round():
                     return [self._rejected("shoe_loaded: another deck mid-round")]
-                self.round.deck = named  # no card dealt yet: the round is dealt from it
+                rnd.deck = named  # no card dealt yet: the round is dealt from it
             self.current = named
             self.explicit_deck = True
         if not self._in_round():

@@ -239,14 +239,17 @@ def test_L2_hand_dealing_unread_deal_completed_is_the_deal():
     assert w.outcomes == {1: "completed"}
 
 
-def test_L_a_void_rounds_cards_are_collected_from_its_own_deck_with_the_next_in_the_shoe():
+@pytest.mark.parametrize("then", [ev("hands_collected"), ev("stub_counted", count=37)])
+def test_L_a_void_rounds_deck_stays_the_rounds_until_it_is_collected(then):
     """Found by the stateful test: two decks, a round void (X1 after a restart), the other
-    deck loaded before the collection: the collection took the shoe's deck and left the
-    void round's cards on the layout with no round."""
+    deck loaded before the collection: the collection (or a stub count's removal) took the
+    shoe's deck and left the void round's cards on the layout with no round. The other deck
+    now waits for the collection; the void round's cards go to the rack from its own deck."""
     e = table(HUH, dual_deck=True)
     w = RoundWatch(e)
     play(e, w, ev("shoe_loaded", deck="A"), ev("bets_closed", positions=[1]), *draws(*cards(5)))
     assert ("void_round", "X1") in names(play(e, w, ev("controller_restarted")))
-    play(e, w, ev("shoe_loaded", deck="B"))
-    play(e, w, ev("hands_collected"))  # RoundWatch: no card left on the layout
-    assert e.ledger("A").in_play() == 0 and e.ledger("A").count("discard") == 5
+    assert names(play(e, w, ev("shoe_loaded", deck="B"))) == [("rejected", "E0")]
+    play(e, w, then)  # RoundWatch: no card left on the layout without its round
+    play(e, w, ev("hands_collected"), ev("shoe_loaded", deck="B"))
+    assert e.current == "B" and e.ledger("A").in_play() == 0
