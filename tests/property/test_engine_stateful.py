@@ -166,7 +166,7 @@ QUICK = settings(
 )
 LONG = settings(
     max_examples=2000,
-    stateful_step_count=25,
+    stateful_step_count=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
