@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv test test-long lint typecheck unit demo bench clean system-tools replay-regen diagrams \
+.PHONY: help venv test test-long lint typecheck unit demo bench clean system-tools replay-regen matrix-regen diagrams \
 	soak fuzz dist demo-floor watch-screenshot manuals
 
 help:
@@ -17,6 +17,7 @@ help:
 	@echo "make soak   - 1,000,000 rounds with faults and invariants, the whole fault matrix"
 	@echo "make fuzz   - long coverage-guided fuzzing (atheris) of codec, parsers, config"
 	@echo "make replay-regen - rewrite the golden replay expectations (review git diff after)"
+	@echo "make matrix-regen - rewrite the event x state matrix of each game (review git diff after)"
 	@echo "make diagrams     - state charts of each game into docs/state-charts/"
 
 $(BIN)/python:
@@ -114,6 +115,10 @@ fuzz: $(FUZZ_STAMP)
 # change of the engine's rulings; review `git diff tests/replay` before committing.
 replay-regen: venv
 	$(BIN)/python -m tests.replay.regen
+
+# Every event in every state of every game's chart (tests/engine_matrix/golden/GAME.md).
+matrix-regen: venv
+	$(BIN)/python -m tests.engine_matrix.matrix
 
 # The state charts in docs/state-charts/, from the machines' own definitions.
 # Drawn by transitions' own diagram support (mermaid text; SVG through its graphviz

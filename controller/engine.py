@@ -531,7 +531,9 @@ class Engine:
         """The round's cards are collected (hands_collected, or implied by a new round)."""
         decisions: list[Decision] = []
         rnd = self.round
-        deck = self._deck()
+        # the round's own deck: with two decks the other may be in the shoe already (a void
+        # round's cards wait for the collection while the next deck is loaded)
+        deck = self.decks[rnd.deck] if rnd is not None else self._deck()
         if rnd is not None and not deck.removed:
             moved = self._collect_layout(deck)
             if moved:
@@ -606,6 +608,34 @@ class Engine:
         allowed = self.options.positions
         return len(positions) <= self.profile.max_positions and all(p <= allowed for p in positions)
 
+    # The conservation law's gates (docs/rules.md, L): a round ends only with an outcome
+    # the journal records, completed (collected once its deal is complete) or void.
+
+    def _round_open(self) -> bool:
+        """A round is in play: bets closed, not yet collected nor void (suspended counts)."""
+        return self.round is not None and (
+            self.state in self._definition.round_states or self.state == "suspended"
+        )
+
+    def L1_no_round_in_play(self, positions: list[int] | None = None) -> bool:
+        """L1: "no more bets" once a round; the round in play ends (collected or void)
+        before another opens, so a second call can neither replace it nor drop its cards."""
+        return not self._round_open()
+
+    def L2_deal_complete(self) -> bool:
+        """L2: a round in play is collected only once its deal is complete (or it is void):
+        a collection mid-deal would end it with its hands neither completed nor void."""
+        state = self.suspended_from if self.state == "suspended" else self.state
+        return state not in self._definition.deal_states
+
+    def L3_the_rounds_cards_stay_out_of_the_shuffle(self, deck: str | None = None) -> bool:
+        """L3: the deck of a round in play is shuffled only once the round ends; a game may
+        shuffle mid-round where its own rule says so (``_rack_reshuffled_mid_round``)."""
+        rnd = self.round
+        if rnd is None or not rnd.started or (deck is not None and deck != rnd.deck):
+            return True
+        return self._in_round() and self._rack_reshuffled_mid_round()
+
     def _deal_block(self) -> str | None:
         """The rule that forbids dealing from the deck in play, if any (the first that fails)."""
         for name in DEAL_CONDITIONS:
@@ -637,6 +667,7 @@ class Engine:
             "D3": "the deck was not shuffled since its last round",
             "S1": "the stub has not been counted for five rounds of this deck",
             "G3": "the cut card came out: the cards must be reshuffled first",
+            "G8": "the house ordered a reshuffle: the cards must be reshuffled first",
             "G4": "the discard rack holds about a deck: Bart Carter reshuffle first",
         }
         return reasons.get(rule_id, "the cards must be reshuffled before the next deal")
@@ -693,7 +724,8 @@ class Engine:
         deck = self._deck()
         decisions: list[Decision] = []
         rnd = self.round
-        if rnd is not None and rnd.started and rnd.void_rule is None and self.state != "void":
+        if rnd is not None and rnd.void_rule is None and self._round_open():
+            # L: the round cannot go on without its deck; dealt or not, it ends void
             decisions.append(self._d("void_round", rule_id, f"all hands void: {why}"))
         decisions.append(self._remove(deck, rule_id, why))
         if notify:
@@ -982,6 +1014,16 @@ class Engine:
         if not rnd.started:
             if rnd.blocked:
                 return []  # the cards were blocked already; this is not a deal (F5)
+            if self.method != "hand":
+                # L2: a shoe that reads every card read none: nothing was dealt, so the
+                # round would be "played" with empty hands; it is dealt, or collected (void)
+                return [
+                    self._rejected(
+                        f"deal_completed: the shoe read no card of round {rnd.number}; "
+                        "nothing was dealt",
+                        "L2",
+                    )
+                ]
             # dealt from the hand with no card reader: the deal itself is this event.
             decisions = self._start_deal()
             if not rnd.started:
@@ -1008,9 +1050,20 @@ class Engine:
             ]
         if self.state == "deck_removed":
             return []  # C10 blocks the deal itself, not the betting
+        if not self.L1_no_round_in_play(positions):
+            # L1 (the chart's condition on close_bets): the round in play is not replaced
+            rnd = self.round
+            assert rnd is not None
+            return [
+                self._rejected(
+                    f"bets_closed: round {rnd.number} is in play ({self.state}); it ends "
+                    "with hands_collected once played out, or void, before another opens",
+                    "L1",
+                )
+            ]
         decisions: list[Decision] = []
-        if self.round is not None or self.state in ("void", "suspended"):
-            decisions += self._end_round()  # the last round's cards were collected
+        if self.round is not None or self.state == "void":
+            decisions += self._end_round()  # the void round's cards were collected
         if self.state == "shuffling":
             self._deck_for_shuffle(None).shuffling = False
         if self.options.dual_deck and not self.explicit_deck and self.last_round_deck:
@@ -1125,6 +1178,8 @@ class Engine:
             self.next_batch = "shuffling"
             return []
         deck = self._deck_for_shuffle(ev.get("deck"))
+        if self._round_open() and not self._model.trigger("shuffle_mid_round", deck.name):
+            return [self._shuffle_refused(deck)]
         ended = self._void_round_to_shuffler(deck)
         deck.shuffling = True
         deck.shuffled = False
@@ -1152,6 +1207,15 @@ class Engine:
             decisions.append(self._notify(finding.rule_id, finding.reason))
         return decisions
 
+    def _shuffle_refused(self, deck: Deck) -> Decision:
+        """L3: a shuffle of the deck whose round is in play is not taken."""
+        assert self.round is not None
+        return self._rejected(
+            f"deck {deck.name}: its cards are in round {self.round.number}'s hands "
+            "until the round is collected or void; they are not shuffled now",
+            "L3",
+        )
+
     def _void_round_to_shuffler(self, deck: Deck) -> list[Decision]:
         """A void round whose deck goes back to the shuffler is over; nothing reached the rack.
 
@@ -1163,6 +1227,9 @@ class Engine:
             return []
         self.last_round_deck = deck.name
         ended = self._shuffle_findings(deck.name, rnd.number)  # over: tested like any round
+        # its cards go into the shuffler with the deck (the ledger's "shoe")
+        for place in [p for p in deck.ledger.places if p not in (SHOE, DISCARD, REMOVED)]:
+            deck.ledger.move_all(place, SHOE)
         self.round = None
         self.dealt = []
         self.explicit_deck = False
@@ -1182,19 +1249,29 @@ class Engine:
                     f"shuffle_completed: deck {deck.name} was removed; deck_received first", "C10"
                 )
             ]
+        count: int | None = ev.get("count")
+        size = self.composition.size
+        miscounted = (
+            count is not None
+            and count != size
+            and (self.counts_the_stub or self.interp.count_mismatch_removes_deck_everywhere)
+        )
+        if (
+            not miscounted
+            and self._round_open()
+            and not self._model.trigger("shuffle_mid_round", deck.name)
+        ):
+            return [self._shuffle_refused(deck)]  # L3 (a wrong count is C7's, below)
         deck.shuffling = False
+        ended: list[Decision] = []
+        if not miscounted:
+            ended = self._void_round_to_shuffler(deck)  # its cards are in this shuffle (C5)
         if self.state == "shuffling":
             self._fire("finish_shuffle")
         if self.rack_deck == deck.name:
             self.rack_deck = None
         self.rack_expected_min = None
-        count: int | None = ev.get("count")
-        size = self.composition.size
-        if (
-            count is not None
-            and count != size
-            and (self.counts_the_stub or self.interp.count_mismatch_removes_deck_everywhere)
-        ):
+        if miscounted:
             # C7: the counting shuffler found other than the full deck.
             return self._void_and_remove_if_current(
                 deck, "C7", f"the shuffler counted {count} cards, not {size}"
@@ -1203,7 +1280,7 @@ class Engine:
         if manual and self.options.shuffler != "none" and not self._asd_may_be_replaced():
             # C6: another shuffling method while the ASD is still at the table.
             deck.manual_shuffle_refused = True
-            return []
+            return ended
         if self._rack_reshuffled_mid_round():
             # G5: the discard rack, reshuffled mid-round, goes back in the shoe.
             deck.ledger.move_all(DISCARD, SHOE)
@@ -1221,7 +1298,7 @@ class Engine:
             self.asd_faulted = False
         if count == size and self._counting_exemption():
             self._counter(deck).rounds_since_count = 0  # S2: a full count is a verified count
-        return []
+        return ended
 
     def _shoe_shuffled_whole(self) -> bool:
         """Q1, Q2 compare a whole shuffle with the deal before it: a game whose shoe is never
@@ -1289,8 +1366,12 @@ class Engine:
         if named is not None:
             if named not in self.decks:
                 return [self._rejected(f"deck: {named!r}: this table has one deck, A")]
-            if self._in_round() and named != self.current:
-                return [self._rejected("shoe_loaded: another deck mid-round")]
+            rnd = self.round
+            if rnd is not None and named != rnd.deck:
+                # L: the round's cards (a void one's too, until collected) are of its deck
+                if rnd.started or not self._in_round():
+                    return [self._rejected("shoe_loaded: another deck mid-round")]
+                rnd.deck = named  # no card dealt yet: the round is dealt from it
             self.current = named
             self.explicit_deck = True
         if not self._in_round():
@@ -1584,7 +1665,30 @@ class Engine:
     def _on_hands_collected(self, ev: dict[str, Any]) -> list[Decision]:
         if self.round is None and self.state not in ("void", "suspended"):
             return []
-        return self._end_round()
+        decisions: list[Decision] = []
+        if self.state == "dealing" and self.deal_fulfilled():
+            # every card the deal planned was read: the collection ends the deal first, and
+            # each hand is checked against it as deal_completed would
+            decisions = self._complete_deal()
+        if not self.L2_deal_complete():
+            # L2 (the chart's condition on collect): a round collected mid-deal (or before
+            # its deal began, say blocked) holds hands of the wrong count: it ends void
+            rnd = self.round
+            assert rnd is not None
+            how = " (its deal was blocked)" if rnd.blocked and not rnd.started else ""
+            decisions += self._void_round(
+                "L2",
+                f"round {rnd.number} was collected before its deal was complete{how}",
+                reshuffle=False,
+            )
+        return decisions + self._end_round()
+
+    def deal_fulfilled(self) -> bool:
+        """Every card or stack the deal of the round in play planned has been read."""
+        rnd = self.round
+        if rnd is None or not rnd.started or rnd.extra_dealer_cards:
+            return False
+        return not (rnd.stacks if self.method == "automated_shoe" else rnd.order)
 
     def _on_supervisor_ack(self, ev: dict[str, Any]) -> list[Decision]:
         self.pending_notifications.clear()

@@ -67,6 +67,16 @@ class _Round:
     ended: str = ""
     voided: bool = False
     cards: list[dict[str, Any]] = field(default_factory=list)
+    # the journal went on to a later round that this replay's engine did not open (a journal
+    # written before issue 22): the engine's cards are not this round's
+    diverged: bool = False
+    left: str = ""  # when a later round began with this one neither collected nor void
+
+
+#: the round record's outcome: what the journal recorded for it (docs/journal.md)
+COMPLETED, VOIDED, NO_OUTCOME, IN_PROGRESS = "completed", "voided", "no outcome", "in progress"
+#: decisions that end a round void (docs/rules.md: void_round; H2's hands_dead)
+VOID_DECISIONS = frozenset({"void_round", "hands_dead"})
 
 
 def _cards_text(cards: list[dict[str, Any]]) -> str:
@@ -112,14 +122,22 @@ def export_records(
         return day is None or gaming_day(stamp, start) == day
 
     def finished(played: _Round) -> dict[str, Any]:
+        # completed only when a collection of it was taken; void when a void was decided;
+        # a round replaced with neither is never reported completed (issue 22)
+        if played.voided:
+            outcome = VOIDED
+        elif played.ended:
+            outcome = COMPLETED
+        else:
+            outcome = NO_OUTCOME
         return record(
             "round",
             gaming_day=gaming_day(played.started, start),
             round=played.number,
-            time=played.ended,
-            outcome="voided" if played.voided else "completed",
+            time=played.ended or played.left,
+            outcome=outcome,
             positions=" ".join(str(p) for p in played.positions),
-            cards=_cards_text(played.cards) if cards else "",
+            cards=_cards_text(played.cards) if cards and not played.diverged else "",
         )
 
     current: _Round | None = None
@@ -132,20 +150,35 @@ def export_records(
                 if wanted(current.started):
                     yield finished(current)
             event = row.body
+            stamp = str(event.get("time", ""))
+            if (
+                current is not None
+                and row.round is not None
+                and row.round > current.number
+                and not reported
+            ):
+                # the journal's own round moved on (its rows carry the round in play) while
+                # this replay's engine did not: a journal written before issue 22, whose
+                # engine let an event replace a round. That round ended with no outcome.
+                current.left = stamp
+                if wanted(current.started):
+                    yield finished(current)
+                current, reported = _Round(row.round, stamp, diverged=True), False
             before = engine.round_number
             engine.handle(row.body, row.seq)
             if engine.round_number > before:
                 if current is not None and not reported and wanted(current.started):
-                    yield finished(current)  # over without a collection: the next one began
-                current, reported = _Round(engine.round_number, str(event.get("time", ""))), False
+                    current.left = stamp
+                    yield finished(current)  # a later round began: its outcome, or none
+                current, reported = _Round(engine.round_number, stamp), False
+            if current is not None and not reported and event.get("type") == "hands_collected":
+                current.ended = stamp  # undone if a rejection of it follows
             if current is not None and current.number == engine.round_number:
                 if event.get("type") == "bets_closed" and isinstance(event.get("positions"), list):
                     current.positions = list(event["positions"])
                 dealt = engine.dealt_cards()
                 if dealt:  # the engine forgets them at the collection: keep the last view
                     current.cards = dealt
-                if event.get("type") == "hands_collected" and not reported:
-                    current.ended = str(event.get("time", ""))
             kind = str(event.get("type"))
             if kind.endswith("_fault") and wanted(str(event.get("time", ""))):
                 yield record(
@@ -160,7 +193,7 @@ def export_records(
             decision = row.body
             name = decision.get("decision")
             if current is not None and not reported:
-                if name == "void_round":
+                if name in VOID_DECISIONS:
                     current.voided = True
                 if name == "rejected" and event.get("type") == "hands_collected":
                     current.ended = ""  # the collection was refused: the round goes on
@@ -177,7 +210,7 @@ def export_records(
                     reason=decision.get("reason", ""),
                 )
     if current is not None and not reported and wanted(current.started):
-        if current.ended:
+        if current.ended or current.voided:
             yield finished(current)
         else:
-            yield finished(current) | {"outcome": "in progress", "cards": ""}
+            yield finished(current) | {"outcome": IN_PROGRESS, "cards": ""}

@@ -46,6 +46,9 @@ class MachineDefinition:
     transitions: tuple[Transition, ...]
     round_states: tuple[str, ...]
     initial: str = "idle"
+    #: the round states before its deal is complete (the first state after "no more bets"
+    #: up to "dealing"): a round is not collected in them (L2)
+    deal_states: tuple[str, ...] = ("dealing",)
 
     @property
     def conditions(self) -> tuple[str, ...]:
@@ -66,19 +69,30 @@ def chart(
         ("start_shuffle", ("idle",), "shuffling", ()),
         ("finish_shuffle", ("shuffling",), "idle", ()),
         ("fault_shuffle", ("shuffling",), "idle", ()),
-        # C11: never more positions than the game and the table have
-        ("close_bets", ("idle", "shuffling"), first_state, ("C11_positions_within_the_table",)),
+        # L3: the deck of a round in play is not shuffled before the round ends (a game's
+        # own mid-round shuffle, a batch of its own or a rack reshuffled by its rule, passes)
+        ("shuffle_mid_round", in_round, "=", ("L3_the_rounds_cards_stay_out_of_the_shuffle",)),
+        # C11: never more positions than the game and the table have; L1: "no more bets"
+        # once a round, which ends (collected or void) before another opens
+        (
+            "close_bets",
+            ("idle", "shuffling", *in_round),
+            first_state,
+            ("L1_no_round_in_play", "C11_positions_within_the_table"),
+        ),
         # the first card or stack of the round: every rule that may refuse the deal
         ("start_deal", ("dealing",), "dealing", DEAL_CONDITIONS),
         *play,
-        ("collect", (*in_round, "void"), "idle", ()),
+        # L2: a round in play is collected only once its deal is complete
+        ("collect", (*in_round, "void"), "idle", ("L2_deal_complete",)),
         ("void", in_round, "void", ()),
         ("suspend", round_states, "suspended", ()),
         ("remove_deck", ("idle", "shuffling", *in_round, "void"), "deck_removed", ()),  # C10
         ("receive_deck", ("deck_removed",), "idle", ()),
     ]
     states = ("idle", "shuffling", *round_states, "void", "suspended", "deck_removed")
-    return MachineDefinition(game, states, tuple(transitions), round_states)
+    deal_states = round_states[: round_states.index("dealing") + 1]
+    return MachineDefinition(game, states, tuple(transitions), round_states, "idle", deal_states)
 
 
 class RoundModel:

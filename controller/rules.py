@@ -176,6 +176,23 @@ CORE_RULES: dict[str, Rule] = {
             "(chi-square): in the floor report (interpretation)",
             _SHUFFLED,
         ),
+        # L: a round ends only with an outcome (docs/rules.md, "Every card accounted for");
+        # each game cites its own paragraph (controller/games/GAME.py)
+        Rule(
+            "L1",
+            "'no more bets' once a round: the round in play ends before another opens",
+            "13:69F-2C.5(f), 40.6(b), 39.6(b), 31.8(a)",
+        ),
+        Rule(
+            "L2",
+            "a round collected before its deal is complete: its hands are void",
+            "13:69F-2C.14(g), 40.12(d), 39.12(c), 31.8(d)2",
+        ),
+        Rule(
+            "L3",
+            "the cards of a round in play are not shuffled until the round ends",
+            "13:69F-40.4(a), 39.4(a)",
+        ),
         Rule("E0", "the event does not follow docs/events.md", "docs/events.md"),
     ]
 }

@@ -32,6 +32,8 @@ from tablectl.simulators.table import SimulatedTable
 Event = dict[str, Any]
 Decision = dict[str, Any]
 OperatorSink = Callable[[Event], Awaitable[list[Decision]]]
+#: the round the daemon's engine holds open: (state, positions, first card dealt), or None
+OpenRound = Callable[[], tuple[str, list[int], bool] | None]
 
 #: the decisions a legal round must never draw (roundgen's contract, docs/rules.md)
 ILLEGAL_IN_A_LEGAL_ROUND = frozenset(
@@ -228,6 +230,7 @@ class AutoDealer:
         wait_timeout: float = 20.0,
         round_number: Callable[[], int] | None = None,
         pace: float = 0.0,
+        open_round: OpenRound | None = None,
     ) -> None:
         self.table = table
         # seconds the dealer pauses after each step (a card, an operator event): a person
@@ -249,6 +252,9 @@ class AutoDealer:
         self.wait_timeout = wait_timeout
         # the engine's number of the round in play (the journal's), when the caller knows it
         self.round_number = round_number
+        # the round the journal left open at a restart (X1), finished by resume()
+        self.open_round = open_round
+        self._resumed_positions: list[int] | None = None
         self.method = str(self.options.get("dealing", "manual_shoe"))
         self.positions = int(self.options.get("positions", 7 if game == "five_card_hilo" else 6))
         self.has_reader = game == "three_card_21" and self.options.get("reader", "concealed") != (
@@ -409,9 +415,13 @@ class AutoDealer:
         return stack
 
     async def _bets(self) -> list[int]:
-        count = self.rng.randint(1, self.positions)
-        positions = sorted(self.rng.sample(range(1, self.positions + 1), count))
-        await self.say("bets_closed", positions=positions)
+        if self._resumed_positions is not None:
+            # the round the daemon resumed had closed its bets already (L1: once a round)
+            positions, self._resumed_positions = self._resumed_positions, None
+        else:
+            count = self.rng.randint(1, self.positions)
+            positions = sorted(self.rng.sample(range(1, self.positions + 1), count))
+            await self.say("bets_closed", positions=positions)
         if self._report is not None:
             self._report.positions = positions
             if self.round_number is not None:
@@ -456,6 +466,11 @@ class AutoDealer:
             for h in self.feed.since(self._round_start)
             for d in h.decisions
         )
+
+    def _start_chosen(self) -> bool:
+        """AP: the resumed round's starting position was chosen before the restart (A1)."""
+        found = self.open_round() if self.open_round is not None else None
+        return found is not None and found[0] != "starting_position"
 
     def _shuffle_due(self) -> bool:
         if self.game != "three_card_21":
@@ -521,6 +536,39 @@ class AutoDealer:
             return
         if any(d.get("decision") == "notify_supervisor" for d in self._report.decisions):
             await self.say("supervisor_ack")  # by: the terminal's user, from the socket
+
+    # -- a restart ---------------------------------------------------------------------------
+
+    async def resume(self) -> None:
+        """Finish the round the daemon's journal held open when it restarted (X1).
+
+        The daemon's round is the journal's: a new "no more bets" would be refused (L1). A
+        void round is collected; a round being played (Three Card 21 resumes, its cards face
+        up) is played to its end with the steps it still lacks and collected; a round whose
+        deal had not begun is dealt by the next play_round, to its own positions.
+        """
+        found = self.open_round() if self.open_round is not None else None
+        if found is None:
+            return
+        state, positions, started = found
+        if state != "void" and not started:
+            self._resumed_positions = list(positions)
+            return
+        steps = {
+            "dealing": "deal_completed",
+            "bonus": "bonus_settled",
+            "insurance": "insurance_closed",
+            "players": "dealer_turn",
+        }
+        for _step in range(len(steps) + 1):
+            now = self.open_round() if self.open_round is not None else None
+            if now is None:
+                return
+            step = steps.get(now[0])
+            if step is None:  # played out (or void): collected
+                await self.say("hands_collected")
+                return
+            await self.say(step)
 
     # -- rounds -------------------------------------------------------------------------------
 
@@ -628,8 +676,11 @@ class AutoDealer:
         """31.8/31.11: the starting position, 7 cards to each of 7 positions, 4 remain (S4)."""
         await self._shuffle()
         round_mark = self.feed.mark()
+        resumed = self._resumed_positions is not None
         await self._bets()
-        if self.options.get("ap_start", "operator") == "operator":
+        if self.options.get("ap_start", "operator") == "operator" and not (
+            resumed and self.open_round is not None and self._start_chosen()
+        ):
             if self.rng.random() < 0.5:
                 dice = sum(self.rng.randint(1, 6) for _ in range(3))
                 await self.say("starting_position", dice=dice)

@@ -578,6 +578,14 @@ async def play_demo(
         lock.release()
 
 
+def open_round(engine: Any) -> tuple[str, list[int], bool] | None:
+    """The round the engine holds open (the journal's, after a restart), for the dealer."""
+    rnd = engine.round
+    if rnd is None or engine.state in ("idle", "shuffling", "deck_removed"):
+        return None
+    return engine.state, list(rnd.positions), bool(rnd.started)
+
+
 def cannot_resume(config: TableConfig) -> str | None:
     """Why the state dir's journal cannot go on under this run's table, or None when it can.
 
@@ -698,7 +706,9 @@ async def _play(
             gaming_day_start=config.gaming_day_start,
             round_number=lambda: daemon.service.engine.round_number,
             pace=0.0 if fast else float(getattr(args, "pace", 0.0)),
+            open_round=lambda: open_round(daemon.service.engine),
         )
+        await dealer.resume()  # a round the journal left open (X1) is finished first
         played = 0
         while args.rounds is None or played < args.rounds:
             if not fast:

@@ -54,6 +54,9 @@ CITATIONS: dict[str, Citation] = {
     "Q1": "13:69F-31 shuffle, by analogy with 40.4(a) (interpretation; text not in regs/)",
     "Q2": "13:69F-31 shuffle, by analogy with 40.4(a) (interpretation; text not in regs/)",
     "Q3": "13:69F-31 shuffle, by analogy with 40.4(a) (interpretation; text not in regs/)",
+    "L1": "13:69F-31.8(a) (interpretation)",
+    "L2": "13:69F-31.8(d)2",
+    "L3": "13:69F-31.8(a) (interpretation)",
 }
 
 

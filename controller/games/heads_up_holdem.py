@@ -65,6 +65,9 @@ CITATIONS: dict[str, Citation] = {
     "Q1": "13:69F-39.4(a); 13:69E-1.18 (interpretation)",
     "Q2": "13:69F-39.4(a); 13:69E-1.18 (interpretation)",
     "Q3": "13:69F-39.4(a); 13:69E-1.18 (interpretation)",
+    "L1": "13:69F-39.6(b)",
+    "L2": "13:69F-39.12(c)",
+    "L3": "13:69F-39.4(a)",
 }
 
 

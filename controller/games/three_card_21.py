@@ -68,6 +68,9 @@ CITATIONS: dict[str, Citation] = {
     "Q1": "13:69F-2C.4(a); 13:69E-1.18 (interpretation)",
     "Q2": "13:69F-2C.4(a); 13:69E-1.18 (interpretation)",
     "Q3": "13:69F-2C.4(a); 13:69E-1.18 (interpretation)",
+    "L1": "13:69F-2C.5(f)",
+    "L2": "13:69F-2C.14(g) (interpretation)",
+    "L3": "13:69F-2C.4(a), (h)",
 }
 
 ROUND_STATES = ("dealing", "bonus", "insurance", "players", "dealer_turn")
@@ -462,7 +465,7 @@ class ThreeCard21(Engine):
         """
         return (
             self.options.shuffler != "none"
-            and self._in_round()
+            and self._round_open()  # the shoe suspended too: the batch is the shuffler's
             and self.round is not None
             and self.round.started
             and self.burn_pending != "G5"

@@ -1143,6 +1143,8 @@ items = [
 for card in ("5c", "Qh", "6c", "8d", "7c"):
     items += [draw(card), Exp("deal_blocked", "G3")]
 items += [ev("deal_completed"), ev("bonus_settled"), ev("dealer_turn"), ev("hands_collected")]
+# issue 22: the blocked round reached no hand; collected, it ends void (L2, 2C.14(g))
+items += [Exp("void_round", "L2")]
 scenario(
     "G3_blocked_round_only_cards_are_deal_blocked_3c21",
     table("three_card_21"),
@@ -1151,6 +1153,9 @@ scenario(
         "EVENTS.md: deal_blocked is 'a deal (card drawn or stack dispensed) happened where none"
         " is allowed'; deal_completed, bonus_settled and dealer_turn are not deals. A `rejected`"
         " for them would also be defensible; deal_blocked is not.",
+        "Issue 22 (docs/rules.md L2): a round ends only completed or void; this one's deal was"
+        " blocked, so no hand got its initial cards (2C.14(g): such a hand is dead): collected,"
+        " it is void.",
     ],
 )
 

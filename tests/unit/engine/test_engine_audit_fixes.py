@@ -188,7 +188,9 @@ def test_G3_after_a_blocked_deal_only_the_cards_are_deal_blocked():
     out = feed(e, *draws("5c", "Qh", "6c", "8d", "7c"))
     assert names(out) == [("deal_blocked", "G3")] * 5
     steps = (ev("deal_completed"), ev("bonus_settled"), ev("insurance_closed"), ev("dealer_turn"))
-    assert feed(e, *steps, ev("hands_collected")) == []
+    assert feed(e, *steps) == []
+    # issue 22 (L2): the blocked round reached no hand; collected, it ends void
+    assert names(feed(e, ev("hands_collected"))) == [("void_round", "L2")]
 
 
 def test_D3_hand_deal_completed_is_the_deal_and_is_blocked_once():

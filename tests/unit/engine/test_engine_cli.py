@@ -95,10 +95,13 @@ def test_diagram_names_the_gating_rules_on_their_edges(capsys):
     (deal,) = [line for line in out.splitlines() if "start_deal [" in line]
     for rule in ("C10_", "C6_", "D4_", "C4_", "D1_D3_", "S1_"):
         assert rule in deal
-    assert "close_bets [C11_positions_within_the_table]" in out
+    assert "close_bets [L1_no_round_in_play & C11_positions_within_the_table]" in out
+    assert "collect [L2_deal_complete]" in out
+    assert "shuffle_mid_round [L3_the_rounds_cards_stay_out_of_the_shuffle]" in out
     cli.main(["diagram", "--game", "three_card_21"])
     out = capsys.readouterr().out
-    assert "players --> players: insert_reader [H1_" in out
+    players = next(line for line in out.splitlines() if "players --> players" in line)
+    assert "insert_reader [H1_" in players
     cli.main(["diagram", "--game", "asia_poker"])
     assert "choose_start [A1_start_in_range]" in capsys.readouterr().out
 

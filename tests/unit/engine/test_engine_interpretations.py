@@ -27,9 +27,9 @@ def test_asia_poker_shuffles_every_round():
 
     def two_rounds(e):
         out = feed(e, ev("bets_closed", positions=[1]), ev("starting_position", number=1))
-        out += feed(e, *draws(*deck[:10]), ev("hands_collected"))
+        out += feed(e, *draws(*deck[:49]), ev("deal_completed"), ev("hands_collected"))
         out += feed(e, ev("bets_closed", positions=[1]), ev("starting_position", number=1))
-        return out + feed(e, *draws(deck[20]))
+        return out + feed(e, *draws(deck[49]))
 
     assert ("deal_blocked", "D3") in names(two_rounds(table("asia_poker")))
     relaxed = flipped("asia_poker", "asia_poker_shuffles_every_round", False)

@@ -22,6 +22,7 @@ RULE_IDS = [
     "R1",
     "X1",
     "X2",
+    *(f"L{i}" for i in range(1, 4)),
 ]
 # the traceability table (the catalogue above it has rows by ID too)
 DOC = (ROOT / "docs" / "rules.md").read_text().split("\n## Traceability\n", 1)[1]
