@@ -76,6 +76,9 @@ def test_the_core_catalogue_keeps_the_rules_that_name_no_game():
         "Q1",
         "Q2",
         "Q3",
+        "L1",
+        "L2",
+        "L3",
         "E0",
     }
     everything = set(CORE_RULES).union(*OWN_RULES.values())
