@@ -1165,8 +1165,12 @@ def verify_journal(
     *,
     verification_key: Any = None,
     expect_until: datetime.datetime | None = None,
+    archive: str | Path | None = None,
 ) -> VerifyResult:
     """The verdict on a journal file or a directory of segments; never raises for bad input.
+
+    `archive`: a directory holding the segments retention moved away; its segments and the
+    directory's are verified together as one chain (a segment in both is read once, here).
 
     Rows are read in physical (rowid = seq) order; a seq out of order, a gap, a row whose
     stored hash does not match its content, a row whose prev_hash does not match the row before
@@ -1180,6 +1184,9 @@ def verify_journal(
     target = Path(path)
     if target.is_dir():
         files = segment_files(target)
+        if archive is not None and Path(archive).is_dir():
+            here = {f.name for f in files}
+            files += [f for f in segment_files(archive) if f.name not in here]
         if not files:
             return walk.result(
                 False, f"{target}: no journal segments (*.sqlite) here", readable=False
