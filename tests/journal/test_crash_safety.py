@@ -118,7 +118,10 @@ def test_a_crash_between_a_seal_and_its_new_key_is_levelled_at_start(tmp_path: P
 
 @pytest.mark.parametrize(
     ("point", "pattern"),
-    [("key.before_rename", ".sealing-key.*.tmp"), ("head.before_rename", ".journal.sqlite.head.*.tmp")],
+    [
+        ("key.before_rename", ".sealing-key.*.tmp"),
+        ("head.before_rename", ".journal.sqlite.head.*.tmp"),
+    ],
 )
 def test_a_temporary_left_by_a_crash_is_wiped_at_the_next_start(
     tmp_path: Path, point: str, pattern: str
