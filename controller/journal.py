@@ -467,6 +467,9 @@ class Journal:
         previous = {"file": closed_path.name, "last_seq": self._last_seq, "head": self._last_hash}
         try:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # A closed segment is one self-contained file: out of WAL mode, a reader (verify,
+            # retention, backup) opening it read-only leaves no -wal or -shm beside it.
+            self._db.execute("PRAGMA journal_mode=DELETE")
             self._db.close()
             for suffix in ("-wal", "-shm"):
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)

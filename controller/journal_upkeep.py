@@ -264,6 +264,8 @@ def apply_retention(
         if problem is not None:
             kept.append((segment, problem))
             continue
+        for suffix in ("-wal", "-shm"):
+            Path(f"{segment}{suffix}").unlink(missing_ok=True)
         os.unlink(segment)
         fsync_directory(segment.parent)
         retired.append((segment, how))
