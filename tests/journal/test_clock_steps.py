@@ -18,6 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tablectl.controller.config import load_config
 from tablectl.controller.gaming_day import gaming_day_of, local_wall_clock
 from tablectl.controller.journal import Journal, read_rows, verify_journal
@@ -168,6 +170,7 @@ def test_retention_counts_the_gaming_days_the_journal_holds_not_the_clocks(tmp_p
     assert "rows 1-" in whole.stdout
 
 
+@pytest.mark.long
 def test_a_clock_stepped_back_at_start_holds_seals_until_the_clock_agrees_again(tmp_path):
     config, port = _table(tmp_path / "t")
     build_history(config, 5)
@@ -219,6 +222,7 @@ class _Subscriber:
         self.sock.close()
 
 
+@pytest.mark.long
 def test_a_step_while_running_alarms_holds_the_roll_over_until_a_supervisor_acknowledges(
     tmp_path: Path,
 ):
@@ -262,6 +266,7 @@ def test_a_step_while_running_alarms_holds_the_roll_over_until_a_supervisor_ackn
     assert verify_journal(config.parent, verification_key=key).ok
 
 
+@pytest.mark.long
 def test_the_h1_daily_inspection_follows_the_gaming_day_across_clock_steps(tmp_path: Path):
     """The table service under a real clock (libfaketime) stepped 65 days ahead and back
     between rounds: the reader is used only on a gaming day it was inspected, whichever way

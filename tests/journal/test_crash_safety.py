@@ -29,8 +29,8 @@ ROLL_OVER_STEPS = [
     "rollover.after_create",
     "rollover.after_rows",
 ]
-#: Two steps stay in `make test`; all five run in `make test-long`.
-QUICK = {"rollover.after_rename", "rollover.after_create"}
+#: One step stays in `make test`; all five run in `make test-long`.
+QUICK = {"rollover.after_rename"}
 
 
 def _rows(path: Path) -> int:
@@ -89,6 +89,7 @@ def test_kill_9_at_each_step_of_the_roll_over_restarts_cleanly(tmp_path: Path, p
     assert not list(directory.glob(".*.tmp")) and not list(directory.glob(".*.new"))
 
 
+@pytest.mark.long
 def test_a_crash_between_a_seal_and_its_new_key_is_levelled_at_start(tmp_path: Path):
     """Killed right after a seal row's commit, before the evolved key file lands: the key
     file still names the epoch the journal sealed. The restart takes the journal's word,
@@ -123,6 +124,7 @@ def test_a_crash_between_a_seal_and_its_new_key_is_levelled_at_start(tmp_path: P
         ("head.before_rename", ".journal.sqlite.head.*.tmp"),
     ],
 )
+@pytest.mark.long
 def test_a_temporary_left_by_a_crash_is_wiped_at_the_next_start(
     tmp_path: Path, point: str, pattern: str
 ):
@@ -147,6 +149,7 @@ def test_a_temporary_left_by_a_crash_is_wiped_at_the_next_start(
     assert verify_journal(config.parent / "journal.sqlite", verification_key=key).ok
 
 
+@pytest.mark.long
 def test_a_crash_while_the_journal_is_created_leaves_no_journal_without_its_table(tmp_path):
     config = write_config(tmp_path / "t")
     crashed = start_daemon(
@@ -171,7 +174,9 @@ def _tableless(path: Path, how: str) -> None:
         db.close()
 
 
-@pytest.mark.parametrize("how", ["zeroed", "sqlite_without_table"])
+@pytest.mark.parametrize(
+    "how", ["zeroed", pytest.param("sqlite_without_table", marks=pytest.mark.long)]
+)
 def test_a_journal_file_without_its_table_is_completed_by_run_and_demo(tmp_path: Path, how):
     config = write_config(tmp_path / "t")
     _tableless(config.parent / "journal.sqlite", how)
@@ -189,6 +194,7 @@ def test_a_journal_file_without_its_table_is_completed_by_run_and_demo(tmp_path:
     assert verify_journal(state / "journal.sqlite").ok
 
 
+@pytest.mark.long
 def test_a_journal_file_that_may_hold_rows_is_refused_by_run_and_demo_untouched(tmp_path):
     config = write_config(tmp_path / "t")
     garbage = b"not a journal, and not empty either\n" * 100
@@ -207,6 +213,7 @@ def test_a_journal_file_that_may_hold_rows_is_refused_by_run_and_demo_untouched(
     assert (state / "journal.sqlite").read_bytes() == garbage
 
 
+@pytest.mark.long
 def test_the_demos_verification_key_lost_to_a_power_cut_is_written_again(tmp_path: Path):
     """The demo drew its keys, and the power went before the verification key reached the
     disk (an empty file): the next demo writes it again from the key (still at epoch 0), and

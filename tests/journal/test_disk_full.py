@@ -12,6 +12,8 @@ import datetime
 import time
 from pathlib import Path
 
+import pytest
+
 from tablectl.controller.journal import read_rows, verify_journal
 from tablectl.controller.operator_client import request
 from tests.demo.demo_helpers import run_demo
@@ -70,6 +72,7 @@ def test_a_full_disk_at_the_head_file_stops_dealing_and_the_reply_says_it_was_re
         assert verify_journal(config.parent / "journal.sqlite").ok
 
 
+@pytest.mark.long
 def test_a_full_disk_at_the_sealing_key_stops_dealing_and_the_restart_levels_the_key(
     tmp_path: Path,
 ):
@@ -93,6 +96,7 @@ def test_a_full_disk_at_the_sealing_key_stops_dealing_and_the_restart_levels_the
         assert result.ok and result.seals >= 2, result.message
 
 
+@pytest.mark.long
 def test_a_full_disk_at_the_roll_over_stops_dealing_and_the_restart_rolls_over(tmp_path: Path):
     """The daemon's clock (libfaketime) reaches 06:00 a few seconds after READY, on a disk
     filled in between: the roll-over cannot close the segment, dealing stops (exit 3); with
@@ -126,6 +130,7 @@ def test_a_full_disk_at_the_roll_over_stops_dealing_and_the_restart_rolls_over(t
         assert verify_journal(config.parent).ok
 
 
+@pytest.mark.long
 def test_demo_refuses_to_start_on_a_full_disk_as_run_does(tmp_path: Path):
     with small_filesystem(80) as mount:
         fill(mount, leave=16 << 20)
