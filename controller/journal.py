@@ -468,8 +468,12 @@ class Journal:
         try:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             # A closed segment is one self-contained file: out of WAL mode, a reader (verify,
-            # retention, backup) opening it read-only leaves no -wal or -shm beside it.
-            self._db.execute("PRAGMA journal_mode=DELETE")
+            # retention, backup) opening it read-only leaves no -wal or -shm beside it. Not
+            # possible while another connection reads it (the floor shipper): it stays in WAL
+            # mode then, which changes nothing of its rows.
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("PRAGMA busy_timeout=0")  # never wait on the reader for it
+                self._db.execute("PRAGMA journal_mode=DELETE")
             self._db.close()
             for suffix in ("-wal", "-shm"):
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)

@@ -187,6 +187,9 @@ def _copy_verified(segment: Path, archive_dir: Path) -> str | None:
         return f"cannot copy it to {archive_dir}: {error}"
     copy = verify_journal(target)
     original = verify_journal(segment)
+    for suffix in ("-wal", "-shm"):  # a read-only look at a WAL-mode file leaves these
+        with contextlib.suppress(OSError):
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
     if not copy.ok or (copy.last_seq, copy.head) != (original.last_seq, original.head):
         return f"the copy in {archive_dir} is not the same segment ({copy.message})"
     return None
