@@ -1160,12 +1160,7 @@ async def run_daemon(
             daemon.upkeep.clock_watch = clock_watch
             daemon.upkeep.on_clock = daemon.on_clock
             if daemon.floor is not None:
-                shipper = daemon.floor
-                daemon.upkeep.floor_confirmed_seq = lambda: (
-                    shipper.acknowledged_seq
-                    if shipper.head_known and shipper.state != "diverged"
-                    else 0
-                )
+                daemon.upkeep.floor_confirmed_seq = daemon.floor.confirmed_seq
             daemon.upkeep.start()
             daemon.start_health(health_interval)
         except (
