@@ -1188,7 +1188,6 @@ async def run_daemon(
                 await waiting
         notifier.stopping(daemon.status_line() if daemon.dealing_stopped else "stopping")
         log.info("stopping", exit_code=daemon.exit_code)
-        return daemon.exit_code
     finally:
         watchdog.stop()
         if daemon is not None:
@@ -1198,6 +1197,10 @@ async def run_daemon(
         if notify is None:
             notifier.close()
         lock.release()
+    # A clean stop writes a checkpoint and a seal (Daemon.close): when that write of the
+    # record fails, the stop is not clean (exit 3, like any failed write of the record).
+    assert daemon is not None
+    return daemon.exit_code
 
 
 def open_sealer(config: TableConfig, log: Any) -> Sealer | None:

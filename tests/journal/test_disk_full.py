@@ -139,3 +139,19 @@ def test_demo_refuses_to_start_on_a_full_disk_as_run_does(tmp_path: Path):
         assert done.returncode == 2, done.stdout + done.stderr
         assert "MiB free under" in done.stderr
         assert not (state / "journal.sqlite").exists() and not (state / "sealing-key").exists()
+
+
+def test_a_full_disk_at_a_clean_stops_checkpoint_ends_it_with_3(tmp_path: Path):
+    """SIGTERM between rounds writes a checkpoint and records the head: on a full disk the
+    head cannot be written, and the stop says the record failed (exit 3), not 0."""
+    with small_filesystem(80) as mount:
+        config = write_config(mount / "t")
+        started = start_daemon(config, timeout=20, extra=LINGER)
+        assert started.ready_seconds is not None
+        filler = fill(mount)
+        assert started.stop() == 3
+        assert any(e["event"] == "journal_write_failed" for e in log_of(started))
+        filler.unlink()
+        again = start_daemon(config, timeout=20)
+        assert again.ready_seconds is not None and again.stop() == 0
+        assert verify_journal(config.parent / "journal.sqlite").ok
