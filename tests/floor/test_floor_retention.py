@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
+import pytest
+
 from tablectl.controller.floor.shipper import FloorShipper
 from tablectl.controller.journal import verify_journal
 from tablectl.controller.journal_upkeep import apply_retention
@@ -15,6 +17,7 @@ from tests.journal.history import write_config
 from tests.journal.test_clock_steps import _today, seven_closed_segments
 
 
+@pytest.mark.long
 def test_without_an_archive_only_what_the_floor_confirmed_is_removed(
     floor_db: FloorDb, tmp_path: Path
 ) -> None:
