@@ -40,7 +40,17 @@ DEFAULT_GAMING_DAY_START = DEFAULT_START
 DEFAULT_LOG_LEVEL = "info"
 DEFAULT_CHECKPOINT_ROUNDS = 25
 SEALING_KEY_NAME = "sealing-key"
-JOURNAL_KEYS = ("path", "sealing_key", "checkpoint_rounds", "retain_days", "archive_dir")
+JOURNAL_KEYS = (
+    "path",
+    "sealing_key",
+    "checkpoint_rounds",
+    "retain_days",
+    "archive_dir",
+    "clock_step_hours",
+)
+#: A start whose clock is more than this many hours past the journal's last row is a clock
+#: step (docs/journal.md, "Clock steps"): longer than a table is normally closed.
+DEFAULT_CLOCK_STEP_HOURS = 168
 DEFAULT_BAUDRATE = 115200
 BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)
 
@@ -218,6 +228,7 @@ class TableConfig:
     #: options the configuration did not state but a table gets (the shuffle watch): a
     #: journal begun by a version without them goes on as written (service.py)
     implied_options: tuple[str, ...] = ()
+    clock_step_hours: int = DEFAULT_CLOCK_STEP_HOURS
 
     @property
     def sealing_key_path(self) -> Path:
@@ -739,6 +750,7 @@ def _journal_options(problems: _Problems, journal: Mapping[str, Any]) -> dict[st
     for key, low, default in (
         ("checkpoint_rounds", 1, DEFAULT_CHECKPOINT_ROUNDS),
         ("retain_days", 0, 0),
+        ("clock_step_hours", 1, DEFAULT_CLOCK_STEP_HOURS),
     ):
         value = journal.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:

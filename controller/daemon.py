@@ -41,8 +41,14 @@ from tablectl.controller.config import ConfigError, DeviceConfig, TableConfig, l
 from tablectl.controller.eager import start_eagerly
 from tablectl.controller.events import DEVICE_EVENTS, UNDECODABLE_FRAME
 from tablectl.controller.floor.shipper import FloorShipper
-from tablectl.controller.journal import Journal, JournalError, JournalRow
-from tablectl.controller.journal_upkeep import JournalUpkeep, StartDamage, check_before_start
+from tablectl.controller.journal import Journal, JournalError, JournalRow, recover_at_start
+from tablectl.controller.journal_upkeep import (
+    ClockStep,
+    ClockWatch,
+    JournalUpkeep,
+    StartDamage,
+    check_before_start,
+)
 from tablectl.controller.journal_verifier import BackgroundVerifier
 from tablectl.controller.logs import get_logger
 from tablectl.controller.metrics import MetricsServer, start_metrics_server
@@ -92,6 +98,8 @@ DEFAULT_FAIL_STOP_LINGER = 20.0
 DEFAULT_HEALTH_INTERVAL = 30.0
 #: Seconds a stop gives the event consumer to finish the events already received.
 DRAIN_DEADLINE = 1.0
+#: The supervisor's acknowledgement of a clock step (handled here, never by the engine).
+CLOCK_STEP_ACKNOWLEDGED = "clock_step_acknowledged"
 #: Seconds within which repeats of one alarm are folded into one message with a count.
 ALARM_COALESCE_SECONDS = 5.0
 #: The journal failed its start check (docs/journal.md): refused like any other start problem;
@@ -277,6 +285,7 @@ class Daemon:
         self._replayed_event: Mapping[str, Any] | None = None
         self._replayed_decisions: list[dict[str, Any]] = []
         self.upkeep: JournalUpkeep | None = None
+        self._start_step: ClockStep | None = None  # a step seen at start, before the upkeep
         self.journal_damage: StartDamage | None = None
         #: The walk of every segment after READY (journal_verifier): damage found there.
         self.background: BackgroundVerifier | None = None
@@ -584,7 +593,13 @@ class Daemon:
                 if self.background is not None and self.background.damage is not None
                 else None
             ),
+            "clock_step": self._clock_step_status(),
         }
+
+    def _clock_step_status(self) -> dict[str, Any] | None:
+        watch = self.upkeep.clock_watch if self.upkeep is not None else None
+        step = watch.step if watch is not None else self._start_step
+        return None if step is None else step.note()
 
     def why_down(self, name: str) -> str:
         """Why a device is down, in the words of its driver (refusal, transport error ...)."""
@@ -784,20 +799,90 @@ class Daemon:
         """An operator event, as from the socket (in-process callers: the demo's dealer).
 
         NotDealing when dealing has stopped (or stops on this event's journal write): the
-        operator is told, and the event counts as not taken.
+        operator is told, and the event counts as not taken; an event journaled whose record
+        failed right after it (its checkpoint) is acted on, and the reply says it was recorded.
         """
         if peer is None:  # from inside the process: the service user, and journaled so
             event = stamp_in_process(event)
         async with self._lock:
             if self.dealing_stopped is not None:
                 raise NotDealing(f"dealing stopped: {self.dealing_stopped['reason']}")
+            if event.get("type") == CLOCK_STEP_ACKNOWLEDGED:
+                return self._acknowledge_clock(event)
+            self.service.recorded_then_failed = None
             try:
                 decisions = await self.service.handle_operator_event(event, peer)
             except JournalError as error:
                 raise NotDealing(f"not recorded, dealing stopped: {error}") from error
             self._follow(event, decisions)
             self._update_status()
+            failed_after = self.service.recorded_then_failed
+            if failed_after is not None:
+                seq, why = failed_after
+                raise NotDealing(
+                    f"recorded (journal row {seq}) and acted on, but the record failed right "
+                    f"after it, so dealing stopped: {why}"
+                )
             return decisions
+
+    # -- clock steps (docs/journal.md, "Clock steps") ---------------------------------------
+
+    def clock_stepped(self, step: ClockStep) -> None:
+        """A clock step: journaled (durable), seals, retention and roll-over held, counted, an
+        alarm to operator subscribers."""
+        self.service.seals_held = step.reason()
+        self.service.journal.append(
+            "note", step.note(), round_number=self.service.engine.round_number, durable=True
+        )
+        metrics.CLOCK_STEP.set(1)
+        metrics.CLOCK_STEPS.labels(direction=step.direction).inc()
+        self._log.error("clock_step", **{k: v for k, v in step.note().items() if k != "type"})
+        self._schedule_publish(
+            {"message": "alarm", "alarm": "clock_step", **step.note(), "reason": step.reason()}
+        )
+
+    def on_clock(self, change: str, step: ClockStep) -> None:
+        """The upkeep's clock watch: a new step while running, or a held one agreeing again."""
+        if change == "step":
+            self.clock_stepped(step)
+        else:
+            self._clock_resolved(step, "the clock agrees again", None)
+
+    def _clock_resolved(self, step: ClockStep, how: str, caller: Any) -> None:
+        note: dict[str, Any] = {"type": "clock_step_resolved", "how": how, "step": step.note()}
+        if caller is not None:
+            note["caller"] = caller
+        self.service.journal.append(
+            "note", note, round_number=self.service.engine.round_number, durable=True
+        )
+        self.service.seals_held = None
+        metrics.CLOCK_STEP.set(0)
+        self._log.warning("clock_step_resolved", how=how, direction=step.direction)
+        self._schedule_publish(
+            {"message": "notice", "notice": "clock_step_resolved", "how": how, **step.note()}
+        )
+
+    def _acknowledge_clock(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A supervisor accepts the clock as it is now (`clock_step_acknowledged`)."""
+        watch = self.upkeep.clock_watch if self.upkeep is not None else None
+        if watch is None or watch.step is None:
+            raise NotDealing("clock_step_acknowledged: no clock step is held (nothing to do)")
+        step = watch.step
+        caller = event.get("caller") or {"user": event.get("by")}
+        try:
+            self._clock_resolved(step, "acknowledged", caller)
+        except JournalError as error:
+            raise NotDealing(f"not recorded, dealing stopped: {error}") from error
+        watch.acknowledge()
+        sealer = self.service.sealer
+        if sealer is not None:
+            # the supervisor says the clock is right: the epochs it skipped are gone unsealed
+            sealer.catch_up(datetime.datetime.now(datetime.UTC))
+        return []
+
+    def _schedule_publish(self, message: Mapping[str, Any]) -> None:
+        with contextlib.suppress(RuntimeError):  # no running loop: nobody to tell
+            asyncio.get_running_loop().create_task(self._publish(message))
 
     async def _device_lost(self, event: Mapping[str, Any]) -> None:
         """A device lost mid-run: an operator alarm at once (the metric alone is not seen)."""
@@ -1062,9 +1147,12 @@ async def run_daemon(
     daemon: Daemon | None = None
     try:
         try:
+            for done in recover_at_start(config.journal_path, config.sealing_key_path):
+                log.warning("journal_recovered_at_start", what=done)
             journal = Journal(config.journal_path)
         except (JournalError, OSError) as error:
             log.error("cannot_start", error=str(error))
+            notifier.status(f"refusing to start: {error}")
             return EXIT_REFUSED
         service = TableService(config, journal, **service_options)
         daemon = Daemon(config, service, notifier=notifier, usb_backend=usb_backend)
@@ -1089,6 +1177,12 @@ async def run_daemon(
                 return EXIT_JOURNAL_DAMAGED
             if damage is not None and damage.cut_from is not None:
                 journal.continue_after(damage.cut_from)  # sequence numbers are never reused
+            clock_watch = ClockWatch(config.clock_step_hours * 3600.0)
+            tail = journal.tail_rows(1)
+            stepped = clock_watch.at_start(tail[0].recorded_at if tail else None)
+            if stepped is not None:
+                daemon._start_step = stepped
+                daemon.clock_stepped(stepped)  # before any seal: the key must not jump
             service.sealer = open_sealer(config, log)
             service.seal_unsealed_at_start()
             service.checkpoint_parts["interlocks"] = daemon.interlocks.as_dict
@@ -1107,7 +1201,20 @@ async def run_daemon(
             await daemon.start()
             if damage is not None:
                 await daemon.journal_damage_accepted(damage)
+            if stepped is not None:  # the alarm once subscribers can be told
+                await daemon._publish(
+                    {
+                        "message": "alarm",
+                        "alarm": "clock_step",
+                        **stepped.note(),
+                        "reason": stepped.reason(),
+                    }
+                )
             daemon.upkeep = JournalUpkeep(service, daemon._lock)
+            daemon.upkeep.clock_watch = clock_watch
+            daemon.upkeep.on_clock = daemon.on_clock
+            if daemon.floor is not None:
+                daemon.upkeep.floor_confirmed_seq = daemon.floor.confirmed_seq
             daemon.upkeep.start()
             daemon.start_health(health_interval)
         except (
@@ -1136,7 +1243,6 @@ async def run_daemon(
                 await waiting
         notifier.stopping(daemon.status_line() if daemon.dealing_stopped else "stopping")
         log.info("stopping", exit_code=daemon.exit_code)
-        return daemon.exit_code
     finally:
         watchdog.stop()
         if daemon is not None:
@@ -1146,6 +1252,10 @@ async def run_daemon(
         if notify is None:
             notifier.close()
         lock.release()
+    # A clean stop writes a checkpoint and a seal (Daemon.close): when that write of the
+    # record fails, the stop is not clean (exit 3, like any failed write of the record).
+    assert daemon is not None
+    return daemon.exit_code
 
 
 def open_sealer(config: TableConfig, log: Any) -> Sealer | None:

@@ -579,6 +579,16 @@ EVENT_TYPES: dict[str, EventType] = {
             "2C.14(k) and every notify_supervisor decision: the notice is for a casino supervisor",
             BY,
         ),
+        _operator(
+            "clock_step_acknowledged",
+            "a supervisor accepts the table's clock after a clock_step alarm (docs/journal.md): "
+            "seals, retention and the journal's roll-over resume; handled by the daemon, never "
+            "by the round engine",
+            "supervisor",
+            "2C.6(m), 40.10(g): the record must keep its time; a person who can answer for the "
+            "clock accepts it (tablectl's interpretation)",
+            BY,
+        ),
         EventType(
             "controller_restarted",
             "controller",

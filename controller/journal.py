@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from tablectl.controller import metrics
 from tablectl.controller.engine import Engine
+from tablectl.controller.faults import fault_point
 from tablectl.controller.logs import get_logger
 from tablectl.controller.table import TableSpec
 
@@ -244,9 +245,8 @@ class Journal:
 
     def _open(self) -> None:
         try:
-            # Create the file 0600 before SQLite opens it; SQLite gives -wal and -shm the same mode.
-            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            os.close(descriptor)
+            if not self.path.exists():
+                create_journal_file(self.path)
             _make_private(self.path)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -357,6 +357,34 @@ class Journal:
         ).fetchone()
         return _to_row(raw) if raw else None
 
+    def last_seal(self) -> JournalRow | None:
+        """The journal's last seal row: the live segment's, else the one that closed the
+        previous segment (a roll-over seals the closing segment to its end)."""
+        found = self.last_of_kind("seal")
+        if found is not None:
+            return found
+        first = self.first_row()
+        if first is None or first.kind != "segment":
+            return None
+        name = first.body.get("previous", {}).get("file") if isinstance(first.body, dict) else None
+        if not isinstance(name, str):
+            return None
+        try:
+            db = _connect_read_only(self.path.parent / Path(name).name)
+        except JournalError:
+            return None
+        try:
+            raw = db.execute(
+                "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+                " WHERE kind = 'seal' AND kind IN ('segment', 'checkpoint', 'seal')"
+                " ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+        except sqlite3.Error:
+            return None
+        finally:
+            db.close()
+        return _to_row(raw) if raw else None
+
     def first_row(self) -> JournalRow | None:
         raw = self._db.execute(
             "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
@@ -399,9 +427,18 @@ class Journal:
             yield from batch
 
     def write_head(self) -> None:
-        """Record the head outside the file (`PATH.head`): a later start finds a cut tail."""
+        """Record the head outside the file (`PATH.head`): a later start finds a cut tail.
+
+        Fail-stop like a commit: a head file that cannot be written (a full disk) fails the
+        journal, so the daemon stops dealing rather than deal on with a head it cannot record.
+        """
         self.flush()
-        write_head_file(self.path, self._last_seq, self._last_hash)
+        try:
+            write_head_file(self.path, self._last_seq, self._last_hash)
+        except OSError as error:
+            self.fail(JournalError(f"{head_file(self.path)}: cannot record the head: {error}"))
+            assert self.failure is not None
+            raise self.failure from error
 
     def roll_over(
         self,
@@ -414,6 +451,14 @@ class Journal:
         The new segment's first row is a `segment` row (`segment` plus `previous`: the closed
         file's name, last seq and head, which is also the row's prev_hash), then `then` (the
         table row and a checkpoint): each segment describes itself and starts from a state.
+
+        Crash-safe as a sequence of steps (docs/journal.md, "The roll-over, step by step"):
+        close (WAL checkpointed into the file, fsynced), rename to the closed name and fsync
+        the directory, create the new live file whole (schema built under a temporary name,
+        renamed), then its first rows in one commit, then the head file. A crash after the
+        rename and before the rows is undone at the next start (`recover_roll_over`): the
+        closed file goes back to being the live one. Any failure here fails the journal
+        (fail-stop: the daemon stops dealing).
         """
         self.flush()
         if self._timer is not None:
@@ -422,18 +467,40 @@ class Journal:
         previous = {"file": closed_path.name, "last_seq": self._last_seq, "head": self._last_hash}
         try:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # A closed segment is one self-contained file: out of WAL mode, a reader (verify,
+            # retention, backup) opening it read-only leaves no -wal or -shm beside it. Not
+            # possible while another connection reads it (the floor shipper): it stays in WAL
+            # mode then, which changes nothing of its rows.
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("PRAGMA busy_timeout=0")  # never wait on the reader for it
+                self._db.execute("PRAGMA journal_mode=DELETE")
             self._db.close()
             for suffix in ("-wal", "-shm"):
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
             os.chmod(self.path, 0o400)
+            _fsync_file(self.path)
+            fault_point("rollover.after_close")
             os.replace(self.path, closed_path)
+            fsync_directory(self.path.parent)
         except (OSError, sqlite3.Error) as error:
-            raise JournalError(f"{self.path}: cannot close the segment: {error}") from error
+            self._closed = True
+            self.fail(JournalError(f"{self.path}: cannot close the segment: {error}"))
+            assert self.failure is not None
+            raise self.failure from error
+        fault_point("rollover.after_rename")
         self._log.info("segment_closed", file=str(closed_path), last_seq=self._last_seq)
-        self._open()
+        try:
+            self._open()
+        except JournalError as error:
+            self._closed = True
+            self.fail(error)
+            raise
+        fault_point("rollover.after_create")
         self.append("segment", {**segment, "type": "segment", "previous": previous})
         for kind, body in then:
             self.append(kind, body)
+        self.flush()
+        fault_point("rollover.after_rows")
         self.write_head()
 
     @property
@@ -517,6 +584,14 @@ class Journal:
                 _make_private(Path(f"{self.path}{suffix}"))
             self._side_files_checked = True
 
+    def fail(self, error: JournalError) -> None:
+        """A write of the record failed outside a commit (the head file, the sealing key, a
+        roll-over): fail-stop as for a commit, once (later failures are only logged)."""
+        if self.failure is not None:
+            self._log.error("journal_write_failed_again", error=str(error))
+            return
+        self._fail(error)
+
     def _fail(self, error: JournalError) -> None:
         """The first failed commit: refuse everything from now on; tell the owner once."""
         self.failure = error
@@ -531,7 +606,8 @@ class Journal:
         """Close without recording the head (the daemon refused this journal at start)."""
         if not self._closed:
             self._closed = True
-            self._db.close()
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
 
     def close(self) -> None:
         """Flush pending rows and close the file (after a failure: close without writing)."""
@@ -543,7 +619,8 @@ class Journal:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._db.close()
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
         if self.failure is None:  # after a failed commit the head is not what the file holds
             with contextlib.suppress(OSError):
                 write_head_file(self.path, self._last_seq, self._last_hash)
@@ -615,26 +692,100 @@ def write_head_file(path: str | Path, seq: int, digest: str) -> None:
     recorded = read_head_file(path)
     if recorded is not None and recorded[0] > seq:
         return
-    write_private_file(head_file(path), canonical_json({"seq": seq, "head": digest}) + "\n")
+    write_private_file(
+        head_file(path),
+        canonical_json({"seq": seq, "head": digest}) + "\n",
+        fault="head.before_rename",
+    )
 
 
-def write_private_file(path: Path, text: str) -> None:
+def write_private_file(path: Path, text: str, *, fault: str | None = None) -> None:
     """Replace `path` with `text`, mode 0600, durably: a temporary file fsynced, renamed over
     it, and the directory fsynced, so a crash leaves the old file or the new one, whole (the
-    journal's head file, the sealing key)."""
+    journal's head file, the sealing key, the demo's verification key). A failed write (a
+    full disk) removes its temporary and raises OSError: nothing half-written stays behind.
+    `fault`: the fault-injection point before the rename (controller/faults.py)."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(descriptor, text.encode())
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(text.encode())
+            while view:
+                view = view[os.write(descriptor, view) :]
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        if fault is not None:
+            fault_point(fault)
+        os.replace(temporary, path)
+    except OSError:
+        wipe_file(temporary)
+        raise
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: str | Path) -> None:
+    """fsync a directory: a rename (or a new file) in it survives a power cut only then."""
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
+
+
+def _fsync_file(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(directory)
+        os.fsync(descriptor)
     finally:
-        os.close(directory)
+        os.close(descriptor)
+
+
+def wipe_file(path: Path) -> None:
+    """Overwrite a file with zeroes, fsync, unlink: for a temporary that may hold a key of an
+    erased epoch (unlinking alone leaves its blocks readable on the disk)."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY)
+    except OSError:
+        path.unlink(missing_ok=True)
+        return
+    try:
+        size = os.fstat(descriptor).st_size
+        with contextlib.suppress(OSError):  # a full disk: overwriting in place needs no block
+            os.pwrite(descriptor, bytes(size), 0)
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    with contextlib.suppress(OSError):
+        path.unlink()
+        fsync_directory(path.parent)
+
+
+def create_journal_file(path: Path) -> None:
+    """A new journal file, whole or not at all: the schema is built (rollback-journal mode,
+    synchronous) under a temporary name, fsynced, then renamed into place and the directory
+    fsynced. A crash leaves no file or a file with its table, never a file without it."""
+    temporary = path.with_name(f".{path.name}.new")
+    for stale in (temporary, Path(f"{temporary}-journal")):
+        stale.unlink(missing_ok=True)
+    try:
+        descriptor = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(descriptor)
+        db = sqlite3.connect(temporary, isolation_level=None)
+        try:
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        finally:
+            db.close()
+        _fsync_file(temporary)
+        fault_point("journal.create.before_rename")
+        os.replace(temporary, path)
+        fsync_directory(path.parent)
+    except (OSError, sqlite3.Error) as error:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+        raise JournalError(f"{path}: cannot create the journal: {error}") from error
 
 
 def read_head_file(path: str | Path) -> tuple[int, str] | None:
@@ -667,6 +818,115 @@ def live_segments(live: Path) -> list[Path]:
     """The live journal file and its closed segments (`STEM-*.sqlite` beside it)."""
     closed = sorted(live.parent.glob(f"{live.stem}-*{live.suffix}"))
     return [*closed, live] if live.is_file() else closed
+
+
+# --- at start: what a crash can leave behind -------------------------------------------------
+
+
+def _last_row(path: Path) -> tuple[int, str] | None:
+    """(seq, hash) of a file's last row; None when it holds none or cannot be read."""
+    try:
+        db = _connect_read_only(path)
+    except JournalError:
+        return None
+    try:
+        row = db.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
+        return (int(row[0]), str(row[1])) if row else None
+    except (sqlite3.Error, TypeError, ValueError):
+        return None
+    finally:
+        db.close()
+
+
+def _journal_file_state(path: Path) -> str:
+    """ "journal" (has its table), "empty" (no row can be in it: zero bytes, all zeroes, or a
+    SQLite file with no table at all), or why it is neither."""
+    try:
+        size = path.stat().st_size
+        if size == 0:
+            return "empty"
+        if size <= 1 << 20 and not path.read_bytes().strip(b"\0"):
+            return "empty"
+    except OSError as error:
+        return f"cannot be read: {error.strerror}"
+    try:
+        db = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        return f"not a SQLite file ({error})"
+    try:
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    except sqlite3.Error as error:
+        return f"not a SQLite file ({size} bytes: {error})"
+    finally:
+        db.close()
+    if "journal" in names:
+        return "journal"
+    if not names:
+        return "empty"
+    return f"a SQLite file with tables {names} but no journal table"
+
+
+def recover_at_start(live: Path, sealing_key: Path | None = None) -> list[str]:
+    """Before the journal is opened: finish or undo what a crash interrupted; what was done.
+
+    - temporaries of the head file, the sealing key and a new journal file are removed (a key
+      temporary is overwritten first: it holds the key of an epoch since erased);
+    - a live file that holds no row (zero bytes, zeroes, a SQLite file without its table: a
+      crash during its creation) is removed, to be created whole;
+    - a roll-over cut between closing the live segment and committing the new one's first rows
+      is undone: the closed file that holds the recorded head becomes the live one again (and
+      is rolled over again at the next moment between rounds);
+    - a live file left read-only by a crash inside the close is made writable again.
+    Raises JournalError, naming the file, for a live file that is not a journal and may hold
+    rows (not SQLite, or another database): it is never removed.
+    """
+    done: list[str] = []
+    directories = {live.parent: [f".{live.name}.head.", f".{live.name}.new"]}
+    if sealing_key is not None:
+        directories.setdefault(sealing_key.parent, []).append(f".{sealing_key.name}.")
+    for directory, prefixes in directories.items():
+        with contextlib.suppress(OSError):
+            for entry in sorted(directory.iterdir()):
+                name = entry.name
+                if any(name.startswith(p) for p in prefixes) and (
+                    name.endswith(".tmp") or ".new" in name
+                ):
+                    wipe_file(entry)
+                    done.append(f"removed the stale temporary {entry} (overwritten, then unlinked)")
+    if live.exists():
+        state = _journal_file_state(live)
+        if state == "empty":
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{live}{suffix}").unlink(missing_ok=True)
+            fsync_directory(live.parent)
+            done.append(f"removed {live}: it held no row (a crash during its creation)")
+        elif state != "journal":
+            raise JournalError(
+                f"{live} is {state}: not a journal this daemon wrote, and it may hold rows, so it "
+                "is not replaced; move it away (keep it) to begin a new journal there"
+            )
+    recorded = read_head_file(live)
+    closed = sorted(
+        (p for p in live_segments(live) if p != live and closed_segment_first_seq(p) is not None),
+        key=lambda p: closed_segment_first_seq(p) or 0,
+    )
+    if closed and recorded is not None and _last_row(closed[-1]) == recorded:
+        latest = closed[-1]
+        if live.exists() and _last_row(live) is None:
+            # the new live file was created but its first rows never committed
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{live}{suffix}").unlink(missing_ok=True)
+        if not live.exists():
+            os.chmod(latest, 0o600)
+            os.replace(latest, live)
+            fsync_directory(live.parent)
+            done.append(
+                f"undid an interrupted roll-over: {latest.name} (it ends at the recorded head, "
+                f"row {recorded[0]}) is the live segment {live.name} again"
+            )
+    if live.exists() and stat.S_IMODE(live.stat().st_mode) != 0o600:
+        os.chmod(live, 0o600)
+    return done
 
 
 def backup_journal(live: Path, dest: Path) -> tuple[list[Path], VerifyResult]:
@@ -940,8 +1200,12 @@ def verify_journal(
     *,
     verification_key: Any = None,
     expect_until: datetime.datetime | None = None,
+    archive: str | Path | None = None,
 ) -> VerifyResult:
     """The verdict on a journal file or a directory of segments; never raises for bad input.
+
+    `archive`: a directory holding the segments retention moved away; its segments and the
+    directory's are verified together as one chain (a segment in both is read once, here).
 
     Rows are read in physical (rowid = seq) order; a seq out of order, a gap, a row whose
     stored hash does not match its content, a row whose prev_hash does not match the row before
@@ -955,6 +1219,9 @@ def verify_journal(
     target = Path(path)
     if target.is_dir():
         files = segment_files(target)
+        if archive is not None and Path(archive).is_dir():
+            here = {f.name for f in files}
+            files += [f for f in segment_files(archive) if f.name not in here]
         if not files:
             return walk.result(
                 False, f"{target}: no journal segments (*.sqlite) here", readable=False

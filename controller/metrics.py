@@ -160,7 +160,18 @@ JOURNAL_BACKGROUND_LAST_RUN = Gauge(
 )
 JOURNAL_WRITE_ERRORS = Counter(
     "tablectl_journal_write_errors_total",
-    "Journal commits that failed (a full disk, an I/O error): each stops dealing (fail-stop)",
+    "Writes of the record that failed (a journal commit, the head file, the sealing key, a "
+    "checkpoint, a roll-over: a full disk, an I/O error): each stops dealing (fail-stop)",
+)
+CLOCK_STEP = Gauge(
+    "tablectl_clock_step_unresolved",
+    "1 while a clock step is unresolved (not acknowledged, the clock not agreeing again): "
+    "seals, retention and the journal's roll-over are held",
+)
+CLOCK_STEPS = Counter(
+    "tablectl_clock_steps_total",
+    "Clock steps detected (journaled as clock_step notes), by direction",
+    ["direction"],
 )
 JOURNAL_FREE_BYTES = Gauge(
     "tablectl_journal_free_bytes", "Free bytes, for the service user, under the journal"

@@ -160,6 +160,38 @@ class Sealer:
     def due(self, now: datetime.datetime) -> bool:
         return self.epoch_at(now) > self.epoch
 
+    def level_with(self, last_seal: Mapping[str, Any] | None) -> str | None:
+        """At start: the journal, not the key file, says which epoch was sealed last.
+
+        A crash between a seal row's commit and the evolved key file landing leaves the key
+        file one step behind the journal: it still holds the sealed epoch's key and names an
+        earlier `last_sealed_epoch`, so the next seal would name the wrong predecessor and
+        `verify --verify-key` would call the journal tampered for ever. The key is evolved
+        past the journal's last sealed epoch (that epoch's key erased, as the seal meant) and
+        the predecessor taken from the journal. What was done, or None when level already.
+        """
+        if last_seal is None:
+            return None
+        try:
+            sealed = int(last_seal["epoch"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if sealed >= self.epoch:
+            behind = (self.epoch, self.last_sealed_epoch)
+            self.last_sealed_epoch = sealed
+            self._evolve_to(sealed + 1)
+            return (
+                f"the sealing key was at epoch {behind[0]} (last sealed {behind[1]}) but the "
+                f"journal's last seal is epoch {sealed}: the key is evolved to epoch "
+                f"{self.epoch}, epoch {sealed}'s key erased"
+            )
+        if self.last_sealed_epoch != sealed:
+            said = self.last_sealed_epoch
+            self.last_sealed_epoch = sealed
+            self._evolve_to(self.epoch)  # rewritten with the journal's last sealed epoch
+            return f"the key file named epoch {said} as last sealed; the journal says {sealed}"
+        return None
+
     def catch_up(self, now: datetime.datetime) -> None:
         """At start: epochs passed while the daemon was down get no seal; their keys go."""
         current = self.epoch_at(now)
@@ -192,6 +224,7 @@ class Sealer:
             write_private_file(
                 self.path,
                 _key_file_text(key, epoch, self.last_sealed_epoch, self.start, self.interval),
+                fault="key.before_rename",
             )
         except OSError as error:
             raise SealingError(f"{self.path}: cannot write the evolved key: {error}") from error

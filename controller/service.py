@@ -28,6 +28,7 @@ from typing import Any
 from tablectl.controller import metrics
 from tablectl.controller.config import TableConfig
 from tablectl.controller.engine import Engine
+from tablectl.controller.faults import fault_point
 from tablectl.controller.journal import (
     RANDOM_DRAW,
     Journal,
@@ -42,7 +43,7 @@ from tablectl.controller.journal import (
     recipient_name,
 )
 from tablectl.controller.logs import get_logger
-from tablectl.controller.sealing import Sealer
+from tablectl.controller.sealing import Sealer, SealingError
 
 CHECKPOINT_FORMAT = 1
 #: Replayed events between two progress reports (STATUS=, EXTEND_TIMEOUT_USEC=).
@@ -160,10 +161,16 @@ class TableService:
         # A checkpoint at the end of every `checkpoint_rounds`-th round; seals when a key is set.
         self.checkpoint_rounds = config.checkpoint_rounds
         self.sealer: Sealer | None = None
+        #: Why seals (and the journal's retention and roll-over) are held: an unresolved clock
+        #: step (journal_upkeep.ClockWatch). None: not held.
+        self.seals_held: str | None = None
         # Parts of the state kept outside the service (the daemon's interlocks), by name.
         self.checkpoint_parts: dict[str, Callable[[], Any]] = {}
         self._round_voided = False
         self._round_counted = 0
+        #: (the event's seq, why) when an event was journaled but the record failed right after
+        #: it (its checkpoint): the operator's reply says it was recorded.
+        self.recorded_then_failed: tuple[int, str] | None = None
         # The engine's round number when the live journal segment began (0: the table's first
         # segment): the segment holds the rounds after it (the journal's growth per round).
         self.segment_first_round = 0
@@ -366,13 +373,25 @@ class TableService:
         metrics.JOURNAL_LAST_CHECKPOINT.set(_row_time(checkpoint))
 
     def seal(self, now: datetime.datetime | None = None) -> int | None:
-        """Seal every row so far with this epoch's key, then erase the key (None: no key)."""
-        if self.sealer is None:
+        """Seal every row so far with this epoch's key, then erase the key (None: no key, or
+        seals held by an unresolved clock step).
+
+        The seal row is committed first, then the key evolved: a crash between them is
+        levelled at the next start (`Sealer.level_with`). A key that cannot be written (a full
+        disk) fails the journal: fail-stop, like a commit.
+        """
+        if self.sealer is None or self.seals_held is not None:
             return None
         moment = now or datetime.datetime.now(datetime.UTC)
         body = self.sealer.seal_body(self.journal.last_seq, self.journal.last_hash, moment)
         seq = self.journal.append("seal", body, round_number=self.engine.round_number, durable=True)
-        self.sealer.sealed(body, moment)
+        fault_point("seal.after_commit")
+        try:
+            self.sealer.sealed(body, moment)
+        except SealingError as error:
+            self.journal.fail(JournalError(str(error)))
+            assert self.journal.failure is not None
+            raise self.journal.failure from error
         self.journal.write_head()
         metrics.JOURNAL_LAST_SEAL.set(moment.timestamp())
         self._log.info("sealed", seq=seq, epoch=body["epoch"])
@@ -384,13 +403,20 @@ class TableService:
         if self.sealer is None:
             return
         moment = now or datetime.datetime.now(datetime.UTC)
-        last_seal = self.journal.last_of_kind("seal")
+        last_seal = self.journal.last_seal()
+        levelled = self.sealer.level_with(last_seal.body if last_seal is not None else None)
+        if levelled is not None:
+            self._log.warning("sealing_key_levelled", reason=levelled)
+        if last_seal is not None:
+            metrics.JOURNAL_LAST_SEAL.set(_row_time(last_seal))
+        if self.seals_held is not None:
+            # a clock step: no seal and no key evolved on a clock nobody trusts yet
+            self._log.warning("seals_held", reason=self.seals_held)
+            return
         unsealed = self.journal.last_seq > (last_seal.seq if last_seal is not None else 0)
         if unsealed and self.sealer.due(moment):
             self.seal(moment)
         self.sealer.catch_up(moment)
-        if last_seal is not None:
-            metrics.JOURNAL_LAST_SEAL.set(_row_time(last_seal))
 
     def roll_segment(self, gaming_day: datetime.date, closing_day: str) -> Path:
         """Close the live segment (sealed to its end) and begin `gaming_day`'s; the closed file.
@@ -407,6 +433,7 @@ class TableService:
             self.engine = engine_from_checkpoint(
                 self.table_row, self.engine.snapshot(), self._draws
             )
+        fault_point("rollover.after_seal")
         first = self.journal.first_row()
         closed = closed_segment_name(
             self.journal.path, closing_day, first.seq if first is not None else 0
@@ -475,7 +502,14 @@ class TableService:
             and self.between_rounds()
             and self._round_counted % self.checkpoint_rounds == 0
         ):
-            self.checkpoint()
+            try:
+                self.checkpoint()
+            except JournalError as error:
+                # The event and its decisions are durable already: they are acted on below
+                # (the journal's failure has stopped dealing); the caller learns it was
+                # recorded (`recorded_then_failed`).
+                self._log.error("checkpoint_failed", error=str(error), event_seq=seq)
+                self.recorded_then_failed = (seq, str(error))
         elapsed = perf_counter() - started
         self._observe_processing(elapsed)
         if commands or (self.publish is not None and (decisions or self.subscribed())):

@@ -46,10 +46,16 @@ from tablectl.controller.config import (
     parse_listen_address,
 )
 from tablectl.controller.daemon import Daemon, run_daemon
-from tablectl.controller.journal import JournalError, read_rows
+from tablectl.controller.journal import (
+    JournalError,
+    read_rows,
+    recover_at_start,
+    write_private_file,
+)
 from tablectl.controller.logs import configure_logging
+from tablectl.controller.preflight import ERROR, check_free_space
 from tablectl.controller.registry import bundled_game_names
-from tablectl.controller.sealing import setup_keys
+from tablectl.controller.sealing import SealingError, VerificationKey, setup_keys
 from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
 from tablectl.drivers.registry import get_driver_class
 from tablectl.simulators import shuffles
@@ -392,14 +398,38 @@ def _floor_section(args: argparse.Namespace) -> dict[str, Any] | None:
 VERIFICATION_KEY_FILE = "verification-key"
 
 
-def demo_sealing_keys(state_dir: Path) -> None:
+def demo_sealing_keys(state_dir: Path) -> str | None:
     """The demo seals its journal like a table: a sealing key in the state dir (once), and
-    the verification key beside it in STATE_DIR/verification-key (a table keeps it away)."""
+    the verification key beside it in STATE_DIR/verification-key (a table keeps it away).
+
+    Both are written durably (fsynced, renamed, the directory fsynced). A verification key
+    file lost to a crash right after the sealing key was drawn is written again from the key
+    while it is still at epoch 0 (its key is then the seed); later it cannot be: said (the
+    returned text), and the demo goes on sealing.
+    """
     key_file = state_dir / SEALING_KEY_NAME
-    if key_file.exists():
-        return
-    verification = setup_keys(key_file)
-    (state_dir / VERIFICATION_KEY_FILE).write_text(f"{verification}\n")
+    verification_file = state_dir / VERIFICATION_KEY_FILE
+    if not key_file.exists():
+        verification = setup_keys(key_file)
+        write_private_file(verification_file, f"{verification}\n")
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        VerificationKey.parse(verification_file.read_text())
+        return None
+    try:
+        held = json.loads(key_file.read_text())
+        if int(held["epoch"]) == 0:
+            seed = VerificationKey(
+                bytes.fromhex(held["key"]), int(held["start"]), int(held["interval"])
+            )
+            write_private_file(verification_file, f"{seed}\n")
+            return f"{verification_file} was missing or empty: written again from the key"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return (
+        f"{verification_file} is missing or empty and the sealing key has evolved since: the "
+        "seals cannot be verified; give a new --state-dir for a verifiable demo"
+    )
 
 
 def histogram_quantile(buckets: list[tuple[float, float]], quantile: float) -> float | None:
@@ -511,7 +541,6 @@ async def play_demo(
     state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     args.state_dir = state_dir
-    demo_sealing_keys(state_dir)
     options = demo_table_options(args.game, args.dealing, args.dual_deck)
     taken = metrics_port_taken(host, port)
     if taken is not None:
@@ -536,6 +565,13 @@ async def play_demo(
         lock = acquire_table_lock(state_dir / "journal.sqlite")
     except (TableLocked, LockError) as error:
         print(f"tablectl demo: {error}", file=sys.stderr)
+        return 2
+    # As `tablectl run`: no start on a disk too full to journal, what a crash left behind
+    # put right (or refused, said), the keys written durably.
+    refused = prepare_state_dir(state_dir)
+    if refused is not None:
+        lock.release()
+        print(f"tablectl demo: {refused}", file=sys.stderr)
         return 2
     drivers: dict[str, str] = getattr(args, "drivers", None) or {}
     try:
@@ -584,6 +620,24 @@ def open_round(engine: Any) -> tuple[str, list[int], bool] | None:
     if rnd is None or engine.state in ("idle", "shuffling", "deck_removed"):
         return None
     return engine.state, list(rnd.positions), bool(rnd.started)
+
+
+def prepare_state_dir(state_dir: Path) -> str | None:
+    """Before the demo's daemon starts: why it must not (a full disk, a journal file it
+    cannot use), or None; what a crash left behind is put right and said on stderr."""
+    journal = state_dir / "journal.sqlite"
+    for problem in check_free_space("--state-dir", journal):
+        if problem.severity == ERROR:
+            return f"{problem.message} (--state-dir {state_dir})"
+    try:
+        for done in recover_at_start(journal, state_dir / SEALING_KEY_NAME):
+            print(f"tablectl demo: {done}", file=sys.stderr)
+        said = demo_sealing_keys(state_dir)
+    except (JournalError, SealingError, OSError) as error:
+        return str(error)
+    if said is not None:
+        print(f"tablectl demo: {said}", file=sys.stderr)
+    return None
 
 
 def cannot_resume(config: TableConfig) -> str | None:

@@ -19,13 +19,17 @@ from typing import Any, TextIO
 from tablectl.controller.config import SERVICE_USER, ConfigError, load_config
 from tablectl.controller.export import COLUMNS, export_records
 from tablectl.controller.journal import (
+    EXIT_TAMPERED,
     EXIT_UNREADABLE,
     JournalError,
+    JournalRow,
     VerifyResult,
     backup_journal,
     hands_in_deal_order,
+    read_rows,
     recipient_name,
     round_cards,
+    segment_files,
     verify_journal,
 )
 from tablectl.controller.sealing import (
@@ -56,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_time,
         help="ISO time the table ran until (e.g. 2026-11-23T05:59:00+00:00): a journal sealed "
         "only until earlier fails (a cut tail); needs --verify-key",
+    )
+    verify.add_argument(
+        "--archive",
+        metavar="DIR",
+        help="the directory retention moved closed segments to (journal.archive_dir): verified "
+        "with PATH as one chain; with --expect-until, a history whose first rows are in "
+        "neither fails",
     )
     show = actions.add_parser("show", help="a round's cards, hand by hand, in the order dealt")
     show.add_argument("path", metavar="PATH", help="the journal's SQLite file")
@@ -202,7 +213,25 @@ def _verify(args: argparse.Namespace) -> int:
     if args.expect_until is not None and key is None:
         print("tablectl journal verify: --expect-until needs --verify-key", file=sys.stderr)
         return EXIT_UNREADABLE
-    result = verify_journal(args.path, verification_key=key, expect_until=args.expect_until)
+    result = verify_journal(
+        args.path, verification_key=key, expect_until=args.expect_until, archive=args.archive
+    )
+    if result.ok and args.expect_until is not None and (result.first_seq or 1) > 1:
+        # The earliest segments are not here: what is kept verifies, but nothing proves the
+        # history before it (retention, or someone, removed it). Said, and not intact.
+        print(
+            f"{args.path}: UNPROVEN START: the proven history starts at row {result.first_seq}"
+            f"{_where_it_starts(args.path, args.archive, result.first_seq or 1)}; rows "
+            f"1-{(result.first_seq or 1) - 1} are not here"
+            + (
+                f" nor in {args.archive}"
+                if args.archive
+                else " (give --archive DIR, the journal's archive_dir, to prove them)"
+            ),
+            file=sys.stderr,
+        )
+        print(describe(result), file=sys.stderr)
+        return EXIT_TAMPERED
     if result.ok:
         print(f"{args.path}: {result.message}")
         print(describe(result))
@@ -212,6 +241,28 @@ def _verify(args: argparse.Namespace) -> int:
     else:
         print(f"{args.path}: NOT A READABLE JOURNAL: {result.message}", file=sys.stderr)
     return result.exit_code
+
+
+def _where_it_starts(path: str, archive: str | None, first_seq: int) -> str:
+    """` (FILE, gaming day D, written at T)` for the segment whose first row is `first_seq`."""
+    places = [Path(path)] + ([Path(archive)] if archive else [])
+    for place in places:
+        if not place.is_dir():
+            continue
+        for segment in segment_files(place):
+            first = _first_row(segment)
+            if first is not None and first.seq == first_seq:
+                day = first.body.get("gaming_day") if first.kind == "segment" else None
+                said = f", gaming day {day}" if day else ""
+                return f" ({segment.name}{said}, written at {first.recorded_at})"
+    return ""
+
+
+def _first_row(segment: Path) -> JournalRow | None:
+    try:
+        return next(read_rows(segment), None)
+    except JournalError:
+        return None
 
 
 def _backup(args: argparse.Namespace) -> int:

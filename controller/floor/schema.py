@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.config import TABLE_ID_PATTERN
+from tablectl.controller.journal import fsync_directory
 
 SCHEMA = "floor"
 WRITER_GROUP = "tablectl_floor_writer"
@@ -270,3 +271,4 @@ def append_passfile(path: Path, dbname: str, role: str, password: str) -> None:
     finally:
         os.close(descriptor)
     os.replace(temporary, path)
+    fsync_directory(path.parent)  # the rename survives a power cut only then

@@ -186,6 +186,15 @@ class FloorShipper:
             self._thread.join(drain_seconds + CONNECT_TIMEOUT + 1)
             self._thread = None
 
+    def confirmed_seq(self) -> int:
+        """The last row the floor store holds for sure (0 when unknown): what retention may
+        remove without an archive. The shipper checked, when it connected, that the floor's
+        last row has the local row's hash, and ships in order, each batch committed there."""
+        with self._lock:
+            if not self.head_known or self.state == "diverged":
+                return 0
+            return self.acknowledged_seq
+
     @property
     def rows_behind(self) -> int:
         return max(0, self.committed_seq - self.acknowledged_seq)

@@ -30,6 +30,7 @@ from tablectl.controller.journal import (
     verify_journal,
 )
 from tablectl.controller.journal_upkeep import JournalUpkeep, apply_retention
+from tablectl.controller.sealing import Sealer, setup_keys
 from tablectl.controller.service import TableService
 from tests.journal.history import build_history, write_config
 
@@ -56,8 +57,11 @@ def test_three_gaming_days_then_retention_archives_the_oldest(tmp_path: Path) ->
     directory = config_path.parent
     first_day = datetime.date.today()
 
+    setup_keys(directory / "sealing-key", interval=3600)  # retention retires sealed ones only
+
     async def scenario() -> list[int]:
         service = await _service(config_path)
+        service.sealer = Sealer(directory / "sealing-key")
         upkeep = JournalUpkeep(service, asyncio.Lock())
         upkeep.segment_day = first_day
         rounds = [service.engine.round_number]
@@ -98,9 +102,11 @@ def test_no_retention_keeps_every_segment(tmp_path: Path) -> None:
     live.write_bytes(b"")
     old = tmp_path / "journal-2020-01-01-000000000001.sqlite"
     old.write_bytes(b"")
-    assert apply_retention(live, datetime.date(2026, 1, 1), 0, None) == []
-    assert apply_retention(live, datetime.date(2026, 1, 1), 30, None) == [old]
-    assert not old.exists() and live.exists()
+    assert apply_retention(live, datetime.date(2026, 1, 1), 0, None).retired == []
+    # old by the clock, but the journal holds no later gaming day: kept
+    outcome = apply_retention(live, datetime.date(2026, 1, 1), 30, None)
+    assert outcome.retired == [] and "fewer than retain_days" in outcome.kept[0][1]
+    assert old.exists() and live.exists()
 
 
 def test_a_round_is_shown_from_the_segment_and_checkpoint_it_is_in(tmp_path: Path) -> None:

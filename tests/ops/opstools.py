@@ -58,6 +58,9 @@ KNOWN_METRICS = frozenset(
         "tablectl_journal_background_last_run_timestamp_seconds",
         "tablectl_dealing_stopped",
         "tablectl_alarms_coalesced_total",
+        # time cannot erase or freeze the record (issue 21)
+        "tablectl_clock_step_unresolved",
+        "tablectl_clock_steps_total",
     }
 )
 HISTOGRAMS = frozenset({"tablectl_event_processing_seconds", "tablectl_journal_write_seconds"})

@@ -61,7 +61,10 @@ def small_filesystem(mib: int) -> Iterator[Path]:
         mount.rmdir()
         if image is not None:
             image.unlink()
-        pytest.skip("cannot mount a small filesystem here: " + "; ".join(reasons))
+        why = "cannot mount a small filesystem here (needs root): " + "; ".join(reasons)
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(why)  # CI runs as root: a skipped disk-full test there hides a gap
+        pytest.skip(why)
     try:
         mount.chmod(0o755)
         yield mount
