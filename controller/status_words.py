@@ -41,6 +41,7 @@ DECK_STATES: dict[str, str] = {
     "in_play": "being dealt",
     "reshuffle_due": "reshuffle due",
     "removed": "removed from play",
+    "not_seen": "not yet seen (no shuffle, shoe or card reported since the journal began)",
 }
 
 #: The hole-card reader's state.
@@ -136,6 +137,9 @@ def describe(status: Mapping[str, Any]) -> list[str]:
     lines.append("decks:")
     for name, deck in decks.items():
         marker = " (current)" if name == current and len(decks) > 1 else ""
+        if deck.get("state") == "not_seen":
+            lines.append(f"  {name}{marker}: {deck_state(deck.get('state'))}")
+            continue
         lines.append(
             f"  {name}{marker}: {deck_state(deck.get('state'))}; "
             f"{stub_cadence(deck)}; "
@@ -176,3 +180,42 @@ def describe(status: Mapping[str, Any]) -> list[str]:
     else:
         lines.append("supervisor notifications pending: none")
     return lines
+
+
+#: `tablectl status` exit statuses, the monitoring plugins' convention (a Nagios/Icinga check
+#: runs it as is): 0 healthy, 1 degraded, 2 stopped or unreachable.
+HEALTHY, DEGRADED, UNREACHABLE = 0, 1, 2
+
+
+def degraded_reasons(status: Mapping[str, Any]) -> list[str]:
+    """Why the table is degraded (a device down or faulted, a notification pending, dealing
+    stopped or held), in words; empty when it is healthy."""
+    devices = status.get("devices") or {}
+    reasons = [f"{name} down" for name, state in devices.items() if state != "up"]
+    reasons += [f"{name} refused" for name in status.get("refused_devices") or {}]
+    reasons += [
+        f"{name} fault: {fault_words(fault)}"
+        for name, fault in (status.get("device_faults") or {}).items()
+    ]
+    pending = status.get("pending_supervisor_notifications") or []
+    if pending:
+        reasons.append(f"supervisor notification pending ({', '.join(map(str, pending))})")
+    dealing = status.get("dealing_stopped")
+    if isinstance(dealing, Mapping):
+        reasons.append(f"dealing stopped: {dealing.get('reason', 'no reason given')}")
+    locks = status.get("interlocks") or {}
+    held = sorted({why for reasons_held in locks.values() for why in reasons_held or []})
+    if held:
+        reasons.append(f"dealing held ({', '.join(held)})")
+    journal = status.get("journal")
+    if isinstance(journal, Mapping) and journal.get("started_damaged"):
+        reasons.append("the journal was damaged at start")
+    return reasons
+
+
+def health_line(status: Mapping[str, Any]) -> tuple[int, str]:
+    """The exit status of `tablectl status` and its last line: "health: OK" or the reasons."""
+    reasons = degraded_reasons(status)
+    if not reasons:
+        return HEALTHY, "health: OK"
+    return DEGRADED, f"health: DEGRADED: {'; '.join(reasons)}"

@@ -294,12 +294,15 @@ class TableWatch(App[int]):
         decks.clear()
         deck_rows = []
         for name, deck in (status.get("decks") or {}).items():
-            row = (
-                str(name),
-                deck_state(deck.get("state")),
-                stub_cadence(deck),
-                str(deck.get("cards_in_shoe", 0)),
-            )
+            if deck.get("state") == "not_seen":  # nothing reported on the cards yet
+                row = (str(name), "not yet seen", "-", "-")
+            else:
+                row = (
+                    str(name),
+                    deck_state(deck.get("state")),
+                    stub_cadence(deck),
+                    str(deck.get("cards_in_shoe", 0)),
+                )
             decks.add_row(*row)
             deck_rows.append("  ".join(row))
         self.shown["decks"] = "\n".join(deck_rows)
