@@ -5,7 +5,7 @@ way, and docs/operations.md ("Vocabulary") lists the same words. The machine for
 (`--json`, the operator socket) keeps the engine's identifiers; this module only translates.
 Standard library only (with the rule catalogue): a dealer's terminal needs nothing else.
 
-Never a card: the status this reads holds counts and states only (RULES.md H7).
+Never a card: the status this reads holds counts and states only (docs/rules.md H7).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ READER_STATES: dict[str, str] = {
     "not_inspected": "not yet inspected this gaming day",
 }
 
-#: Rounds a deck may be dealt between stub counts (RULES.md S1), when the status does not say
+#: Rounds a deck may be dealt between stub counts (docs/rules.md S1), when the status does not say
 #: (a table may set `interpretations.stub_count_interval`: the status's `stub_count_every`).
 STUB_COUNT_EVERY = 5
 

@@ -9,7 +9,7 @@ notifications waiting; `a` sends `supervisor_ack`: the daemon takes who acknowle
 the socket's peer credentials and refuses anyone but a supervisor (docs/operations.md, Roles).
 
 What it shows comes from the public status and from decisions' rule and reason, never a
-card (RULES.md H7): the status holds counts, and a decision's extra fields are not shown.
+card (docs/rules.md H7): the status holds counts, and a decision's extra fields are not shown.
 """
 
 from __future__ import annotations

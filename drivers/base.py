@@ -50,6 +50,13 @@ ERRORS = Counter(
 RECONNECTS = Counter(
     "tablectl_driver_reconnect_attempts_total", "Attempts to reopen and handshake", ["device"]
 )
+#: A link that was up and dropped: what "keeps reconnecting" means (TablectlDeviceReconnecting).
+#: Not the attempts above, which climb every retry while a device is simply absent.
+LINK_LOSSES = Counter(
+    "tablectl_device_link_losses_total",
+    "Sessions lost after an accepted handshake (the link to the device dropped)",
+    ["device"],
+)
 #: Errors of the wire itself (frames lost or damaged, answers missing), as the
 #: TablectlDeviceLinkErrors alert counts them; the framing's DecodeError words among them.
 LINK_ERRORS = (
@@ -271,7 +278,7 @@ class DeviceDriver(abc.ABC):
         is_enabled_for = getattr(self.log, "is_enabled_for", None)
         self._log_events = is_enabled_for is None or bool(is_enabled_for(logging.DEBUG))
         # Every series at 0 from the start, so an alert's increase() sees the first error.
-        for counter in (FRAMES_RECEIVED, FRAMES_SENT, RETRANSMISSIONS, RECONNECTS):
+        for counter in (FRAMES_RECEIVED, FRAMES_SENT, RETRANSMISSIONS, RECONNECTS, LINK_LOSSES):
             counter.labels(self.name)
         for error in (*LINK_ERRORS, *SESSION_ERRORS):
             ERRORS.labels(self.name, error)
@@ -483,6 +490,7 @@ class DeviceDriver(abc.ABC):
                 self.connected_at = None
                 self._connected.clear()
                 await self._teardown("session lost")
+                LINK_LOSSES.labels(self.name).inc()
                 self.emit("device_lost")
                 # first retry comes quickly; the backoff grows only while attempts fail
             attempt += 1

@@ -9,7 +9,7 @@ rounds (accepted `bets_closed`), voided rounds (`void_round` decisions), misdeal
 
 The HTML page is one self-contained file (inline CSS and SVG plots, no script, nothing
 fetched) that a shift manager opens from a share or a mail. Nothing face-down is in either
-file: counts, rule ids and citations only (RULES.md H7).
+file: counts, rule ids and citations only (docs/rules.md H7).
 """
 
 from __future__ import annotations

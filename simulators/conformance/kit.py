@@ -61,7 +61,7 @@ MAX_RESPONSE_MS = 250.0
 TIMING_SAMPLES = 10
 
 
-# -- the event contract (EVENTS.md and docs/protocol.md) ------------------------------------
+# -- the event contract (docs/events.md and docs/protocol.md) ------------------------------------
 
 
 def _bool(value: Any) -> bool:

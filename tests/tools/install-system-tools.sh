@@ -7,6 +7,7 @@ need() { command -v "$1" >/dev/null 2>&1 || missing="$missing $2"; }
 # (entries are added by the features that need them)
 need dot graphviz  # tablectl diagram --svg: the state charts
 need promtool prometheus
+need prometheus prometheus  # the server itself: tests/ops/test_prometheus_live.py
 need systemd-analyze systemd
 need systemd-sysusers systemd
 need systemd-tmpfiles systemd
