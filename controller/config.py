@@ -39,7 +39,16 @@ DEFAULT_GAMING_DAY_START = DEFAULT_START
 DEFAULT_LOG_LEVEL = "info"
 DEFAULT_CHECKPOINT_ROUNDS = 25
 SEALING_KEY_NAME = "sealing-key"
-JOURNAL_KEYS = ("path", "sealing_key", "checkpoint_rounds", "retain_days", "archive_dir")
+JOURNAL_KEYS = (
+    "path",
+    "sealing",
+    "sealing_key",
+    "checkpoint_rounds",
+    "retain_days",
+    "archive_dir",
+)
+#: `[journal] sealing`: a table is sealed unless its configuration says otherwise in words.
+SEALING_CHOICES = ("on", "off")
 DEFAULT_BAUDRATE = 115200
 BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)
 
@@ -210,6 +219,8 @@ class TableConfig:
     supervisor_group: str = SUPERVISOR_GROUP
     operator_limits: OperatorLimits = OperatorLimits()
     # [journal] beyond its path (docs/journal.md): sealing key, checkpoints, retention
+    sealing: bool = True  # `sealing = "off"` turns it off: `run` refuses a sealed table's
+    # start without its key (preflight)
     sealing_key: Path | None = None
     checkpoint_rounds: int = DEFAULT_CHECKPOINT_ROUNDS
     retain_days: int = 0
@@ -685,6 +696,16 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
 def _journal_options(problems: _Problems, journal: Mapping[str, Any]) -> dict[str, Any]:
     """[journal] sealing_key, checkpoint_rounds, retain_days, archive_dir (docs/journal.md)."""
     options: dict[str, Any] = {}
+    if "sealing" in journal:
+        word = journal["sealing"]
+        if word not in SEALING_CHOICES:
+            problems.add(
+                "journal.sealing",
+                f'{word!r} is not allowed; expected "on" (the default: the journal sealed '
+                'under the key `tablectl journal setup-keys` writes) or "off", in words',
+            )
+        else:
+            options["sealing"] = word == "on"
     for key in ("sealing_key", "archive_dir"):
         if key in journal:
             text = _string(problems, journal, key, f"journal.{key}", what="an absolute path")

@@ -68,7 +68,31 @@ def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
     if not running:
         problems += check_socket_path(config.operator_socket)
     problems += check_devices(config)
+    problems += check_sealing_key(config)
     return problems
+
+
+def check_sealing_key(config: TableConfig) -> list[Problem]:
+    """A sealed table (the default) has its sealing key: a table is never unsealed by omission.
+
+    Without it the journal would hold only its hash chain, which whoever can write the file
+    can recompute; `sealing = "off"` under `[journal]` says in words that it is meant.
+    """
+    if not config.sealing:
+        return []
+    path = config.sealing_key_path
+    if path.is_file():
+        return []
+    where = "journal.sealing_key" if config.sealing_key is not None else "journal.sealing"
+    return [
+        Problem(
+            ERROR,
+            where,
+            f"no sealing key at {path}: create it with `tablectl journal setup-keys --config "
+            f"{config.source}` and keep the verification key it prints off this PC "
+            '(docs/journal.md); or write sealing = "off" under [journal] to run unsealed',
+        )
+    ]
 
 
 def errors(problems: list[Problem]) -> list[Problem]:

@@ -34,6 +34,7 @@ from tests.floor.floorkit import (
     unique_table_id,
     wait_for,
 )
+from tests.unsealed import UNSEALED
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]
 
@@ -124,6 +125,7 @@ def _table_config(path: Path, floor_db: FloorDb, table_id: str, state: Path) -> 
         *(f"{key} = {value!r}".replace("'", '"') for key, value in options.items()),
         "[journal]",
         f'path = "{state / "journal.sqlite"}"',
+        UNSEALED,
         "[metrics]",
         'listen = "127.0.0.1:0"',
         "[operator]",

@@ -20,6 +20,7 @@ from tablectl.controller.daemon import run_daemon
 from tablectl.controller.logs import configure_logging
 from tablectl.drivers.transport import make_transport
 from tablectl.simulators.pty import PtyAttachment
+from tests.unsealed import UNSEALED
 
 TABLE = """
 [table]
@@ -170,6 +171,7 @@ def _daemon_table(
         + f"""
 [journal]
 path = "{tmp_path}/journal.sqlite"
+{UNSEALED}
 [metrics]
 listen = "127.0.0.1:0"
 [operator]
