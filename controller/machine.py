@@ -158,7 +158,7 @@ def svg(defn: MachineDefinition) -> bytes:
     """The chart as SVG, drawn by transitions' graphviz engine (needs the ``graphviz``
     package and graphviz's ``dot``); DrawingToolMissing names the one that is absent."""
     try:
-        import graphviz
+        import graphviz  # type: ignore[import-untyped]
     except ImportError:
         raise DrawingToolMissing(
             "the graphviz Python package is not installed (pip install 'tablectl[diagrams]')"
