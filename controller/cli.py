@@ -16,7 +16,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 from tablectl.controller import __version__
 
@@ -119,6 +119,21 @@ def usage() -> str:
     ]
     lines += [f"  {name.ljust(width)}  {cmd.help}" for name, cmd in COMMANDS.items()]
     return "\n".join(lines)
+
+
+def add_old_option_name(
+    parser: argparse.ArgumentParser, old: str, dest: str, **options: Any
+) -> None:
+    """Accept ``old`` for the option now stored in ``dest`` under a new name (one name per idea
+    across commands: --output, --table), hidden from --help and the man page; kept for one
+    release, then removed."""
+    parser.add_argument(
+        old,
+        dest=dest,
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+        **options,
+    )
 
 
 def did_you_mean(name: str) -> str:

@@ -40,6 +40,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+from tablectl.controller.cli import add_old_option_name
 from tablectl.controller.config import (
     GAMES,
     SEALING_KEY_NAME,
@@ -179,8 +180,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the libpq passfile holding the --floor-dsn role's password",
     )
     parser.add_argument(
-        "--table-id", default="demo", help="the table's id (default demo; the floor's key)"
+        "--table",
+        dest="table_id",
+        default="demo",
+        metavar="ID",
+        help="the table's id (default demo; the floor's key)",
     )
+    add_old_option_name(parser, "--table-id", "table_id")
     parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
@@ -586,7 +592,7 @@ def resume_command(args: argparse.Namespace) -> str:
     for driver in getattr(args, "driver", None) or []:
         words += ["--driver", driver]
     if getattr(args, "table_id", "demo") != "demo":
-        words += ["--table-id", args.table_id]
+        words += ["--table", args.table_id]
     if getattr(args, "metrics_listen", DEFAULT_LISTEN) != DEFAULT_LISTEN:
         words += ["--metrics-listen", args.metrics_listen]
     if os.environ.get("MAKELEVEL"):
