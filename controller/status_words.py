@@ -90,6 +90,21 @@ def stub_cadence(deck: Mapping[str, Any]) -> str:
     return f"{count} of {every} rounds since its stub count"
 
 
+def stub_cadence_short(deck: Mapping[str, Any]) -> str:
+    """The S1 cadence in a table's column: "3 of 5", "5 of 5, count now", "6: OVERDUE"."""
+    rounds = deck.get("rounds_since_stub_count", 0)
+    every = deck.get("stub_count_every", STUB_COUNT_EVERY)
+    try:
+        count = int(str(rounds))
+    except ValueError:
+        return str(rounds)
+    if count > every:
+        return f"{count}: OVERDUE"
+    if count == every:
+        return f"{count} of {every}, count now"
+    return f"{count} of {every}"
+
+
 def when(stamp: object) -> str:
     """An ISO time as the local clock reads it ("14:02:11", or with the date if not today)."""
     try:
