@@ -17,6 +17,7 @@ need umockdev-run umockdev
 # server binaries off PATH, in /usr/lib/postgresql/VERSION/bin
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
     || missing="$missing postgresql"
+need chromium chromium  # the floor report's page, drawn headless (tests/floor/test_report_page.py)
 need faketime faketime  # the daemon's clock across a gaming-day boundary (tests/journal)
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
