@@ -17,8 +17,8 @@ from __future__ import annotations
 import csv
 import datetime
 import html
-import math
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
