@@ -272,11 +272,11 @@ def bar_chart(
         f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
         'stroke="#333"/>',
     ]
-    for value in ticks:
-        y = top + plot_h - plot_h * value / peak
+    for tick in ticks:
+        y = top + plot_h - plot_h * tick / peak
         parts.append(
             f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">'
-            f"{value}</text>"
+            f"{tick}</text>"
             f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
             'stroke="#ddd"/>'
         )
