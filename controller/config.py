@@ -117,6 +117,8 @@ class SerialTransportConfig:
     dsrdtr: bool = False
     exclusive: bool = True
     timeouts: DriverTimeouts = field(default_factory=DriverTimeouts)
+    #: the keys the file gave (the others are defaults): check-config says which it was
+    given: frozenset[str] = frozenset()
 
     def transport_options(self) -> dict[str, Any]:
         """Keyword arguments for `drivers.transport.make_transport("serial", ...)`."""
@@ -372,7 +374,9 @@ def _transport(problems: _Problems, device: Mapping[str, Any], name: str) -> Tra
         timeouts = _timeouts(problems, data, tname)
         if line is None or timeouts is None or not port:
             return None
-        return SerialTransportConfig(port=port, baudrate=baudrate, timeouts=timeouts, **line)
+        return SerialTransportConfig(
+            port=port, baudrate=baudrate, timeouts=timeouts, given=frozenset(data), **line
+        )
     if kind == "usb":
         _check_unknown(problems, data, tname, USB_KEYS)
         usb_timeouts = _timeouts(problems, data, tname)
