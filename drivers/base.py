@@ -32,6 +32,12 @@ EventCallback = Callable[[Event], None]
 
 log = structlog.get_logger("tablectl.drivers")
 
+#: The driver API this tablectl provides (docs/drivers.md, "The driver API version"): the
+#: classes and methods a driver subclasses and calls. MAJOR changes when a driver written for
+#: the last one could misbehave (a method renamed, a contract changed); MINOR when something
+#: is added that a driver may use (a driver of 1.3 needs tablectl's 1.3 or later 1.x).
+DRIVER_API_VERSION = "1.0"
+
 # Driver-level metrics on the default registry. Labels: device and error kind only.
 FRAMES_RECEIVED = Counter(
     "tablectl_driver_frames_received_total", "Valid frames received from a device", ["device"]
@@ -210,6 +216,11 @@ class DeviceDriver(abc.ABC):
 
     #: device kind, one of drivers.usb_ids.DEVICE_KINDS
     kind: ClassVar[str]
+
+    #: The driver API the driver was written for, "MAJOR.MINOR" (DRIVER_API_VERSION when it
+    #: was written): the registry refuses a driver of another major version, or of a later
+    #: minor one, by name. Declared by each driver itself, never inherited from this class.
+    driver_api: ClassVar[str]
 
     #: JSON Schema (draft 2020-12) of the driver's `[devices.NAME.settings]` table, checked by
     #: `tablectl check-config` and at start. The default accepts no setting at all.

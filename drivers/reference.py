@@ -13,6 +13,7 @@ import asyncio
 from typing import Any
 
 from tablectl.drivers.base import (
+    DRIVER_API_VERSION,
     FRAMES_RECEIVED,
     FRAMES_SENT,
     RETRANSMISSIONS,
@@ -38,6 +39,8 @@ EventFields = tuple[str, dict[str, Any]]
 
 class ReferenceSession(DeviceDriver):
     """A session of the reference protocol over the driver's transport."""
+
+    driver_api = DRIVER_API_VERSION
 
     def __init__(self, transport: Transport, **kwargs: Any) -> None:
         super().__init__(transport, **kwargs)
