@@ -82,7 +82,7 @@ DEVICE_COMMAND_DECISIONS = frozenset(
 ALARM_DECISIONS = frozenset(
     {"notify_supervisor", "procedure_violation", "deal_blocked", "remove_deck", "void_round"}
 )
-DEVICE_FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault"})
+DEVICE_FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault", "rack_fault"})
 # Events `_account` counts even when they draw no decision and end no round.
 _ACCOUNTED_EVENTS = DEVICE_FAULT_EVENTS | {"device_lost", "device_connected", "hands_collected"}
 # How stale the status gauges (rounds since stub count, pending notifications) may be.

@@ -101,12 +101,14 @@ STATUS_EVENTS: frozenset[str] = frozenset(
         "device_fault",
     }
 )
-#: Each kind's fault event (docs/events.md); a kind without one reports `device_fault` (a status
-#: event: journaled and alarmed by the daemon, not given to the round engine).
+#: Each kind's fault event (docs/events.md): every kind has one, the discard rack's sensor's
+#: included. `device_fault` (a status event: journaled and alarmed by the daemon, not given
+#: to the round engine) remains for a driver of a kind added later without one.
 FAULT_EVENTS: dict[str, str] = {
     "shuffler": "shuffler_fault",
     "shoe": "shoe_fault",
     "hole_card_reader": "reader_fault",
+    "discard_rack": "rack_fault",
 }
 DEVICE_FAULT = "device_fault"
 

@@ -454,6 +454,8 @@ def rack_frame_event(frame: Frame) -> EventFields | None:
     if t == Msg.RACK_CLEARED:
         m.require_empty(p, "RACK_CLEARED")
         return "rack_cleared", {}
+    if t == Msg.RACK_FAULT:
+        return "rack_fault", _fault(frame, "RACK_FAULT")
     return None
 
 

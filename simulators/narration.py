@@ -34,6 +34,7 @@ EVENT_WORDS: dict[str, str] = {
     "cut_card_reached": "the cut card comes out",
     "reader_result": "the hole-card reader answers",
     "reader_fault": "the hole-card reader reports a fault",
+    "rack_fault": "the discard-rack sensor reports a fault",
     "reader_inserted": "the hole card goes into the reader",
     "rack_level": "the discard rack reports its level",
     "device_lost": "a device stops answering",

@@ -34,7 +34,9 @@ from tablectl.controller.gaming_day import (
 )
 from tablectl.controller.journal import JournalRow, parse_row
 
-FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault", "device_lost"})
+FAULT_EVENTS = frozenset(
+    {"shuffler_fault", "shoe_fault", "reader_fault", "rack_fault", "device_lost"}
+)
 COUNTS = ("rounds", "voids", "misdeals", "deck_removals", "device_faults", "stub_counts")
 COUNT_TITLES = {
     "rounds": "Rounds",
