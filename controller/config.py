@@ -118,7 +118,7 @@ class SerialTransportConfig:
     exclusive: bool = True
     timeouts: DriverTimeouts = field(default_factory=DriverTimeouts)
     #: the keys the file gave (the others are defaults): check-config says which it was
-    given: frozenset[str] = frozenset()
+    given: frozenset[str] = field(default=frozenset(), compare=False)
 
     def transport_options(self) -> dict[str, Any]:
         """Keyword arguments for `drivers.transport.make_transport("serial", ...)`."""
