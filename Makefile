@@ -62,7 +62,8 @@ test-long: venv system-tools
 demo: venv
 	$(BIN)/tablectl demo $(DEMO_ARGS)
 
-# Shell completion (bash, zsh) and man page, generated from the parser into controller/share/
+# Shell completion (bash, zsh) and man pages (tablectl, -run, -op, -journal, -floor), generated
+# from the parser into controller/share/
 # (shipped in the wheel; tests/unit/test_manuals.py fails when they are stale).
 manuals: venv
 	$(BIN)/python -m tablectl.controller.manuals

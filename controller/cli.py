@@ -11,11 +11,12 @@ pay for pyusb. A command module provides::
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 from tablectl.controller import __version__
 
@@ -120,6 +121,29 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+def add_old_option_name(
+    parser: argparse.ArgumentParser, old: str, dest: str, **options: Any
+) -> None:
+    """Accept ``old`` for the option now stored in ``dest`` under a new name (one name per idea
+    across commands: --output, --table), hidden from --help and the man page; kept for one
+    release, then removed."""
+    parser.add_argument(
+        old,
+        dest=dest,
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+        **options,
+    )
+
+
+def did_you_mean(name: str) -> str:
+    """ "; did you mean 'status'?" for a near miss of a command's name, else ""."""
+    close = difflib.get_close_matches(name, COMMANDS, n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(word) for word in close) + "?"
+
+
 #: Commands whose process runs a table for hours: their start and memory are goals (DESIGN.md).
 TABLE_PROCESSES = frozenset({"run", "demo"})
 
@@ -146,9 +170,18 @@ def import_structlog_without_rich() -> None:
                 del sys.modules[name]
 
 
+#: Exit status of a command line that cannot be read (argparse's, and the shell's habit).
+EXIT_USAGE = 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        # No command is a usage error, as argparse says for a missing argument: the help
+        # goes to stderr and the status is 2, so `tablectl && next` does not go on.
+        print(f"{usage()}\n\ntablectl: a COMMAND is required", file=sys.stderr)
+        return EXIT_USAGE
+    if args[0] in ("-h", "--help", "help"):
         print(usage())
         return 0
     if args[0] == "--version":
@@ -157,8 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = args[0]
     command = COMMANDS.get(name)
     if command is None:
-        print(f"tablectl: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
-        return 2
+        print(f"tablectl: unknown command {name!r}{did_you_mean(name)}", file=sys.stderr)
+        print(f"\n{usage()}", file=sys.stderr)
+        return EXIT_USAGE
     if name in TABLE_PROCESSES:
         import_structlog_without_rich()
     module = cast(CommandModule, importlib.import_module(command.module))

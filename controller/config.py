@@ -42,6 +42,7 @@ DEFAULT_CHECKPOINT_ROUNDS = 25
 SEALING_KEY_NAME = "sealing-key"
 JOURNAL_KEYS = (
     "path",
+    "sealing",
     "sealing_key",
     "checkpoint_rounds",
     "retain_days",
@@ -51,6 +52,8 @@ JOURNAL_KEYS = (
 #: A start whose clock is more than this many hours past the journal's last row is a clock
 #: step (docs/journal.md, "Clock steps"): longer than a table is normally closed.
 DEFAULT_CLOCK_STEP_HOURS = 168
+#: `[journal] sealing`: a table is sealed unless its configuration says otherwise in words.
+SEALING_CHOICES = ("on", "off")
 DEFAULT_BAUDRATE = 115200
 BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)
 
@@ -119,6 +122,8 @@ class SerialTransportConfig:
     dsrdtr: bool = False
     exclusive: bool = True
     timeouts: DriverTimeouts = field(default_factory=DriverTimeouts)
+    #: the keys the file gave (the others are defaults): check-config says which it was
+    given: frozenset[str] = field(default=frozenset(), compare=False)
 
     def transport_options(self) -> dict[str, Any]:
         """Keyword arguments for `drivers.transport.make_transport("serial", ...)`."""
@@ -221,6 +226,8 @@ class TableConfig:
     supervisor_group: str = SUPERVISOR_GROUP
     operator_limits: OperatorLimits = OperatorLimits()
     # [journal] beyond its path (docs/journal.md): sealing key, checkpoints, retention
+    sealing: bool = True  # `sealing = "off"` turns it off: `run` refuses a sealed table's
+    # start without its key (preflight)
     sealing_key: Path | None = None
     checkpoint_rounds: int = DEFAULT_CHECKPOINT_ROUNDS
     retain_days: int = 0
@@ -408,7 +415,9 @@ def _transport(problems: _Problems, device: Mapping[str, Any], name: str) -> Tra
         timeouts = _timeouts(problems, data, tname)
         if line is None or timeouts is None or not port:
             return None
-        return SerialTransportConfig(port=port, baudrate=baudrate, timeouts=timeouts, **line)
+        return SerialTransportConfig(
+            port=port, baudrate=baudrate, timeouts=timeouts, given=frozenset(data), **line
+        )
     if kind == "usb":
         _check_unknown(problems, data, tname, USB_KEYS)
         usb_timeouts = _timeouts(problems, data, tname)
@@ -740,6 +749,16 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
 def _journal_options(problems: _Problems, journal: Mapping[str, Any]) -> dict[str, Any]:
     """[journal] sealing_key, checkpoint_rounds, retain_days, archive_dir (docs/journal.md)."""
     options: dict[str, Any] = {}
+    if "sealing" in journal:
+        word = journal["sealing"]
+        if word not in SEALING_CHOICES:
+            problems.add(
+                "journal.sealing",
+                f'{word!r} is not allowed; expected "on" (the default: the journal sealed '
+                'under the key `tablectl journal setup-keys` writes) or "off", in words',
+            )
+        else:
+            options["sealing"] = word == "on"
     for key in ("sealing_key", "archive_dir"):
         if key in journal:
             text = _string(problems, journal, key, f"journal.{key}", what="an absolute path")

@@ -1261,7 +1261,10 @@ async def run_daemon(
 def open_sealer(config: TableConfig, log: Any) -> Sealer | None:
     """The sealing key, when `journal setup-keys` wrote one (None: the journal goes unsealed)."""
     path = config.sealing_key_path
-    if not path.exists():
-        log.warning("journal_unsealed", reason=f"no sealing key at {path} (journal setup-keys)")
+    if not config.sealing:
+        log.warning("journal_unsealed", reason='sealing = "off" in the configuration')
+        return None
+    if not path.exists():  # `tablectl run` refused this in its preflight; a caller in process
+        log.error("journal_unsealed", reason=f"no sealing key at {path} (journal setup-keys)")
         return None
     return Sealer(path)

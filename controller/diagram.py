@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from tablectl.controller.machine import definition, mermaid, svg
+from tablectl.controller.machine import DrawingToolMissing, definition, mermaid, svg
 from tablectl.controller.registry import (
     ENTRY_POINT_GROUP,
     GameLoadError,
@@ -41,9 +42,17 @@ def run(args: argparse.Namespace) -> int:
     if args.svg:
         try:
             drawn = svg(defn)
-        except (ImportError, OSError) as error:
+        except DrawingToolMissing as error:
             print(f"tablectl diagram: no SVG written: {error}", file=sys.stderr)
             return 1
-        with open(args.svg, "wb") as out:
-            out.write(drawn)
+        # the whole drawing or nothing: never an empty or half-written FILE
+        target = Path(args.svg)
+        partial = target.with_name(f".{target.name}.partial")
+        try:
+            partial.write_bytes(drawn)
+            partial.replace(target)
+        except OSError as error:
+            partial.unlink(missing_ok=True)
+            print(f"tablectl diagram: {args.svg}: {error.strerror}", file=sys.stderr)
+            return 1
     return 0

@@ -1619,8 +1619,16 @@ class Engine:
     def _on_rack_cleared(self, ev: dict[str, Any]) -> list[Decision]:
         return self._rack(0)
 
+    def _on_rack_fault(self, ev: dict[str, Any]) -> list[Decision]:
+        """The sensor failed: its last count stands unconfirmed and the fault shows in the
+        status (degraded) until it reports a level or an empty rack again; nothing the rules
+        gate on a rack count is decided from a sensor that says it cannot count."""
+        self.device_faults["discard_rack"] = str(ev["fault"])
+        return []
+
     def _rack(self, level: int) -> list[Decision]:
         decisions: list[Decision] = []
+        self.device_faults.pop("discard_rack", None)  # the sensor counts again
         self.rack_seen = True
         self.rack_level = level
         if level <= self.options.rack_tolerance:

@@ -444,6 +444,12 @@ EVENT_TYPES: dict[str, EventType] = {
             Field("um_per_card", UNSIGNED, "the sensor's calibration"),
         ),
         _device("rack_cleared", "the discard-rack sensor reports an empty rack (D2, R1)"),
+        _device(
+            "rack_fault",
+            "the discard-rack sensor failed: its counts are not trusted until it reports a level "
+            "or an empty rack again",
+            *FAULT_FIELDS,
+        ),
         EventType(
             "device_lost",
             "device",

@@ -802,6 +802,15 @@ def segment_files(directory: str | Path) -> list[Path]:
     return sorted(p for p in Path(directory).iterdir() if p.suffix == ".sqlite" and p.is_file())
 
 
+def ordered_segment_files(directory: str | Path) -> list[Path]:
+    """A directory's segments in the order of their rows (the live one, from its first seq,
+    last); JournalError when it holds none."""
+    files = segment_files(directory)
+    if not files:
+        raise JournalError(f"{directory}: no journal segments (*.sqlite) here")
+    return sorted(files, key=lambda f: (_first_seq(f) is None, _first_seq(f) or 0))
+
+
 def closed_segment_name(live: Path, gaming_day: str, first_seq: int) -> Path:
     """`journal.sqlite` closed (day 2026-11-23, from seq 41): `journal-2026-11-23-…041.sqlite`."""
     return live.with_name(f"{live.stem}-{gaming_day}-{first_seq:012d}{live.suffix}")

@@ -164,8 +164,23 @@ def mermaid(defn: MachineDefinition) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
+class DrawingToolMissing(Exception):
+    """An optional tool the SVG needs is not installed; the message says which and how."""
+
+
 def svg(defn: MachineDefinition) -> bytes:
     """The chart as SVG, drawn by transitions' graphviz engine (needs the ``graphviz``
-    package and graphviz's ``dot``)."""
-    drawn: bytes = graph(defn, "graphviz").draw(None, format="svg", prog="dot")
+    package and graphviz's ``dot``); DrawingToolMissing names the one that is absent."""
+    try:
+        import graphviz  # type: ignore[import-untyped]
+    except ImportError:
+        raise DrawingToolMissing(
+            "the graphviz Python package is not installed (pip install 'tablectl[diagrams]')"
+        ) from None
+    try:
+        drawn: bytes = graph(defn, "graphviz").draw(None, format="svg", prog="dot")
+    except graphviz.ExecutableNotFound:
+        raise DrawingToolMissing(
+            "graphviz's `dot` program is not on PATH (Debian: apt-get install graphviz)"
+        ) from None
     return drawn

@@ -18,13 +18,24 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, Info
-from prometheus_client.core import Metric, UnknownMetricFamily
+from prometheus_client import (
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    disable_created_metrics,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector
 
 from tablectl.controller import __version__
 from tablectl.controller.rules import CATALOGUE
+
+# No `_created` series beside each counter and histogram: a start time per label set, which
+# Prometheus does not use (it sees resets itself), doubled every series a dashboard lists.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Latencies run from microseconds (one event in process) to the wire time of a frame (~1.4 ms at
 # 115200 baud) and, for fsync on slow disks, tens of milliseconds.
@@ -65,15 +76,14 @@ DEVICE_FAULTS_TOTAL = Counter(
 
 
 class RoundsSinceStubCount(Collector):
-    """`tablectl_rounds_since_stub_count{deck}`, exposed untyped on purpose.
+    """`tablectl_rounds_since_stub_counted{deck}`: a gauge, typed as one.
 
-    Issue 4 fixes this name, and promtool's linter refuses a `_count` suffix on a gauge
-    ("non-histogram and non-summary metrics should not have _count suffix") but exempts untyped
-    metrics; so the value is a gauge in meaning, untyped on the wire, and `promtool check
-    metrics` passes with the name operators and alert rules already use.
+    Named without a `_count` suffix, which Prometheus reserves for histograms and summaries
+    (promtool refuses it on a gauge); it was `tablectl_rounds_since_stub_count`, exposed
+    untyped to pass that check, until 0.x (README, "Metrics").
     """
 
-    name = "tablectl_rounds_since_stub_count"
+    name = "tablectl_rounds_since_stub_counted"
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -88,7 +98,7 @@ class RoundsSinceStubCount(Collector):
             return self._values.get(deck_label(deck))
 
     def collect(self) -> Iterable[Metric]:
-        family = UnknownMetricFamily(
+        family = GaugeMetricFamily(
             self.name, "Rounds dealt from the deck since its last verified count", labels=["deck"]
         )
         with self._lock:
@@ -112,27 +122,55 @@ JOURNAL_WRITE_SECONDS = Histogram(
     "Time of one journal commit (a durable row or a group-committed batch)",
     buckets=LATENCY_BUCKETS,
 )
-# The floor store (docs/floor.md): how far the floor's copy trails the local journal.
+# The floor store (docs/floor.md): how far the floor's copy trails the local journal. Exposed
+# only by a table that ships to a floor (register_floor_metrics): on a table without one, a
+# 0 rows behind would read as "the floor is up to date", which nothing has checked.
 FLOOR_ROWS_BEHIND = Gauge(
-    "tablectl_floor_rows_behind", "Journal rows committed locally, not yet on the floor store"
+    "tablectl_floor_rows_behind",
+    "Journal rows committed locally, not yet on the floor store",
+    registry=None,
 )
 FLOOR_SECONDS_BEHIND = Gauge(
     "tablectl_floor_seconds_behind",
     "Age of the oldest journal row not yet on the floor store (0 when none is waiting)",
+    registry=None,
 )
 FLOOR_SHIP_ERRORS_TOTAL = Counter(
     "tablectl_floor_ship_errors",
     "Failures to ship rows to the floor store, by kind (connection, refused, diverged ...)",
     ["error"],
+    registry=None,
 )
 FLOOR_DIVERGED = Gauge(
     "tablectl_floor_diverged",
     "1 while the local journal no longer matches the floor's copy (shipping stopped)",
+    registry=None,
 )
 FLOOR_LAST_ERROR_TIMESTAMP = Gauge(
     "tablectl_floor_last_error_timestamp_seconds",
     "Unix time of the last failure to ship to the floor store (0: none since start)",
+    registry=None,
 )
+FLOOR_METRICS = (
+    FLOOR_ROWS_BEHIND,
+    FLOOR_SECONDS_BEHIND,
+    FLOOR_SHIP_ERRORS_TOTAL,
+    FLOOR_DIVERGED,
+    FLOOR_LAST_ERROR_TIMESTAMP,
+)
+_floor_lock = threading.Lock()
+_floor_exposed: list[bool] = []  # [True] once registered
+
+
+def register_floor_metrics() -> None:
+    """Expose the floor metrics (once per process: a demo of three tables ships thrice)."""
+    with _floor_lock:
+        if not _floor_exposed:
+            for metric in FLOOR_METRICS:
+                REGISTRY.register(metric)
+            _floor_exposed.append(True)
+
+
 # Ages as timestamps (Prometheus practice): an alert computes `time() - value`; 0 = never.
 JOURNAL_LAST_CHECKPOINT = Gauge(
     "tablectl_journal_last_checkpoint_timestamp_seconds",
@@ -206,7 +244,7 @@ TABLE_INFO = Gauge(
 
 #: Outcomes of a round as `tablectl_rounds_total` counts them (docs/operations.md, Vocabulary).
 ROUND_OUTCOMES = ("completed", "voided")
-#: Fault words EVENTS.md names for shufflers, shoes and readers, and `refused` (allow-list).
+#: Fault words docs/events.md names for shufflers, shoes and readers, and `refused` (allow-list).
 DEVICE_FAULT_WORDS = ("jam", "stopped", "incomplete", "refused")
 #: Decisions the alerts count (config/prometheus/alerts.yml), by every rule of the catalogue.
 ALERTED_DECISIONS = ("remove_deck",)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tablectl.controller.config import SerialTransportConfig, TableConfig, UsbTransportConfig
 from tablectl.controller.operator import socket_in_use
+from tablectl.drivers.base import DeviceDriver
 from tablectl.drivers.registry import DriverNotFound, get_driver_class
 
 ERROR = "error"
@@ -68,7 +69,31 @@ def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
     if not running:
         problems += check_socket_path(config.operator_socket)
     problems += check_devices(config)
+    problems += check_sealing_key(config)
     return problems
+
+
+def check_sealing_key(config: TableConfig) -> list[Problem]:
+    """A sealed table (the default) has its sealing key: a table is never unsealed by omission.
+
+    Without it the journal would hold only its hash chain, which whoever can write the file
+    can recompute; `sealing = "off"` under `[journal]` says in words that it is meant.
+    """
+    if not config.sealing:
+        return []
+    path = config.sealing_key_path
+    if path.is_file():
+        return []
+    where = "journal.sealing_key" if config.sealing_key is not None else "journal.sealing"
+    return [
+        Problem(
+            ERROR,
+            where,
+            f"no sealing key at {path}: create it with `tablectl journal setup-keys --config "
+            f"{config.source}` and keep the verification key it prints off this PC "
+            '(docs/journal.md); or write sealing = "off" under [journal] to run unsealed',
+        )
+    ]
 
 
 def errors(problems: list[Problem]) -> list[Problem]:
@@ -204,6 +229,34 @@ def check_socket_path(path: Path) -> list[Problem]:
     return []
 
 
+def check_serial_line(
+    key: str, driver: str, transport: SerialTransportConfig, driver_class: type[DeviceDriver]
+) -> list[Problem]:
+    """The configured serial line against the line the driver declares for its device
+    (`serial_defaults`, from the device's manual): a setting left out is 8N1 at the
+    configuration's default speed, which a 9600 8E1 device never answers."""
+    problems: list[Problem] = []
+    for setting, declared in driver_class.serial_defaults.items():
+        configured = getattr(transport, setting, None)
+        if configured is None or configured == declared:
+            continue
+        said = f"{configured!r}" if setting in transport.given else f"{configured!r} (the default)"
+        problems.append(
+            Problem(
+                ERROR,
+                f"{key}.transport.{setting}",
+                f"{said}, but the {driver} driver declares {declared!r} for its device's serial "
+                f"line: set {setting} = {_toml(declared)} (or leave the device on its manual's "
+                "line)",
+            )
+        )
+    return problems
+
+
+def _toml(value: object) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
 def check_devices(config: TableConfig) -> list[Problem]:
     problems: list[Problem] = []
     for device in config.devices:
@@ -217,6 +270,8 @@ def check_devices(config: TableConfig) -> list[Problem]:
             for setting, message in driver_class.settings_problems(device.settings):
                 where = f"{key}.settings" + (f".{setting}" if setting else "")
                 problems.append(Problem(ERROR, where, message))
+            if isinstance(device.transport, SerialTransportConfig):
+                problems += check_serial_line(key, device.driver, device.transport, driver_class)
         transport = device.transport
         if isinstance(transport, SerialTransportConfig) and "://" not in transport.port:
             if not os.path.exists(transport.port):

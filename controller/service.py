@@ -48,6 +48,22 @@ from tablectl.controller.sealing import Sealer, SealingError
 CHECKPOINT_FORMAT = 1
 #: Replayed events between two progress reports (STATUS=, EXTEND_TIMEOUT_USEC=).
 REPLAY_PROGRESS_EVERY = 2000
+#: Events that report on the decks themselves: once the journal holds one, the decks the
+#: status shows are what was seen, not the engine's starting assumptions. (A discard rack's
+#: level, reported as it connects, says nothing of the shoe.)
+CARD_EVENTS = frozenset(
+    {
+        "shuffle_started",
+        "shuffle_completed",
+        "shoe_loaded",
+        "card_drawn",
+        "stack_dispensed",
+        "cut_card_reached",
+        "stub_counted",
+        "deck_received",
+        "hands_collected",
+    }
+)
 # (events replayed, seq reached, last seq): told now and then during a long replay.
 ReplayProgress = Callable[[int, int, int], None]
 
@@ -67,7 +83,7 @@ DEVICE_COMMAND_DECISIONS = frozenset(
 ALARM_DECISIONS = frozenset(
     {"notify_supervisor", "procedure_violation", "deal_blocked", "remove_deck", "void_round"}
 )
-DEVICE_FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault"})
+DEVICE_FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault", "rack_fault"})
 # Events `_account` counts even when they draw no decision and end no round.
 _ACCOUNTED_EVENTS = DEVICE_FAULT_EVENTS | {"device_lost", "device_connected", "hands_collected"}
 # How stale the status gauges (rounds since stub count, pending notifications) may be.
@@ -158,6 +174,10 @@ class TableService:
         self._gauges_timer: asyncio.TimerHandle | None = None
         self.replayed_events = 0
         self.replay_divergences: list[int] = []
+        # Whether the journal holds any event about the cards (a shuffle, a shoe, a card, a
+        # count): until then the engine's decks are its assumptions, and the status says
+        # "not yet seen" rather than state them as seen.
+        self.cards_seen = False
         # A checkpoint at the end of every `checkpoint_rounds`-th round; seals when a key is set.
         self.checkpoint_rounds = config.checkpoint_rounds
         self.sealer: Sealer | None = None
@@ -314,6 +334,8 @@ class TableService:
         except JournalError as error:  # a journaled random draw does not fit
             raise ServiceError(f"{self.journal.path}: row {row.seq}: {error}") from error
         self.replayed_events += 1
+        if not self.cards_seen and row.body.get("type") in CARD_EVENTS:
+            self.cards_seen = True
         if replayed != journaled:
             self.replay_divergences.append(row.seq)
         if self.engine.round_number > before:
@@ -370,6 +392,7 @@ class TableService:
                 f"{error!r}"
             ) from error
         self._engine_status = None
+        self.cards_seen = True  # a checkpoint is written at the end of a round
         metrics.JOURNAL_LAST_CHECKPOINT.set(_row_time(checkpoint))
 
     def seal(self, now: datetime.datetime | None = None) -> int | None:
@@ -477,6 +500,8 @@ class TableService:
                 device=stamped.get("device"),
             )
         self._engine_status = None  # whatever happens in the engine now
+        if not self.cards_seen and stamped.get("type") in CARD_EVENTS:
+            self.cards_seen = True
         decided = engine.handle(stamped, seq)
         if decided:
             decisions = [d.to_dict() for d in decided]
@@ -541,6 +566,14 @@ class TableService:
             who = recipient_name(card.get("to"))
             dealt[who] = dealt.get(who, 0) + 1
         status["cards_dealt"] = dealt
+        status["decks_seen"] = self.cards_seen
+        if not self.cards_seen:
+            # The engine's decks are assumptions until a device or dealer reports on the cards:
+            # say so, never "shuffled, 52 cards in the shoe" of cards nobody has seen.
+            status["decks"] = {
+                name: {**deck, "state": "not_seen", "cards_in_shoe": None}
+                for name, deck in status["decks"].items()
+            }
         status["table"] = self.config.table_id
         status["devices"] = {name: ("up" if up else "down") for name, up in self.devices_up.items()}
         status["devices_since"] = dict(self.devices_since)

@@ -5,7 +5,7 @@ way, and docs/operations.md ("Vocabulary") lists the same words. The machine for
 (`--json`, the operator socket) keeps the engine's identifiers; this module only translates.
 Standard library only (with the rule catalogue): a dealer's terminal needs nothing else.
 
-Never a card: the status this reads holds counts and states only (RULES.md H7).
+Never a card: the status this reads holds counts and states only (docs/rules.md H7).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ DECK_STATES: dict[str, str] = {
     "in_play": "being dealt",
     "reshuffle_due": "reshuffle due",
     "removed": "removed from play",
+    "not_seen": "not yet seen (no shuffle, shoe or card reported since the journal began)",
 }
 
 #: The hole-card reader's state.
@@ -51,7 +52,7 @@ READER_STATES: dict[str, str] = {
     "not_inspected": "not yet inspected this gaming day",
 }
 
-#: Rounds a deck may be dealt between stub counts (RULES.md S1), when the status does not say
+#: Rounds a deck may be dealt between stub counts (docs/rules.md S1), when the status does not say
 #: (a table may set `interpretations.stub_count_interval`: the status's `stub_count_every`).
 STUB_COUNT_EVERY = 5
 
@@ -87,6 +88,21 @@ def stub_cadence(deck: Mapping[str, Any]) -> str:
     if count == every:
         return f"{count} of {every} rounds since its stub count: count it now (S1)"
     return f"{count} of {every} rounds since its stub count"
+
+
+def stub_cadence_short(deck: Mapping[str, Any]) -> str:
+    """The S1 cadence in a table's column: "3 of 5", "5 of 5, count now", "6: OVERDUE"."""
+    rounds = deck.get("rounds_since_stub_count", 0)
+    every = deck.get("stub_count_every", STUB_COUNT_EVERY)
+    try:
+        count = int(str(rounds))
+    except ValueError:
+        return str(rounds)
+    if count > every:
+        return f"{count}: OVERDUE"
+    if count == every:
+        return f"{count} of {every}, count now"
+    return f"{count} of {every}"
 
 
 def when(stamp: object) -> str:
@@ -136,6 +152,9 @@ def describe(status: Mapping[str, Any]) -> list[str]:
     lines.append("decks:")
     for name, deck in decks.items():
         marker = " (current)" if name == current and len(decks) > 1 else ""
+        if deck.get("state") == "not_seen":
+            lines.append(f"  {name}{marker}: {deck_state(deck.get('state'))}")
+            continue
         lines.append(
             f"  {name}{marker}: {deck_state(deck.get('state'))}; "
             f"{stub_cadence(deck)}; "
@@ -176,3 +195,42 @@ def describe(status: Mapping[str, Any]) -> list[str]:
     else:
         lines.append("supervisor notifications pending: none")
     return lines
+
+
+#: `tablectl status` exit statuses, the monitoring plugins' convention (a Nagios/Icinga check
+#: runs it as is): 0 healthy, 1 degraded, 2 stopped or unreachable.
+HEALTHY, DEGRADED, UNREACHABLE = 0, 1, 2
+
+
+def degraded_reasons(status: Mapping[str, Any]) -> list[str]:
+    """Why the table is degraded (a device down or faulted, a notification pending, dealing
+    stopped or held), in words; empty when it is healthy."""
+    devices = status.get("devices") or {}
+    reasons = [f"{name} down" for name, state in devices.items() if state != "up"]
+    reasons += [f"{name} refused" for name in status.get("refused_devices") or {}]
+    reasons += [
+        f"{name} fault: {fault_words(fault)}"
+        for name, fault in (status.get("device_faults") or {}).items()
+    ]
+    pending = status.get("pending_supervisor_notifications") or []
+    if pending:
+        reasons.append(f"supervisor notification pending ({', '.join(map(str, pending))})")
+    dealing = status.get("dealing_stopped")
+    if isinstance(dealing, Mapping):
+        reasons.append(f"dealing stopped: {dealing.get('reason', 'no reason given')}")
+    locks = status.get("interlocks") or {}
+    held = sorted({why for reasons_held in locks.values() for why in reasons_held or []})
+    if held:
+        reasons.append(f"dealing held ({', '.join(held)})")
+    journal = status.get("journal")
+    if isinstance(journal, Mapping) and journal.get("started_damaged"):
+        reasons.append("the journal was damaged at start")
+    return reasons
+
+
+def health_line(status: Mapping[str, Any]) -> tuple[int, str]:
+    """The exit status of `tablectl status` and its last line: "health: OK" or the reasons."""
+    reasons = degraded_reasons(status)
+    if not reasons:
+        return HEALTHY, "health: OK"
+    return DEGRADED, f"health: DEGRADED: {'; '.join(reasons)}"

@@ -9,7 +9,7 @@ notifications waiting; `a` sends `supervisor_ack`: the daemon takes who acknowle
 the socket's peer credentials and refuses anyone but a supervisor (docs/operations.md, Roles).
 
 What it shows comes from the public status and from decisions' rule and reason, never a
-card (RULES.md H7): the status holds counts, and a decision's extra fields are not shown.
+card (docs/rules.md H7): the status holds counts, and a decision's extra fields are not shown.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import datetime
 import getpass
 import json
 import sys
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -40,7 +42,7 @@ from tablectl.controller.status_words import (
     fault_words,
     round_state,
     rule_words,
-    stub_cadence,
+    stub_cadence_short,
 )
 
 #: seconds between two status requests when nothing is pushed
@@ -49,6 +51,8 @@ REFRESH_SECONDS = 2.0
 #: card each) becomes one request, and the view's requests stay well inside the caller's
 #: line budget on the socket (20 a second), which `tablectl op` of the same user shares
 PUSH_REFRESH_SECONDS = 0.2
+#: below this many columns the decks and the devices are drawn one above the other
+WIDE_COLUMNS = 120
 #: seconds before the subscription is tried again after the daemon went away
 RECONNECT_SECONDS = 1.0
 
@@ -86,6 +90,14 @@ async def request_async(
     return reply_of(socket_path, line)
 
 
+class AlarmLog(RichLog):
+    """The alarms, newest in sight also when the box shrinks: a notification arriving grows
+    the panel above it, and the log kept its old scroll, the newest alarm below the box."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.scroll_end(animate=False)
+
+
 def _clock() -> str:
     return datetime.datetime.now().strftime("%H:%M:%S")
 
@@ -97,6 +109,7 @@ class TableWatch(App[int]):
     CSS = """
     #round { height: auto; padding: 0 1; border: round $accent; }
     #tables { height: auto; max-height: 14; }
+    #tables.narrow { layout: vertical; }
     #decks, #devices { width: 1fr; height: auto; border: round $primary; }
     #notifications { height: auto; padding: 0 1; border: round $warning; }
     #alarms { height: 1fr; border: round $error; }
@@ -134,13 +147,16 @@ class TableWatch(App[int]):
             yield DataTable(id="decks", show_cursor=False)
             yield DataTable(id="devices", show_cursor=False)
         yield Static("", id="notifications")
-        yield RichLog(id="alarms", wrap=True, markup=False)
+        # min_width: RichLog renders a line at least 78 columns wide by default, wider than
+        # its box on an 80-column screen: the line ran out of the box instead of wrapping
+        yield AlarmLog(id="alarms", wrap=True, markup=False, min_width=20)
         yield Footer()
 
     async def on_mount(self) -> None:
         decks = self.query_one("#decks", DataTable)
         decks.border_title = "Decks"
         decks.add_columns("deck", "state", "stub count (S1)", "in the shoe")
+        self._fit(self.size.width)
         devices = self.query_one("#devices", DataTable)
         devices.border_title = "Devices"
         devices.add_columns("device", "state")
@@ -151,6 +167,19 @@ class TableWatch(App[int]):
         self.run_worker(self._follow(), name="subscription", group="subscription")
         self.set_interval(self.refresh_seconds, self.action_refresh)
         await self.action_refresh()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width)
+
+    def _fit(self, width: int) -> None:
+        """Decks and devices side by side on a wide screen, one above the other on a narrow
+        one (80 columns): side by side, each got 40 columns and the decks' were cut."""
+        narrow = width < WIDE_COLUMNS
+        with contextlib.suppress(NoMatches):
+            self.query_one("#tables").set_class(narrow, "narrow")
+            # one above the other, the devices' "device  state" header says nothing the
+            # rows do not: its line goes to the alarms
+            self.query_one("#devices", DataTable).show_header = not narrow
 
     # -- talking to the daemon -----------------------------------------------------------
 
@@ -268,7 +297,13 @@ class TableWatch(App[int]):
     def _log_line(self, text: str) -> None:
         self.alarms.append(text)
         with contextlib.suppress(NoMatches):
-            self.query_one("#alarms", RichLog).write(text)
+            log = self.query_one("#alarms", RichLog)
+            # wrapped here, a line per write: RichLog's own wrapping scrolled to the end
+            # before it counted the lines a long alarm became, leaving its end below the box
+            width = log.scrollable_content_region.width - 1
+            parts = textwrap.wrap(text, width, subsequent_indent=" " * 10) if width > 20 else []
+            for part in parts or [text]:
+                log.write(part)
 
     def _show_unreachable(self, why: str) -> None:
         text = f"the daemon does not answer: {why}"
@@ -294,12 +329,15 @@ class TableWatch(App[int]):
         decks.clear()
         deck_rows = []
         for name, deck in (status.get("decks") or {}).items():
-            row = (
-                str(name),
-                deck_state(deck.get("state")),
-                stub_cadence(deck),
-                str(deck.get("cards_in_shoe", 0)),
-            )
+            if deck.get("state") == "not_seen":  # nothing reported on the cards yet
+                row = (str(name), "not yet seen", "-", "-")
+            else:
+                row = (
+                    str(name),
+                    deck_state(deck.get("state")),
+                    stub_cadence_short(deck),
+                    str(deck.get("cards_in_shoe", 0)),
+                )
             decks.add_row(*row)
             deck_rows.append("  ".join(row))
         self.shown["decks"] = "\n".join(deck_rows)
@@ -318,17 +356,24 @@ class TableWatch(App[int]):
             device_rows.append(f"{name}: {words}")
         self.shown["devices"] = "\n".join(device_rows)
 
-        pending = status.get("pending_supervisor_notifications") or []
-        if pending:
-            lines = [f"{len(pending)} waiting; a supervisor presses  a  to acknowledge"]
-            for rule in pending:
-                reason = self.reasons.get(str(rule))
-                lines.append(f"  {rule_words(rule)}" + (f" ({reason})" if reason else ""))
-            notes = "\n".join(lines)
-        else:
-            notes = "none waiting"
+        notes = notification_text(
+            status.get("pending_supervisor_notifications") or [], self.reasons
+        )
         self.shown["notifications"] = notes
         self.query_one("#notifications", Static).update(notes)
+
+
+def notification_text(pending: list[Any], reasons: Mapping[str, str]) -> str:
+    """The notifications waiting, one line each: the rule and the decision's own reason when
+    the view saw it pushed (it says what happened, where the catalogue's summary says what
+    the rule is: both was the same sentence twice for H2), else the catalogue's summary."""
+    if not pending:
+        return "none waiting"
+    lines = [f"{len(pending)} waiting; a supervisor presses  a  to acknowledge"]
+    for rule in pending:
+        reason = reasons.get(str(rule))
+        lines.append(f"  {rule}: {reason}" if reason else f"  {rule_words(rule)}")
+    return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -32,6 +32,12 @@ EventCallback = Callable[[Event], None]
 
 log = structlog.get_logger("tablectl.drivers")
 
+#: The driver API this tablectl provides (docs/drivers.md, "The driver API version"): the
+#: classes and methods a driver subclasses and calls. MAJOR changes when a driver written for
+#: the last one could misbehave (a method renamed, a contract changed); MINOR when something
+#: is added that a driver may use (a driver of 1.3 needs tablectl's 1.3 or later 1.x).
+DRIVER_API_VERSION = "1.0"
+
 # Driver-level metrics on the default registry. Labels: device and error kind only.
 FRAMES_RECEIVED = Counter(
     "tablectl_driver_frames_received_total", "Valid frames received from a device", ["device"]
@@ -49,6 +55,13 @@ ERRORS = Counter(
 )
 RECONNECTS = Counter(
     "tablectl_driver_reconnect_attempts_total", "Attempts to reopen and handshake", ["device"]
+)
+#: A link that was up and dropped: what "keeps reconnecting" means (TablectlDeviceReconnecting).
+#: Not the attempts above, which climb every retry while a device is simply absent.
+LINK_LOSSES = Counter(
+    "tablectl_device_link_losses_total",
+    "Sessions lost after an accepted handshake (the link to the device dropped)",
+    ["device"],
 )
 #: Errors of the wire itself (frames lost or damaged, answers missing), as the
 #: TablectlDeviceLinkErrors alert counts them; the framing's DecodeError words among them.
@@ -88,12 +101,14 @@ STATUS_EVENTS: frozenset[str] = frozenset(
         "device_fault",
     }
 )
-#: Each kind's fault event (docs/events.md); a kind without one reports `device_fault` (a status
-#: event: journaled and alarmed by the daemon, not given to the round engine).
+#: Each kind's fault event (docs/events.md): every kind has one, the discard rack's sensor's
+#: included. `device_fault` (a status event: journaled and alarmed by the daemon, not given
+#: to the round engine) remains for a driver of a kind added later without one.
 FAULT_EVENTS: dict[str, str] = {
     "shuffler": "shuffler_fault",
     "shoe": "shoe_fault",
     "hole_card_reader": "reader_fault",
+    "discard_rack": "rack_fault",
 }
 DEVICE_FAULT = "device_fault"
 
@@ -204,6 +219,11 @@ class DeviceDriver(abc.ABC):
     #: device kind, one of drivers.usb_ids.DEVICE_KINDS
     kind: ClassVar[str]
 
+    #: The driver API the driver was written for, "MAJOR.MINOR" (DRIVER_API_VERSION when it
+    #: was written): the registry refuses a driver of another major version, or of a later
+    #: minor one, by name. Declared by each driver itself, never inherited from this class.
+    driver_api: ClassVar[str]
+
     #: JSON Schema (draft 2020-12) of the driver's `[devices.NAME.settings]` table, checked by
     #: `tablectl check-config` and at start. The default accepts no setting at all.
     settings_schema: ClassVar[Mapping[str, Any]] = {
@@ -271,7 +291,7 @@ class DeviceDriver(abc.ABC):
         is_enabled_for = getattr(self.log, "is_enabled_for", None)
         self._log_events = is_enabled_for is None or bool(is_enabled_for(logging.DEBUG))
         # Every series at 0 from the start, so an alert's increase() sees the first error.
-        for counter in (FRAMES_RECEIVED, FRAMES_SENT, RETRANSMISSIONS, RECONNECTS):
+        for counter in (FRAMES_RECEIVED, FRAMES_SENT, RETRANSMISSIONS, RECONNECTS, LINK_LOSSES):
             counter.labels(self.name)
         for error in (*LINK_ERRORS, *SESSION_ERRORS):
             ERRORS.labels(self.name, error)
@@ -483,6 +503,7 @@ class DeviceDriver(abc.ABC):
                 self.connected_at = None
                 self._connected.clear()
                 await self._teardown("session lost")
+                LINK_LOSSES.labels(self.name).inc()
                 self.emit("device_lost")
                 # first retry comes quickly; the backoff grows only while attempts fail
             attempt += 1

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import abc
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from tablectl.drivers.base import (
+    DRIVER_API_VERSION,
     FRAMES_RECEIVED,
     FRAMES_SENT,
     RETRANSMISSIONS,
@@ -38,6 +40,8 @@ EventFields = tuple[str, dict[str, Any]]
 
 class ReferenceSession(DeviceDriver):
     """A session of the reference protocol over the driver's transport."""
+
+    driver_api = DRIVER_API_VERSION
 
     def __init__(self, transport: Transport, **kwargs: Any) -> None:
         super().__init__(transport, **kwargs)
@@ -331,30 +335,36 @@ def _fault(frame: Frame, what: str) -> dict[str, Any]:
     return out
 
 
+def shuffler_frame_event(frame: Frame) -> EventFields | None:
+    """The docs/events.md event of a shuffler frame (None: a type it lacks); pure, shared
+    with the vendor simulators' reports (simulators.vendor)."""
+    t, p = frame.type, frame.payload
+    if t == Msg.SHUFFLE_STARTED:
+        return "shuffle_started", _deck(m.unpack_deck(p, "SHUFFLE_STARTED"))
+    if t == Msg.SHUFFLE_PROGRESS:
+        return "shuffle_progress", {"percent": m.unpack_progress(p)}
+    if t == Msg.SHUFFLE_COMPLETED:
+        deck, count = m.unpack_shuffle_completed(p)
+        return "shuffle_completed", _deck(deck) | ({} if count is None else {"count": count})
+    if t == Msg.SHUFFLER_FAULT:
+        return "shuffler_fault", _fault(frame, "SHUFFLER_FAULT")
+    if t == Msg.SHUFFLER_STATUS:
+        door_open, empty = m.unpack_shuffler_status(p)
+        return "shuffler_status", {"door_open": door_open, "empty": empty}
+    if t == Msg.DECK_LOCKED:
+        m.require_empty(p, "DECK_LOCKED")
+        return "deck_locked", {}
+    if t == Msg.DECK_RELEASED:
+        m.require_empty(p, "DECK_RELEASED")
+        return "deck_released", {}
+    return None
+
+
 class ReferenceShuffler(ReferenceSession, Shuffler):
     """The reference shuffler driver."""
 
     def frame_event(self, frame: Frame) -> EventFields | None:
-        t, p = frame.type, frame.payload
-        if t == Msg.SHUFFLE_STARTED:
-            return "shuffle_started", _deck(m.unpack_deck(p, "SHUFFLE_STARTED"))
-        if t == Msg.SHUFFLE_PROGRESS:
-            return "shuffle_progress", {"percent": m.unpack_progress(p)}
-        if t == Msg.SHUFFLE_COMPLETED:
-            deck, count = m.unpack_shuffle_completed(p)
-            return "shuffle_completed", _deck(deck) | ({} if count is None else {"count": count})
-        if t == Msg.SHUFFLER_FAULT:
-            return "shuffler_fault", _fault(frame, "SHUFFLER_FAULT")
-        if t == Msg.SHUFFLER_STATUS:
-            door_open, empty = m.unpack_shuffler_status(p)
-            return "shuffler_status", {"door_open": door_open, "empty": empty}
-        if t == Msg.DECK_LOCKED:
-            m.require_empty(p, "DECK_LOCKED")
-            return "deck_locked", {}
-        if t == Msg.DECK_RELEASED:
-            m.require_empty(p, "DECK_RELEASED")
-            return "deck_released", {}
-        return None
+        return shuffler_frame_event(frame)
 
     async def start_shuffle(self, deck: str | None = None) -> None:
         await self.command(Msg.START_SHUFFLE, m.pack_deck(deck))
@@ -366,26 +376,32 @@ class ReferenceShuffler(ReferenceSession, Shuffler):
         await self.command(Msg.RELEASE_DECK)
 
 
+def shoe_frame_event(frame: Frame) -> EventFields | None:
+    """The docs/events.md event of a shoe frame (None: a type it lacks); pure, shared
+    with the vendor simulators' reports (simulators.vendor)."""
+    t, p = frame.type, frame.payload
+    if t == Msg.CARD_DRAWN:
+        card, face_up = m.unpack_card_drawn(p)
+        return "card_drawn", {"card": card, "face_up": face_up}
+    if t == Msg.STACK_DISPENSED:
+        return "stack_dispensed", {"cards": m.unpack_stack(p)}
+    if t == Msg.CUT_CARD_REACHED:
+        m.require_empty(p, "CUT_CARD_REACHED")
+        return "cut_card_reached", {}
+    if t == Msg.SHOE_LOADED:
+        return "shoe_loaded", _deck(m.unpack_deck(p, "SHOE_LOADED"))
+    if t == Msg.SHOE_FAULT:
+        return "shoe_fault", _fault(frame, "SHOE_FAULT")
+    if t == Msg.DISPENSING_LOCKED:
+        return "dispensing_locked", {"locked": m.unpack_bool(p, "DISPENSING_LOCKED")}
+    return None
+
+
 class ReferenceShoe(ReferenceSession, Shoe):
     """The reference shoe driver (manual card-reading shoe or ADS)."""
 
     def frame_event(self, frame: Frame) -> EventFields | None:
-        t, p = frame.type, frame.payload
-        if t == Msg.CARD_DRAWN:
-            card, face_up = m.unpack_card_drawn(p)
-            return "card_drawn", {"card": card, "face_up": face_up}
-        if t == Msg.STACK_DISPENSED:
-            return "stack_dispensed", {"cards": m.unpack_stack(p)}
-        if t == Msg.CUT_CARD_REACHED:
-            m.require_empty(p, "CUT_CARD_REACHED")
-            return "cut_card_reached", {}
-        if t == Msg.SHOE_LOADED:
-            return "shoe_loaded", _deck(m.unpack_deck(p, "SHOE_LOADED"))
-        if t == Msg.SHOE_FAULT:
-            return "shoe_fault", _fault(frame, "SHOE_FAULT")
-        if t == Msg.DISPENSING_LOCKED:
-            return "dispensing_locked", {"locked": m.unpack_bool(p, "DISPENSING_LOCKED")}
-        return None
+        return shoe_frame_event(frame)
 
     async def lock_dispensing(self) -> None:
         await self.command(Msg.LOCK_DISPENSING)
@@ -394,46 +410,62 @@ class ReferenceShoe(ReferenceSession, Shoe):
         await self.command(Msg.UNLOCK_DISPENSING)
 
 
+def reader_frame_event(frame: Frame) -> EventFields | None:
+    """The docs/events.md event of a hole-card reader frame (None: a type it lacks); pure, shared
+    with the vendor simulators' reports (simulators.vendor)."""
+    t, p = frame.type, frame.payload
+    if t == Msg.READER_INSERTED:
+        m.require_empty(p, "READER_INSERTED")
+        return "reader_inserted", {}
+    if t == Msg.READER_RESULT:
+        return "reader_result", {"blackjack": m.unpack_bool(p, "READER_RESULT")}
+    if t == Msg.READER_FAULT:
+        return "reader_fault", _fault(frame, "READER_FAULT")
+    if t == Msg.SELF_TEST_RESULT:
+        passed, code = m.unpack_self_test(p)
+        return "reader_self_test", {"passed": passed, "code": code}
+    return None
+
+
 class ReferenceHoleCardReader(ReferenceSession, HoleCardReader):
     """The reference hole-card reader driver: yes/no only, the card never crosses the wire."""
 
     def frame_event(self, frame: Frame) -> EventFields | None:
-        t, p = frame.type, frame.payload
-        if t == Msg.READER_INSERTED:
-            m.require_empty(p, "READER_INSERTED")
-            return "reader_inserted", {}
-        if t == Msg.READER_RESULT:
-            return "reader_result", {"blackjack": m.unpack_bool(p, "READER_RESULT")}
-        if t == Msg.READER_FAULT:
-            return "reader_fault", _fault(frame, "READER_FAULT")
-        if t == Msg.SELF_TEST_RESULT:
-            passed, code = m.unpack_self_test(p)
+        if frame.type == Msg.SELF_TEST_RESULT:
             self._wake(frame)
-            return "reader_self_test", {"passed": passed, "code": code}
-        return None
+        return reader_frame_event(frame)
 
     async def self_test(self) -> bool:
         answer = await self.command_then(Msg.SELF_TEST, Msg.SELF_TEST_RESULT)
         return m.unpack_self_test(answer.payload)[0]
 
 
+def rack_frame_event(frame: Frame) -> EventFields | None:
+    """The docs/events.md event of a discard-rack frame (None: a type it lacks); pure, shared
+    with the vendor simulators' reports (simulators.vendor)."""
+    t, p = frame.type, frame.payload
+    if t == Msg.RACK_LEVEL:
+        cards, height_um, um_per_card = m.unpack_rack_level(p)
+        return "rack_level", {
+            "cards": cards,
+            "height_um": height_um,
+            "um_per_card": um_per_card,
+        }
+    if t == Msg.RACK_CLEARED:
+        m.require_empty(p, "RACK_CLEARED")
+        return "rack_cleared", {}
+    if t == Msg.RACK_FAULT:
+        return "rack_fault", _fault(frame, "RACK_FAULT")
+    return None
+
+
 class ReferenceDiscardRack(ReferenceSession, DiscardRack):
     """The reference discard-rack sensor driver."""
 
     def frame_event(self, frame: Frame) -> EventFields | None:
-        t, p = frame.type, frame.payload
-        if t == Msg.RACK_LEVEL:
-            cards, height_um, um_per_card = m.unpack_rack_level(p)
+        if frame.type == Msg.RACK_LEVEL:
             self._wake(frame)
-            return "rack_level", {
-                "cards": cards,
-                "height_um": height_um,
-                "um_per_card": um_per_card,
-            }
-        if t == Msg.RACK_CLEARED:
-            m.require_empty(p, "RACK_CLEARED")
-            return "rack_cleared", {}
-        return None
+        return rack_frame_event(frame)
 
     async def read_level(self) -> int:
         answer = await self.command_then(Msg.READ_LEVEL, Msg.RACK_LEVEL)
@@ -456,3 +488,12 @@ __all__ = [
     "ReferenceShoe",
     "ReferenceShuffler",
 ]
+
+
+#: device kind -> its frames' events (simulators.vendor decodes a model's reports with them)
+FRAME_EVENTS: dict[str, Callable[[Frame], EventFields | None]] = {
+    "shuffler": shuffler_frame_event,
+    "shoe": shoe_frame_event,
+    "hole_card_reader": reader_frame_event,
+    "discard_rack": rack_frame_event,
+}

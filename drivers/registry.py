@@ -19,7 +19,7 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
-from tablectl.drivers.base import KIND_CLASSES, DeviceDriver
+from tablectl.drivers.base import DRIVER_API_VERSION, KIND_CLASSES, DeviceDriver
 from tablectl.drivers.transport.base import Transport
 
 ENTRY_POINT_GROUP = "tablectl.drivers"
@@ -50,7 +50,42 @@ def _import(target: str) -> type[DeviceDriver]:
     obj = _import_object(target)
     if not (isinstance(obj, type) and issubclass(obj, DeviceDriver)):
         raise DriverNotFound(f"{target!r} is not a tablectl DeviceDriver class")
+    check_driver_api(obj, target)
     return obj
+
+
+class DriverApiMismatch(DriverNotFound):
+    """A driver written for a driver API this tablectl does not provide."""
+
+
+def _api(text: object) -> tuple[int, int] | None:
+    major, _, minor = str(text).partition(".")
+    if not (major.isdigit() and (minor or "0").isdigit()):
+        return None
+    return int(major), int(minor or 0)
+
+
+def check_driver_api(cls: type[DeviceDriver], target: str) -> None:
+    """Refuse a driver written for another major driver API, or a later minor one, naming
+    both versions; a driver that declares none is refused too (it cannot be told apart)."""
+    ours = _api(DRIVER_API_VERSION)
+    assert ours is not None
+    declared = getattr(cls, "driver_api", None)
+    theirs = _api(declared) if declared is not None else None
+    where = f"{target} ({cls.__module__}.{cls.__qualname__})"
+    if theirs is None:
+        raise DriverApiMismatch(
+            f"driver {where} declares no driver API version (driver_api = "
+            f'"{DRIVER_API_VERSION}" for this tablectl, docs/drivers.md): refused'
+            if declared is None
+            else f"driver {where}: driver_api {declared!r} is not MAJOR.MINOR: refused"
+        )
+    if theirs[0] != ours[0] or theirs[1] > ours[1]:
+        raise DriverApiMismatch(
+            f"driver {where} is written for the driver API {declared}, and this tablectl "
+            f"provides {DRIVER_API_VERSION}: install the driver's release for API "
+            f"{ours[0]}.x (or a tablectl that provides {declared}); refused"
+        )
 
 
 def _plugins() -> dict[str, str]:

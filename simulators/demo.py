@@ -29,6 +29,7 @@ import json
 import os
 import random
 import secrets
+import shlex
 import signal
 import socket
 import sys
@@ -39,6 +40,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+from tablectl.controller.cli import add_old_option_name
 from tablectl.controller.config import (
     SEALING_KEY_NAME,
     TableConfig,
@@ -196,8 +198,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the libpq passfile holding the --floor-dsn role's password",
     )
     parser.add_argument(
-        "--table-id", default="demo", help="the table's id (default demo; the floor's key)"
+        "--table",
+        dest="table_id",
+        default="demo",
+        metavar="ID",
+        help="the table's id (default demo; the floor's key)",
     )
+    add_old_option_name(parser, "--table-id", "table_id")
     parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
@@ -268,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"tablectl demo: --driver: {error}", file=sys.stderr)
         return 2
+    args.new_state_dir = args.state_dir is None or not (args.state_dir / "journal.sqlite").exists()
     if args.state_dir is None:
         args.state_dir = Path(tempfile.mkdtemp(prefix="tablectl-demo-"))
     args.state_dir.mkdir(parents=True, exist_ok=True)
@@ -542,30 +550,24 @@ async def play_demo(
     state_dir.mkdir(parents=True, exist_ok=True)
     args.state_dir = state_dir
     options = demo_table_options(args.game, args.dealing, args.dual_deck)
+    # One daemon per table: the state dir's lock first, before its ptys are plugged (a second
+    # demo on the same state dir must not replace the first one's device links) and before
+    # the metrics port (a second demo on a state dir is told the table is running, not that
+    # the port the first one holds is busy).
+    try:
+        lock = acquire_table_lock(state_dir / "journal.sqlite")
+    except (TableLocked, LockError) as error:
+        print(f"tablectl demo: {error}", file=sys.stderr)
+        return 2
     taken = metrics_port_taken(host, port)
     if taken is not None:
+        lock.release()
         print(
             f"tablectl demo: {taken}; choose another with --metrics-listen HOST:PORT "
             "(port 0 picks a free one)",
             file=sys.stderr,
         )
         return 1
-    print(
-        f"tablectl demo: {args.game} ({options['dealing']}), seed {seed}, state in {state_dir}",
-        flush=True,
-    )
-    loop = asyncio.get_running_loop()
-    interrupted = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, interrupted.set)
-
-    # One daemon per table: the state dir's lock first, before its ptys are plugged (a second
-    # demo on the same state dir must not replace the first one's device links).
-    try:
-        lock = acquire_table_lock(state_dir / "journal.sqlite")
-    except (TableLocked, LockError) as error:
-        print(f"tablectl demo: {error}", file=sys.stderr)
-        return 2
     # As `tablectl run`: no start on a disk too full to journal, what a crash left behind
     # put right (or refused, said), the keys written durably.
     refused = prepare_state_dir(state_dir)
@@ -573,6 +575,18 @@ async def play_demo(
         lock.release()
         print(f"tablectl demo: {refused}", file=sys.stderr)
         return 2
+    new = getattr(args, "new_state_dir", not (state_dir / "journal.sqlite").exists())
+    print(
+        f"tablectl demo: {args.game} ({options['dealing']}), seed {seed}, state in {state_dir}"
+        + (" (a new table)" if new else " (resumed)"),
+        flush=True,
+    )
+    if not getattr(args, "floor", False):
+        print(f"resume this table later with: {resume_command(args)}", flush=True)
+    loop = asyncio.get_running_loop()
+    interrupted = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, interrupted.set)
     drivers: dict[str, str] = getattr(args, "drivers", None) or {}
     try:
         harness = SimulatedTableHarness(
@@ -638,6 +652,28 @@ def prepare_state_dir(state_dir: Path) -> str | None:
     if said is not None:
         print(f"tablectl demo: {said}", file=sys.stderr)
     return None
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The exact command that goes on with this demo's table: its state dir and the options
+    that make the table what it is (a resumed journal must be the same table), in the form the
+    demo was started with (`make demo` sets MAKELEVEL in its commands' environment)."""
+    words = ["--state-dir", str(args.state_dir)]
+    if args.game != DEFAULT_GAME:
+        words += ["--game", args.game]
+    if getattr(args, "dealing", None):
+        words += ["--dealing", args.dealing]
+    if getattr(args, "dual_deck", False):
+        words.append("--dual-deck")
+    for driver in getattr(args, "driver", None) or []:
+        words += ["--driver", driver]
+    if getattr(args, "table_id", "demo") != "demo":
+        words += ["--table", args.table_id]
+    if getattr(args, "metrics_listen", DEFAULT_LISTEN) != DEFAULT_LISTEN:
+        words += ["--metrics-listen", args.metrics_listen]
+    if os.environ.get("MAKELEVEL"):
+        return f'make demo DEMO_ARGS="{shlex.join(words)}"'
+    return shlex.join(["tablectl", "demo", *words])
 
 
 def cannot_resume(config: TableConfig) -> str | None:
@@ -812,4 +848,6 @@ async def _play(
     with contextlib.suppress(JournalError):
         for line in summarise(read_rows(config.journal_path), after_seq).lines():
             print(line, flush=True)
+    if not getattr(args, "floor", False):
+        print(f"resume this table with: {resume_command(args)}", flush=True)
     return status

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tablectl.drivers.protocol import messages as m
-from tablectl.drivers.protocol.messages import Msg, ResultCode
+from tablectl.drivers.protocol.messages import Fault, Msg, ResultCode
 from tablectl.simulators.device import OK, SimulatedDevice
 
 
@@ -42,6 +42,10 @@ class DiscardRackSim(SimulatedDevice):
         """Cards placed in the rack as a round ends."""
         self.cards += cards
         self.report()
+
+    def fault(self, fault: Fault = Fault.SENSOR, text: str = "sensor blocked") -> None:
+        """The sensor fails (blocked, out of calibration): it reports a fault, not a level."""
+        self.send_frame(Msg.RACK_FAULT, m.pack_fault(fault, text))
 
     def clear(self) -> None:
         """The rack was emptied."""

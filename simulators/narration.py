@@ -3,7 +3,7 @@
 Each event the daemon handled becomes one line: when, who (a device or the dealer's
 terminal), what happened in plain words, how many cards each hand now holds, and each
 decision with its rule ID and reason. Only whitelisted fields of an event are shown (positions,
-counts, a deck letter ...): a card is never printed, face down or not (RULES.md H7).
+counts, a deck letter ...): a card is never printed, face down or not (docs/rules.md H7).
 
 The closing summary is counted from the journal's rows of this run, so what the demo says
 is what the record holds.
@@ -34,6 +34,7 @@ EVENT_WORDS: dict[str, str] = {
     "cut_card_reached": "the cut card comes out",
     "reader_result": "the hole-card reader answers",
     "reader_fault": "the hole-card reader reports a fault",
+    "rack_fault": "the discard-rack sensor reports a fault",
     "reader_inserted": "the hole card goes into the reader",
     "rack_level": "the discard rack reports its level",
     "device_lost": "a device stops answering",

@@ -1,1 +1,39 @@
 """Shared test configuration."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+from tablectl.controller.config import DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT
+
+
+@pytest.fixture(scope="session", autouse=True)
+def default_metrics_port_held() -> Iterator[socket.socket | None]:
+    """Hold the daemon's default metrics port (127.0.0.1:8337) for the whole session.
+
+    Tests are hermetic: a daemon or demo under test listens on port 0 (or a port the test
+    chose free). A test that leans on the default would pass on an idle machine and fail
+    whenever a `make demo` runs beside it; holding the port here makes it fail every time.
+    Bound without SO_REUSEADDR and listening, so that the daemon's own bind (http.server sets
+    SO_REUSEADDR) cannot share it. When the port is already taken (a demo is running), it is
+    held anyway, by someone else.
+    """
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        holder.bind((DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT))
+        holder.listen()
+    except OSError as error:
+        holder.close()
+        if error.errno != errno.EADDRINUSE:
+            warnings.warn(f"cannot hold the default metrics port: {error}", stacklevel=1)
+        yield None
+        return
+    try:
+        yield holder
+    finally:
+        holder.close()

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tablectl.controller.cli import add_old_option_name
 from tablectl.controller.commands.journal import print_cards
 from tablectl.controller.journal import JournalError, JournalRow, replay_round
 from tablectl.controller.operator_client import render_decision
@@ -81,8 +82,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gaming-day", required=True, type=_date, metavar="YYYY-MM-DD", help="the gaming day"
     )
     report.add_argument(
-        "--out", type=Path, default=Path("."), metavar="DIR", help="where to write (default .)"
+        "--output",
+        "-o",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the directory to write the CSV and the HTML page into (default .)",
     )
+    add_old_option_name(report, "--out", "output", type=Path, metavar="DIR")
 
 
 def _date(text: str) -> datetime.date:
@@ -248,10 +255,10 @@ def _report(args: argparse.Namespace) -> int:
         report = build_report(conn, args.gaming_day)
     finally:
         conn.close()
-    args.out.mkdir(parents=True, exist_ok=True)
+    args.output.mkdir(parents=True, exist_ok=True)
     stem = f"floor-report-{args.gaming_day.isoformat()}"
-    csv_path = write_csv(report, args.out / f"{stem}.csv")
-    html_path = write_html(report, args.out / f"{stem}.html")
+    csv_path = write_csv(report, args.output / f"{stem}.csv")
+    html_path = write_html(report, args.output / f"{stem}.html")
     print(f"gaming day {args.gaming_day}: {len(report.tables)} tables")
     print(f"csv:  {csv_path}")
     print(f"html: {html_path}")

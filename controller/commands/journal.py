@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import itertools
 import json
 import os
 import pwd
@@ -26,6 +27,7 @@ from tablectl.controller.journal import (
     VerifyResult,
     backup_journal,
     hands_in_deal_order,
+    ordered_segment_files,
     read_rows,
     recipient_name,
     round_cards,
@@ -79,7 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "record per line. A round's cards are included once the round is over; the round in "
         "progress never shows one.",
     )
-    export.add_argument("path", metavar="PATH", help="the journal's SQLite file")
+    export.add_argument(
+        "path", metavar="PATH", help="the journal's SQLite file, or its directory (every segment)"
+    )
     export.add_argument("--format", choices=("csv", "jsonl"), default="csv")
     export.add_argument(
         "--gaming-day", type=_day, default=None, metavar="YYYY-MM-DD", help="only this gaming day"
@@ -146,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     except (JournalError, SealingError) as error:
         print(f"tablectl journal: {error}", file=sys.stderr)
         return EXIT_UNREADABLE
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): tablectl's main stops quietly
     except OSError as error:  # a backup's destination, a key file's directory
         where = f"{error.filename}: " if error.filename else ""
         print(f"tablectl journal {args.action}: {where}{error.strerror}", file=sys.stderr)
@@ -329,7 +335,12 @@ def print_cards(title: str, cards: list[dict[str, Any]]) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    records = export_records(args.path, day=args.gaming_day, cards=not args.no_cards)
+    # a journal file, or its directory (every segment in order), as `verify` takes them
+    path = Path(args.path)
+    files = ordered_segment_files(path) if path.is_dir() else [path]
+    records = itertools.chain.from_iterable(
+        export_records(file, day=args.gaming_day, cards=not args.no_cards) for file in files
+    )
     if args.output == "-":
         _write(records, args.format, sys.stdout)
         return 0

@@ -49,20 +49,102 @@ def add_socket_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the daemon's reply as JSON")
 
 
+#: Shell functions completing an event's name and, after it, its fields (the completion
+#: script's preamble, `completion_preamble`); shtab calls them by these names.
+COMPLETE_EVENT = {"bash": "_tablectl_op_events", "zsh": "_tablectl_op_events"}
+COMPLETE_FIELDS = {"bash": "_tablectl_op_fields", "zsh": "_tablectl_op_fields"}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_socket_arguments(parser)
-    parser.add_argument(
+    event = parser.add_argument(
         "event",
         metavar="EVENT",
         help=f"an operator event (docs/events.md): {', '.join(sorted(OPERATOR_EVENTS))}",
     )
-    parser.add_argument(
+    fields = parser.add_argument(
         "fields",
         nargs=argparse.REMAINDER,
         metavar="--field value",
         help="the event's fields (`tablectl op EVENT --help` lists them), e.g. "
         "--positions 1,2,4  --hand_counts '{\"1\": 5}'",
     )
+    event.complete = COMPLETE_EVENT  # type: ignore[attr-defined]  # shtab reads it
+    fields.complete = COMPLETE_FIELDS  # type: ignore[attr-defined]
+
+
+def completion_preamble() -> dict[str, str]:
+    """The bash and zsh functions that complete `tablectl op EVENT --field`: the operator
+    events, then the fields of the event typed (each as `--name`), from EVENT_TYPES."""
+    names = sorted(OPERATOR_EVENTS)
+    cases_bash = "\n".join(
+        f"    {name}) fields='{_field_words(name)}' ;;" for name in names if _field_words(name)
+    )
+    cases_zsh = "\n".join(
+        f"    {name}) fields=({_field_words(name)}) ;;" for name in names if _field_words(name)
+    )
+    bash = f"""
+# tablectl op: the operator events, then the fields of the event typed
+_tablectl_op_events() {{
+  compgen -W "{" ".join(names)}" -- "$1"
+}}
+_tablectl_op_fields() {{
+  local word event='' fields='' after_op=0 skip=0
+  for word in "${{COMP_WORDS[@]:0:COMP_CWORD}}"; do
+    if [ "$skip" = 1 ]; then skip=0; continue; fi
+    case "$word" in
+      op) after_op=1 ;;
+      --socket|--table|--timeout) skip=1 ;;
+      -*) ;;
+      *) if [ "$after_op" = 1 ] && [ -z "$event" ]; then event="$word"; fi ;;
+    esac
+  done
+  case "$event" in
+{cases_bash}
+  esac
+  compgen -W "$fields --help" -- "$1"
+}}
+"""
+    zsh = f"""
+# tablectl op: the operator events, then the fields of the event typed
+_tablectl_op_events() {{
+  compadd -- {" ".join(names)}
+}}
+_tablectl_op_fields() {{
+  local event='' word
+  local -a fields
+  for word in "${{words[@]}}"; do
+    case "$word" in
+      {"|".join(names)}) event="$word"; break ;;
+    esac
+  done
+  case "$event" in
+{cases_zsh}
+  esac
+  compadd -- $fields --help
+}}
+"""
+    return {"bash": bash, "zsh": zsh}
+
+
+#: After shtab's script (bash): shtab offers only `op`'s own options for a word starting with
+#: `-`; the event's fields are options too, so this adds them once an event is typed.
+BASH_EPILOGUE = """
+# tablectl op EVENT --<TAB>: the event's fields beside op's own options
+_tablectl() {
+  _shtab_tablectl "$@"
+  local cur="${COMP_WORDS[COMP_CWORD]}"
+  if [ "${COMP_WORDS[1]}" = op ] && [ "${cur#-}" != "$cur" ]; then
+    COMPREPLY+=( $(_tablectl_op_fields "$cur") )
+  fi
+}
+complete -o bashdefault -F _tablectl tablectl
+"""
+
+
+def _field_words(name: str) -> str:
+    """`bets_closed` -> "--positions": the fields a caller may give (not those stamped)."""
+    return " ".join(f"--{field.name}" for field in event_type(name).fields if not field.stamped)
 
 
 class UsageError(ValueError):

@@ -2,6 +2,11 @@
 
 `--json` prints the machine form as the daemon sends it; `--watch` redraws every few seconds
 until Ctrl-C (for a live view with alarms and acknowledgement, `tablectl watch`).
+
+The exit status follows the monitoring plugins' convention, with or without `--json`, so a
+script or a Nagios/Icinga check reads it as is: 0 healthy, 1 degraded (a device down or
+faulted, a supervisor notification pending, dealing stopped or held), 2 the daemon stopped or
+unreachable.
 """
 
 from __future__ import annotations
@@ -16,13 +21,21 @@ from typing import Any
 
 from tablectl.controller.commands.op import add_socket_arguments
 from tablectl.controller.operator_client import OperatorClientError, default_socket, request
-from tablectl.controller.status_words import describe
+from tablectl.controller.status_words import UNREACHABLE, describe, health_line
 
 #: ANSI: cursor home and clear the screen (the redraw of `--watch` on a terminal)
 CLEAR = "\x1b[H\x1b[2J"
 
 
+EXIT_STATUS = (
+    "exit status (with or without --json; the monitoring plugins' convention): 0 healthy; "
+    "1 degraded: a device down or faulted, a supervisor notification pending, dealing stopped "
+    "or held; 2 the daemon stopped or unreachable"
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EXIT_STATUS
     add_socket_arguments(parser)
     parser.add_argument(
         "--watch",
@@ -64,10 +77,14 @@ def _once(path: str | Path, args: argparse.Namespace) -> int:
         reply = request(path, {"type": "status"}, timeout=args.timeout)
     except OperatorClientError as error:
         print(f"tablectl status: {error}", file=sys.stderr)
-        return 2
+        return UNREACHABLE
     if reply.get("reply") != "status":
         print(f"tablectl status: {reply.get('reply')}: {reply.get('error')}", file=sys.stderr)
-        return 1
+        return UNREACHABLE
     status: dict[str, Any] = reply.get("status", {})
-    print(json.dumps(status) if args.json else "\n".join(describe(status)), flush=True)
-    return 0
+    code, health = health_line(status)
+    if args.json:
+        print(json.dumps(status), flush=True)
+    else:
+        print("\n".join([*describe(status), health]), flush=True)
+    return code

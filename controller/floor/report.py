@@ -9,7 +9,7 @@ rounds (accepted `bets_closed`), voided rounds (`void_round` decisions), misdeal
 
 The HTML page is one self-contained file (inline CSS and SVG plots, no script, nothing
 fetched) that a shift manager opens from a share or a mail. Nothing face-down is in either
-file: counts, rule ids and citations only (RULES.md H7).
+file: counts, rule ids and citations only (docs/rules.md H7).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import csv
 import datetime
 import html
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,7 +34,9 @@ from tablectl.controller.gaming_day import (
 )
 from tablectl.controller.journal import JournalRow, parse_row
 
-FAULT_EVENTS = frozenset({"shuffler_fault", "shoe_fault", "reader_fault", "device_lost"})
+FAULT_EVENTS = frozenset(
+    {"shuffler_fault", "shoe_fault", "reader_fault", "rack_fault", "device_lost"}
+)
 COUNTS = ("rounds", "voids", "misdeals", "deck_removals", "device_faults", "stub_counts")
 COUNT_TITLES = {
     "rounds": "Rounds",
@@ -241,13 +244,27 @@ def write_csv(report: FloorReport, path: Path) -> Path:
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb")
 
 
+def whole_ticks(peak: float, most: int = 5) -> list[int]:
+    """The y axis's ticks for counts up to `peak`: whole numbers from 0, a step of 1, 2 or 5
+    times a power of ten, at most `most` of them, the last at or above the peak (a quarter of
+    a peak of 2 printed as 0, 0, 1, 2, 2)."""
+    step = 1
+    while True:
+        for factor in (1, 2, 5):
+            candidate = step * factor
+            if math.ceil(peak / candidate) + 1 <= most:
+                return [candidate * n for n in range(math.ceil(peak / candidate) + 1)]
+        step *= 10
+
+
 def bar_chart(
     title: str, labels: list[str], series: dict[str, list[float]], *, width: int = 640
 ) -> str:
     """Grouped vertical bars as inline SVG (one group per label, one bar per series)."""
     height, left, bottom, top = 260, 44, 56, 30
     plot_w, plot_h = width - left - 10, height - bottom - top
-    peak = max([v for values in series.values() for v in values] + [1])
+    ticks = whole_ticks(max([v for values in series.values() for v in values] + [1]))
+    peak = ticks[-1]
     group_w = plot_w / max(1, len(labels))
     bar_w = max(2.0, group_w * 0.8 / max(1, len(series)))
     parts = [
@@ -257,12 +274,11 @@ def bar_chart(
         f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
         'stroke="#333"/>',
     ]
-    for tick in range(0, 5):
-        value = peak * tick / 4
-        y = top + plot_h - plot_h * tick / 4
+    for tick in ticks:
+        y = top + plot_h - plot_h * tick / peak
         parts.append(
             f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">'
-            f"{value:.0f}</text>"
+            f"{tick}</text>"
             f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
             'stroke="#ddd"/>'
         )
@@ -293,9 +309,10 @@ def bar_chart(
 
 
 _CSS = """
-body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1100px; }
+body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1180px; }
 table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #bbb; padding: 4px 10px; text-align: right; white-space: nowrap; }
+th, td { border: 1px solid #bbb; padding: 4px 8px; text-align: right; white-space: nowrap; }
+th { white-space: normal; vertical-align: bottom; }
 th:first-child, td:first-child, td.text, th.text { text-align: left; }
 tr.total td { font-weight: bold; background: #f2f2f2; }
 .alert { color: #b00; font-weight: bold; }
@@ -304,9 +321,17 @@ figure { margin: 1em 0; }
 
 
 def _clock(stamp: str | None) -> str:
-    """An event's local time to the second, as a shift manager reads it."""
+    """An event's time on this machine's clock to the second, with the zone it is in (a
+    floor of several sites, or a report read after a clock change, needs to know)."""
     moment = _local_time(stamp) if stamp else None
-    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+    if moment is None:
+        return "-"
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _zone() -> str:
+    """This machine's zone now, as the report's times carry it ("CET", "UTC")."""
+    return datetime.datetime.now().astimezone().strftime("%Z")
 
 
 def write_html(report: FloorReport, path: Path) -> Path:
@@ -377,7 +402,7 @@ def write_html(report: FloorReport, path: Path) -> Path:
         out.append(
             "<figure>"
             + bar_chart(
-                "Rounds per hour, floor-wide (local time)",
+                f"Rounds per hour, floor-wide (local time, {_zone()})",
                 [f"{hour:02d}h" for hour in ordered],
                 {"rounds": [float(hours[hour]) for hour in ordered]},
             )

@@ -142,6 +142,7 @@ class FloorShipper:
         self.clock = clock
         self.publish_metrics = publish_metrics
         if publish_metrics:
+            metrics.register_floor_metrics()
             for kind in ERROR_KINDS:
                 metrics.FLOOR_SHIP_ERRORS_TOTAL.labels(error=kind)
             metrics.FLOOR_DIVERGED.set(0)

@@ -56,6 +56,7 @@ class Msg(enum.IntEnum):
     # discard rack events
     RACK_LEVEL = 0x38
     RACK_CLEARED = 0x39
+    RACK_FAULT = 0x3A
     # commands (host -> device)
     START_SHUFFLE = 0x40
     LOCK_DECK = 0x41
@@ -100,7 +101,8 @@ class ResultCode(enum.IntEnum):
 
 
 class Fault(enum.IntEnum):
-    """Fault codes of SHUFFLER_FAULT, SHOE_FAULT and READER_FAULT (docs/events.md ``fault``)."""
+    """Fault codes of SHUFFLER_FAULT, SHOE_FAULT, READER_FAULT and RACK_FAULT (docs/events.md
+    ``fault``)."""
 
     JAM = 1
     STOPPED = 2

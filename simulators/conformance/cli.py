@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from tablectl.controller.cli import add_old_option_name
 from tablectl.drivers.base import DriverError
 from tablectl.drivers.registry import DriverNotFound
 from tablectl.drivers.usb_ids import DEVICE_KINDS
@@ -44,7 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"a command's slowest answer allowed (default {MAX_RESPONSE_MS:.0f})",
     )
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    parser.add_argument("--report", type=Path, help="also write the report to this file")
+    parser.add_argument(
+        "--output", "-o", type=Path, metavar="FILE", help="also write the report to this file"
+    )
+    add_old_option_name(parser, "--report", "output", type=Path, metavar="FILE")
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulator and noise")
 
 
@@ -80,6 +84,6 @@ def run(args: argparse.Namespace) -> int:
         else report.markdown()
     )
     sys.stdout.write(text)
-    if args.report is not None:
-        args.report.write_text(text)
+    if args.output is not None:
+        args.output.write_text(text)
     return 0 if report.passed else 1

@@ -34,7 +34,6 @@ import structlog
 from tablectl.controller import __version__
 from tablectl.controller.events import CARD, CARDS, EVENT_TYPES, EventError, Field
 from tablectl.drivers.base import (
-    DEVICE_FAULT,
     AllowList,
     DeviceDriver,
     DriverError,
@@ -61,7 +60,7 @@ MAX_RESPONSE_MS = 250.0
 TIMING_SAMPLES = 10
 
 
-# -- the event contract (EVENTS.md and docs/protocol.md) ------------------------------------
+# -- the event contract (docs/events.md and docs/protocol.md) ------------------------------------
 
 
 def _bool(value: Any) -> bool:
@@ -144,7 +143,7 @@ EVENT_FIELDS: dict[str, dict[str, Contract]] = {
     "discard_rack": {
         "rack_level": _language("rack_level"),
         "rack_cleared": _language("rack_cleared"),
-        DEVICE_FAULT: _FAULT,  # a kind with no fault event of its own (drivers.base)
+        "rack_fault": _language("rack_fault"),
     },
 }
 #: every kind's session events, added by tablectl's DeviceDriver
@@ -434,6 +433,14 @@ STIMULI: dict[str, list[Stimulus]] = {
     "discard_rack": [
         Stimulus("rack_level", "put ten cards in the rack", lambda s: s.add(10), "rack_level"),
         Stimulus("rack_cleared", "empty the rack", lambda s: s.clear(), "rack_cleared"),
+        Stimulus(
+            "rack_fault",
+            "make the rack's sensor fail",
+            lambda s: s.fault(Fault.SENSOR),
+            "rack_fault",
+            _fault_is("sensor"),
+            True,
+        ),
     ],
 }
 

@@ -79,6 +79,7 @@ type = "serial"
 port = "{port}"
 [journal]
 path = "{directory}/journal.sqlite"
+sealing = "off"
 [metrics]
 listen = "127.0.0.1:0"
 [operator]

@@ -32,6 +32,7 @@ game = "five_card_hilo"
 dealing = "manual_shoe"
 [journal]
 path = "{journal}"
+sealing = "off"
 [metrics]
 listen = "127.0.0.1:0"
 [operator]

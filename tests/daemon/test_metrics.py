@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -16,7 +17,7 @@ REQUIRED = (
     "tablectl_decisions_total",
     "tablectl_device_up",
     "tablectl_device_faults_total",
-    "tablectl_rounds_since_stub_count",
+    "tablectl_rounds_since_stub_counted",
     "tablectl_event_processing_seconds_bucket",
     "tablectl_journal_write_seconds_bucket",
     "tablectl_build_info",
@@ -108,7 +109,7 @@ def test_rounds_since_stub_count_per_deck(server):
     metrics.set_rounds_since_stub_count("B", 5)
     metrics.set_rounds_since_stub_count("B", 6)
     assert metrics.ROUNDS_SINCE_STUB_COUNT.value("B") == 6
-    assert 'tablectl_rounds_since_stub_count{deck="B"} 6.0' in scrape(server)
+    assert 'tablectl_rounds_since_stub_counted{deck="B"} 6.0' in scrape(server)
 
 
 def test_idle_server_thread_sleeps_and_close_is_prompt():
@@ -137,3 +138,30 @@ def test_ipv6_loopback_listener():
             assert b"tablectl_build_info" in reply.read()
     finally:
         running.close()
+
+
+def test_the_stub_cadence_is_a_typed_gauge_with_no_created_series_and_no_floor(server):
+    """What a Prometheus user expects: every series typed (the stub cadence a gauge, named
+    without the `_count` a gauge may not end in), no `_created` series, and no floor metric
+    on a table without a floor (a 0 "rows behind" would read as "the floor is up to date")."""
+    populate()
+    text = scrape(server)
+    assert "# TYPE tablectl_rounds_since_stub_counted gauge" in text
+    assert 'tablectl_rounds_since_stub_counted{deck="A"} 3.0' in text
+    assert "untyped" not in text and " unknown\n" not in text
+    assert "_created" not in text
+    assert "tablectl_floor_" not in text  # this process configured no floor
+
+
+def test_floor_metrics_appear_once_a_floor_is_configured(tmp_path):
+    """A table with a `[floor]` exposes them (each shipper registers them once per process)."""
+    code = (
+        "from tablectl.controller import metrics\n"
+        "from prometheus_client import REGISTRY, generate_latest\n"
+        "assert b'tablectl_floor_' not in generate_latest(REGISTRY)\n"
+        "metrics.register_floor_metrics(); metrics.register_floor_metrics()\n"
+        "text = generate_latest(REGISTRY).decode()\n"
+        "assert 'tablectl_floor_rows_behind 0.0' in text, text\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code])
+    assert done.returncode == 0

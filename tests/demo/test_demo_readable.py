@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import shlex
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -84,3 +86,51 @@ def test_a_reused_state_dir_resumes_or_says_why_not(tmp_path: Path) -> None:
     assert "was written for five_card_hilo" in message and "asks for asia_poker" in message
     assert "resume it with --game five_card_hilo --dealing manual_shoe" in message
     assert "--state-dir" in message
+
+
+@pytest.mark.slow
+def test_the_demo_says_where_its_table_is_and_the_exact_command_that_resumes_it(
+    tmp_path: Path,
+) -> None:
+    """A second `make demo` starts a new table: the start says so and where its state is, and
+    the stop prints the command that goes on with this one (run here, as printed)."""
+    env = {k: v for k, v in os.environ.items() if k != "MAKELEVEL"}
+    state = tmp_path / "state"
+    first = subprocess.run(
+        [*demo_command(state, "--game", "asia_poker"), "--rounds", "1", "--seed", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert first.returncode == 0, first.stderr
+    assert f"state in {state} (a new table)" in first.stdout
+    command = f"tablectl demo --state-dir {state} --game asia_poker --metrics-listen 127.0.0.1:0"
+    assert f"resume this table later with: {command}" in first.stdout
+    assert first.stdout.rstrip().splitlines()[-1] == f"resume this table with: {command}"
+    # the printed command, run as printed, resumes the same table
+    argv = shlex.split(command)
+    assert argv[0] == "tablectl"
+    again = subprocess.run(
+        [*demo_command(state)[:3], *argv[1:], "--fast", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"state in {state} (resumed)" in again.stdout
+    assert "resuming " in again.stdout and "round    2" in again.stdout
+    # under make, the command is make's
+    made = subprocess.run(
+        [*demo_command(state, "--game", "asia_poker"), "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "MAKELEVEL": "1"},
+    )
+    assert made.returncode == 0, made.stderr
+    assert (
+        f'resume this table with: make demo DEMO_ARGS="--state-dir {state} --game asia_poker '
+        '--metrics-listen 127.0.0.1:0"'
+    ) in made.stdout

@@ -81,3 +81,34 @@ def test_a_round_in_progress_shows_no_card(journal: Path, tmp_path: Path) -> Non
     assert [r["outcome"] for r in rounds] == ["completed", "completed", "in progress"]
     assert rounds[-1]["cards"] == "" and not CARD_TOKEN.search(json.dumps(rounds[-1]))
     assert rounds[0]["cards"]
+
+
+def test_export_takes_the_journals_directory_as_verify_does(journal: Path, tmp_path: Path) -> None:
+    from_file = export(journal, "--format", "jsonl")
+    from_directory = export(journal.parent, "--format", "jsonl")
+    assert from_directory.returncode == 0, from_directory.stderr
+    assert from_directory.stdout == from_file.stdout and from_file.stdout
+    empty = export(tmp_path, "--format", "jsonl")
+    assert empty.returncode == 2
+    assert empty.stderr.strip() == (
+        f"tablectl journal: {tmp_path}: no journal segments (*.sqlite) here"
+    )
+
+
+def test_export_into_a_closed_pipe_stops_quietly(journal: Path) -> None:
+    """`tablectl journal export J | head -1` once head has gone: no "Broken pipe", no traceback,
+    the status of a SIGPIPE (the pipe's reader is closed before the export writes)."""
+    import os
+
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tablectl.controller", "journal", "export", str(journal),
+             "--format", "jsonl"],
+            stdout=writer, stderr=subprocess.PIPE, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(writer)
+    assert done.stderr == b""
+    assert done.returncode == 141

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.drivers.usb_ids import REFERENCE_PRODUCT_IDS, REFERENCE_VENDOR_ID
+from tests.unsealed import UNSEALED
 
 #: Per game: the table options the e2e rounds are written for, and its devices (name -> kind).
 GAMES: dict[str, dict[str, Any]] = {
@@ -97,6 +98,7 @@ def table_toml(
     lines += [
         "[journal]",
         f'path = "{state_dir / "journal.sqlite"}"',
+        UNSEALED,
         "[metrics]",
         f'listen = "127.0.0.1:{metrics_port}"',
         "[operator]",

@@ -216,7 +216,7 @@ def test_promtool_checks_the_live_metrics_endpoint(make_table: Any) -> None:
         "tablectl_decisions_total",
         "tablectl_device_up",
         "tablectl_device_faults_total",
-        "tablectl_rounds_since_stub_count",
+        "tablectl_rounds_since_stub_counted",
         "tablectl_event_processing_seconds_bucket",
         "tablectl_journal_write_seconds_bucket",
         "tablectl_build_info",

@@ -416,7 +416,9 @@ def test_a_second_demo_on_a_state_dir_is_refused_before_touching_it(tmp_path: Pa
             assert time.monotonic() < deadline and first.poll() is None
         links = sorted(p.name for p in (tmp_path / "dev").iterdir())
         targets = {p.name: os.readlink(p) for p in (tmp_path / "dev").iterdir()}
-        second, seconds = run_command("demo", "--state-dir", str(tmp_path), "--rounds", "1")
+        second, seconds = run_command(
+            "demo", "--state-dir", str(tmp_path), "--rounds", "1", "--metrics-listen", "127.0.0.1:0"
+        )
         assert second.returncode == 2, second.stderr
         assert f"already run by PID {first.pid}" in second.stderr
         assert seconds < 5.0

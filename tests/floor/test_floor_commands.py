@@ -126,7 +126,7 @@ def test_verify_round_and_report_from_the_floor(floor_db: FloorDb, tmp_path: Pat
     out = tmp_path / "report"
     made = tablectl(
         "floor", "report", "--dsn", floor_db.admin_dsn, "--gaming-day", day.isoformat(),
-        "--out", str(out),
+        "--output", str(out),
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     lines = {row["table"]: row for row in csv.DictReader(next(out.glob("*.csv")).open())}

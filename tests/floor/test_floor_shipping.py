@@ -34,6 +34,7 @@ from tests.floor.floorkit import (
     unique_table_id,
     wait_for,
 )
+from tests.unsealed import UNSEALED
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]
 
@@ -46,7 +47,7 @@ def demo_args(state_dir: Path, rounds: int, floor_db: FloorDb, table_id: str) ->
             "--rounds", str(rounds),
             "--state-dir", str(state_dir),
             "--metrics-listen", "127.0.0.1:0",
-            "--table-id", table_id,
+            "--table", table_id,
             "--floor-dsn", floor_db.config(table_id).dsn,
             "--floor-passfile", str(floor_db.passfile),
             "--fast",
@@ -124,6 +125,7 @@ def _table_config(path: Path, floor_db: FloorDb, table_id: str, state: Path) -> 
         *(f"{key} = {value!r}".replace("'", '"') for key, value in options.items()),
         "[journal]",
         f'path = "{state / "journal.sqlite"}"',
+        UNSEALED,
         "[metrics]",
         'listen = "127.0.0.1:0"',
         "[operator]",
@@ -190,7 +192,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
         "--rounds", str(args.rounds),
         "--state-dir", str(args.state_dir),
         "--metrics-listen", args.metrics_listen,
-        "--table-id", args.table_id,
+        "--table", args.table_id,
         "--floor-dsn", args.floor_dsn,
         "--floor-passfile", str(args.floor_passfile),
         "--seed", "5",

@@ -46,3 +46,47 @@ def test_example_config_prints_each_games_file_and_names_what_is_missing(capsys)
     assert "name a game: three_card_21" in capsys.readouterr().err
     assert cli.main(["example-config", "--path", "systemd"]) == 0
     assert (Path(capsys.readouterr().out.strip()) / "tablectl@.service").is_file()
+
+
+def _subparsers(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield name, sub
+                for deeper, subsub in _subparsers(sub):
+                    yield f"{name} {deeper}", subsub
+
+
+def _visible_options(parser) -> set[str]:
+    import argparse
+
+    return {
+        option
+        for action in parser._actions
+        if action.help != argparse.SUPPRESS
+        for option in action.option_strings
+    }
+
+
+def test_one_option_name_per_idea_the_old_names_kept_hidden(tmp_path):
+    """A file or directory written is --output; a table is --table, in every command. The old
+    names (--out, --report, --table-id) still work for a release, hidden from the help."""
+    parsers = dict(_subparsers(cli.build_parser()))
+    for command, parser in parsers.items():
+        shown = _visible_options(parser)
+        assert not shown & {"--out", "--report", "--table-id"}, (command, shown)
+    assert "--output" in _visible_options(parsers["floor report"])
+    assert "--output" in _visible_options(parsers["conformance"])
+    assert "--output" in _visible_options(parsers["journal export"])
+    assert "--table" in _visible_options(parsers["demo"])
+    old = parsers["floor report"].parse_args(
+        ["--dsn", "x", "--gaming-day", "2026-11-23", "--out", str(tmp_path)]
+    )
+    assert old.output == tmp_path
+    assert parsers["demo"].parse_args(["--table-id", "t9"]).table_id == "t9"
+    assert parsers["demo"].parse_args(["--table", "t9"]).table_id == "t9"
+    assert parsers["demo"].parse_args([]).table_id == "demo"
+    conformance = ["shoe", "--driver", "reference", "--report", "r.md"]
+    assert parsers["conformance"].parse_args(conformance).output == Path("r.md")

@@ -72,7 +72,7 @@ def test_the_cli_prints_the_table_and_exits_1_on_a_failure(tmp_path):
     out = tmp_path / "report.json"
     broken = subprocess.run(
         [sys.executable, "-m", "tablectl.controller", "conformance", "shoe", "--driver", BROKEN,
-         "--simulator", "reference", "--format", "json", "--report", str(out)],
+         "--simulator", "reference", "--format", "json", "--output", str(out)],
         capture_output=True, text=True, env=ENV, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert broken.returncode == 1, broken.stderr

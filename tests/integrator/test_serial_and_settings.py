@@ -20,6 +20,7 @@ from tablectl.controller.daemon import run_daemon
 from tablectl.controller.logs import configure_logging
 from tablectl.drivers.transport import make_transport
 from tablectl.simulators.pty import PtyAttachment
+from tests.unsealed import UNSEALED
 
 TABLE = """
 [table]
@@ -113,9 +114,9 @@ def test_a_bad_serial_line_is_named_key_by_key(tmp_path):
 
 
 def test_check_config_validates_settings_by_the_drivers_schema(tmp_path, capsys):
-    good = _daemon_table(tmp_path, "status_poll_seconds = 0.5\ncommand_tries = 2")
+    good = _daemon_table(tmp_path, "status_poll_seconds = 0.5\ncommand_tries = 2", CS9_LINE)
     assert cli.main(["check-config", str(good)]) == 0, capsys.readouterr().err
-    bad = _daemon_table(tmp_path, "status_poll_seconds = 'often'\ncommand_tries = 9")
+    bad = _daemon_table(tmp_path, "status_poll_seconds = 'often'\ncommand_tries = 9", CS9_LINE)
     assert cli.main(["check-config", str(bad)]) == 1
     err = capsys.readouterr().err
     assert (
@@ -128,6 +129,34 @@ def test_check_config_validates_settings_by_the_drivers_schema(tmp_path, capsys)
     assert "devices.shoe.settings.speed: unknown setting for this driver; allowed: none" in (
         capsys.readouterr().err
     )
+
+
+#: the Acme CS-9's line, as its driver declares it (acme_shoe.protocol.SERIAL_LINE)
+CS9_LINE = "baudrate = 9600\nbytesize = 8\nparity = 'E'\nstopbits = 1"
+
+
+def test_check_config_compares_the_serial_line_with_the_drivers(tmp_path, capsys):
+    """A CS-9 is 9600 8E1: a table that leaves the line out (115200 8N1 by default) or gives
+    another is refused, each differing setting named with the driver's value."""
+    left_out = _daemon_table(tmp_path, "")
+    assert cli.main(["check-config", str(left_out)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"{left_out}: devices.shoe.transport.baudrate: 115200 (the default), but the acme-cs9 "
+        "driver declares 9600 for its device's serial line: set baudrate = 9600" in err
+    )
+    assert f"{left_out}: devices.shoe.transport.parity: 'N' (the default), but" in err
+    assert "devices.shoe.transport.bytesize" not in err  # 8, as declared
+    wrong = _daemon_table(tmp_path, "", CS9_LINE.replace("'E'", "'O'"))
+    assert cli.main(["check-config", str(wrong)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"{wrong}: devices.shoe.transport.parity: 'O', but the acme-cs9 driver declares 'E' "
+        'for its device\'s serial line: set parity = "E"' in err
+    )
+    assert "baudrate" not in err
+    right = _daemon_table(tmp_path, "", CS9_LINE)
+    assert cli.main(["check-config", str(right)]) == 0, capsys.readouterr().err
 
 
 def test_no_settings_are_checked_without_jsonschema_unless_the_schema_asks_for_some():
@@ -170,6 +199,7 @@ def _daemon_table(
         + f"""
 [journal]
 path = "{tmp_path}/journal.sqlite"
+{UNSEALED}
 [metrics]
 listen = "127.0.0.1:0"
 [operator]

@@ -49,6 +49,7 @@ dealing = "manual_shoe"
 [journal]
 path = "{journal}"
 checkpoint_rounds = {checkpoint_rounds}
+sealing = "{sealing}"
 {journal_extra}
 [metrics]
 listen = "127.0.0.1:0"
@@ -66,7 +67,10 @@ def write_config(
     checkpoint_rounds: int = DEFAULT_CHECKPOINT_ROUNDS,
     day_start: str = "06:00",
     journal_extra: str = "",
+    sealing: str = "off",
 ) -> Path:
+    """A table's configuration under `directory`; unsealed unless `sealing="on"` (the sealing
+    tests set up its key: `run` refuses a sealed table without one)."""
     import grp
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -80,6 +84,7 @@ def write_config(
             checkpoint_rounds=checkpoint_rounds,
             day_start=day_start,
             journal_extra=journal_extra,
+            sealing=sealing,
         )
     )
     return path

@@ -97,6 +97,7 @@ def test_a_cut_tail_is_refused_and_its_sequence_numbers_are_never_reused(table: 
 
 
 def test_the_daemon_seals_every_epoch_and_at_a_clean_stop(table: Path):
+    table.write_text(table.read_text().replace('sealing = "off"', 'sealing = "on"'))
     made = subprocess.run(
         [*TABLECTL, "journal", "setup-keys", "--config", str(table), "--interval", "1"],
         capture_output=True,
@@ -155,7 +156,7 @@ def test_the_segment_rolls_over_at_the_gaming_day_while_the_daemon_runs(tmp_path
     and runs): the live segment closes, sealed and read-only, and the next one begins linked
     to it, with the table row and a checkpoint; the daemon restarts on the new segment."""
     libfaketime = _libfaketime()
-    config = write_config(tmp_path / "t", day_start="06:00")
+    config = write_config(tmp_path / "t", day_start="06:00", sealing="on")
     build_history(config, 20)  # recorded now: today's gaming day
     today = gaming_day_of(
         local_wall_clock(datetime.datetime.now(datetime.UTC)), datetime.time(6, 0)

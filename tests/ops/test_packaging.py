@@ -59,7 +59,7 @@ def test_the_wheel_holds_every_package_under_tablectl_and_nothing_else(tmp_path)
     assert data == {
         "share/bash-completion/completions/tablectl",
         "share/zsh/site-functions/_tablectl",
-        "share/man/man1/tablectl.1",
+        *(f"share/man/man1/{page}.1" for page in MAN_PAGES),
     }
     # installed under a prefix of its own; --ignore-installed, or pip would first uninstall
     # the tablectl of the environment running the tests
@@ -92,11 +92,16 @@ def test_the_wheel_holds_every_package_under_tablectl_and_nothing_else(tmp_path)
 
 def _shipped(installed: str) -> str:
     """share/man/man1/tablectl.1 -> man/tablectl.1 (its place under controller/share/)."""
+    if installed.startswith("share/man/man1/"):
+        return "man/" + installed.removeprefix("share/man/man1/")
     return {
         "share/bash-completion/completions/tablectl": "bash-completion/tablectl",
         "share/zsh/site-functions/_tablectl": "zsh/_tablectl",
-        "share/man/man1/tablectl.1": "man/tablectl.1",
     }[installed]
+
+
+#: tablectl(1) and a page per role-facing command (controller/manuals.py COMMAND_PAGES)
+MAN_PAGES = ("tablectl", "tablectl-run", "tablectl-op", "tablectl-journal", "tablectl-floor")
 
 
 def test_the_checkout_import_root_maps_the_same_folders():

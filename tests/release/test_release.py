@@ -118,6 +118,7 @@ stopbits = 1
 command_timeout = 1.5
 [journal]
 path = "{home}/hilo07/journal.sqlite"
+sealing = "off"
 [metrics]
 listen = "127.0.0.1:0"
 [operator]

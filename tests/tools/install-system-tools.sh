@@ -7,6 +7,7 @@ need() { command -v "$1" >/dev/null 2>&1 || missing="$missing $2"; }
 # (entries are added by the features that need them)
 need dot graphviz  # tablectl diagram --svg: the state charts
 need promtool prometheus
+need prometheus prometheus  # the server itself: tests/ops/test_prometheus_live.py
 need systemd-analyze systemd
 need systemd-sysusers systemd
 need systemd-tmpfiles systemd
@@ -16,6 +17,7 @@ need umockdev-run umockdev
 # server binaries off PATH, in /usr/lib/postgresql/VERSION/bin
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
     || missing="$missing postgresql"
+need chromium chromium  # the floor report's page, drawn headless (tests/floor/test_report_page.py)
 need faketime faketime  # the daemon's clock across a gaming-day boundary (tests/journal)
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then

@@ -8,6 +8,23 @@ def test_unknown_command_exits_2_and_names_it(capsys):
     assert "no-such-command" in capsys.readouterr().err
 
 
+def test_no_command_prints_the_help_on_stderr_and_exits_2(capsys):
+    """A usage error, as for any missing argument: `tablectl && next` must not go on."""
+    assert cli.main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "commands:" in captured.err and "a COMMAND is required" in captured.err
+
+
+def test_a_mistyped_command_gets_did_you_mean(capsys):
+    assert cli.main(["stauts"]) == 2
+    assert "tablectl: unknown command 'stauts'; did you mean 'status'?" in capsys.readouterr().err
+    assert cli.main(["jornal", "verify"]) == 2
+    assert "did you mean 'journal'?" in capsys.readouterr().err
+    assert cli.main(["xyzzy"]) == 2
+    assert "did you mean" not in capsys.readouterr().err  # nothing close: no guess
+
+
 def test_help_lists_every_command(capsys):
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out

@@ -51,6 +51,31 @@ def test_the_man_page_documents_every_command_and_reads_with_man() -> None:
     assert "--gaming-day" in shown and "--pace" in shown
 
 
+@pytest.mark.parametrize("page", ["tablectl", "tablectl-run", "tablectl-op", "tablectl-journal",
+                                  "tablectl-floor"])  # fmt: skip
+def test_each_page_has_exit_status_files_environment_and_see_also(page: str) -> None:
+    """A man page, not a --help dump: what the exit statuses mean, the files and variables it
+    reads, where to read on; one page per role-facing command, as `man tablectl-run` finds it."""
+    text = (SHARE / "man" / f"{page}.1").read_text()
+    for heading in ("EXIT STATUS", "FILES", "ENVIRONMENT", "SEE ALSO"):
+        assert f".SH {heading}\n" in text, (page, heading)
+    assert text.startswith(f'.TH {page.upper().replace("-", chr(92) + "-")} "1"'), text[:80]
+    if page != "tablectl":
+        command = page.removeprefix("tablectl-")
+        assert f".B tablectl {command}\n" in text  # the synopsis is the command typed
+    if shutil.which("man") is None:
+        pytest.skip("man is not installed")
+    shown = subprocess.run(
+        ["man", "-l", str(SHARE / "man" / f"{page}.1")],
+        capture_output=True, text=True, timeout=30, check=True,
+        env={"MANPAGER": "cat", "PAGER": "cat", "COLUMNS": "100", "PATH": "/usr/bin:/bin"},
+    ).stdout  # fmt: skip
+    assert "EXIT STATUS" in shown and "/var/lib/tablectl/TABLE/journal.sqlite" in shown
+    assert ("NOTIFY_SOCKET" in shown and "SEE ALSO" in shown and "tablectl(1)" in shown) or (
+        page == "tablectl" and "tablectl-run(1)" in shown
+    )
+
+
 def bash_complete(*words: str) -> list[str]:
     """What bash completes for `tablectl WORDS...` (the last word being typed)."""
     script = SHARE / "bash-completion" / "tablectl"
@@ -59,7 +84,8 @@ def bash_complete(*words: str) -> list[str]:
         f"source {script}\n"
         f"COMP_WORDS=(tablectl {' '.join(words)}); COMP_CWORD={len(words)}\n"
         f"COMP_LINE='{line}'; COMP_POINT={len(line)}\n"
-        "_shtab_tablectl tablectl\n"
+        # the function the script registers for tablectl (shtab's, or the one wrapping it)
+        "$(complete -p tablectl | sed -E 's/.*-F ([^ ]+).*/\\1/') tablectl\n"
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
     result = subprocess.run(
@@ -78,6 +104,16 @@ def test_bash_completes_commands_actions_and_options() -> None:
     assert "--format" in bash_complete("journal", "export", "--fo")
     assert set(bash_complete("watch", "--")) >= {"--socket", "--table", "--refresh"}
     assert set(bash_complete("demo", "--game", "")) >= {"three_card_21", "asia_poker"}
+
+
+def test_bash_completes_ops_events_and_each_events_fields() -> None:
+    """`tablectl op <TAB>`: the operator events; `tablectl op EVENT --<TAB>`: its fields."""
+    assert bash_complete("op", "bets") == ["bets_closed"]
+    assert {"stub_counted", "supervisor_ack", "hands_collected"} <= set(bash_complete("op", ""))
+    assert "card_drawn" not in bash_complete("op", "")  # a device's event, not an operator's
+    assert "--positions" in bash_complete("op", "bets_closed", "--")
+    assert bash_complete("op", "--table", "t1", "stub_counted", "--hand") == ["--hand_counts"]
+    assert "--time" not in bash_complete("op", "stub_counted", "--")  # stamped by the daemon
 
 
 def test_completion_prints_the_shipped_script(capsys: pytest.CaptureFixture[str]) -> None:

@@ -182,3 +182,24 @@ def test_replay_of_an_empty_file_names_line_1(tmp_path, capsys):
     path.write_text("")
     assert cli.main(["replay", str(path)]) == 2
     assert "line 1: the file is empty" in capsys.readouterr().err
+
+
+def test_diagram_svg_without_graphviz_says_what_is_missing_and_writes_nothing(tmp_path):
+    """graphviz's `dot` absent (a PATH without it): a clear message, no traceback, no file."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "chart.svg"
+    done = subprocess.run(
+        [sys.executable, "-m", "tablectl.controller", "diagram", "--game", "three_card_21",
+         "--svg", str(target)],
+        capture_output=True, text=True, timeout=60, env={"PATH": str(tmp_path / "empty")},
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        "tablectl diagram: no SVG written: graphviz's `dot` program is not on PATH "
+        "(Debian: apt-get install graphviz)"
+    )
+    assert "stateDiagram-v2" in done.stdout  # the mermaid text is still printed
+    assert list(tmp_path.iterdir()) == []

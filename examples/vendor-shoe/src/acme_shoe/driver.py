@@ -24,6 +24,8 @@ from tablectl.drivers.protocol.messages import Identity
 class AcmeShoe(Shoe):
     """Acme CS-9 card-reading shoe over a serial line (9600 8E1)."""
 
+    #: the driver API this driver is written for (tablectl.drivers.base.DRIVER_API_VERSION)
+    driver_api = "1.0"
     serial_defaults: ClassVar[dict[str, Any]] = dict(p.SERIAL_LINE)
     #: the CS-9 has an FTDI FT232R USB-serial bridge inside (its own vendor/product ids)
     usb_ids: ClassVar[tuple[tuple[int, int], ...]] = ((0x0403, 0x6001),)

@@ -1,25 +1,24 @@
 """The Acme CS-9 shoe simulated: tablectl's shoe model behind the CS-9's own wire.
 
 The cards, the cut card, jams and locks are tablectl's ``ShoeSim`` (so ``tablectl demo``'s
-automatic dealer can deal from it like from any shoe); everything on the wire is the CS-9's:
-``send_frame`` turns the model's reports into ``acme_shoe.protocol`` frames, sent one at a
-time until ACKed (again on NAK or after ``ACK_TIMEOUT``), and ``receive`` answers the host's
-commands. Served on a pty by ``tablectl sim shoe --driver acme-cs9``.
+automatic dealer can deal from it like from any shoe); everything on the wire is the CS-9's.
+``VendorSimulator`` (tablectl.simulators.vendor) is the seam: ``on_bytes`` answers the host's
+commands, ``on_report`` turns the model's reports (docs/events.md's words) into CS-9 events,
+sent one at a time until ACKed (again on NAK or after ``ACK_TIMEOUT``). Served on a pty by
+``tablectl sim shoe --driver acme-cs9``.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from acme_shoe import protocol as p
-from tablectl.drivers.protocol import messages as m
-from tablectl.drivers.protocol.messages import Msg, ResultCode
 from tablectl.simulators.shoe import ShoeSim
+from tablectl.simulators.vendor import Report, VendorSimulator
 
 
-class AcmeShoeSim(ShoeSim):
+class AcmeShoeSim(VendorSimulator, ShoeSim):
     """A CS-9 shoe; takes ``ShoeSim``'s keywords (seed, decks, joker, automated, ...)."""
 
     model = "ACME CS-9"
@@ -34,33 +33,27 @@ class AcmeShoeSim(ShoeSim):
         self._last_reply: bytes | None = None
         self.dropped_events = 0
 
-    # -- DeviceSide ----------------------------------------------------------------------
+    # -- the line ------------------------------------------------------------------------
 
-    def connect(self, send: Callable[[bytes], None]) -> None:
-        self._send = send
-        self.connected = True
-        self.handshaken = False
+    def on_connect(self) -> None:
         self.deframer = p.Deframer()
         self._queue.clear()
 
-    def disconnect(self) -> None:
+    def on_disconnect(self) -> None:
         self._queue.clear()
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None
-        super().disconnect()
+        super().on_disconnect()
 
-    def _receive_now(self, data: bytes) -> None:
-        """The host's bytes (``SimulatedDevice.receive`` calls this, late if ``answer_delay``)."""
-        if not self.connected:
-            return
+    def on_bytes(self, data: bytes) -> None:
         for kind, text in self.deframer.feed(data):
             if kind == "ack":
                 self._acked()
             elif kind == "nak":
                 self._again()
             elif kind == "bad":
-                self._raw(bytes((p.NAK,)))
+                self.write(bytes((p.NAK,)))
             else:
                 self._command(text.split(","))
 
@@ -70,18 +63,16 @@ class AcmeShoeSim(ShoeSim):
         letter = fields[0]
         if letter == "V":
             ident = self.identity
-            self.handshaken = True
             self._reply(f"I,{ident.model},{ident.serial},{ident.firmware},{ident.firmware_sha256}")
-            self.on_handshake()
+            self.identified()
         elif not self.handshaken:
             self._reply(f"E,{letter},NR,identify first")
         elif letter == "S":
             fault = "JM" if self.faulted else "0"
             self._reply(f"T,{int(self.locked)},{fault}")
         elif letter == "L" and len(fields) == 2 and fields[1] in ("0", "1"):
-            handler = self._cmd_lock if fields[1] == "1" else self._cmd_unlock
-            code, text = handler(b"")
-            if code == ResultCode.OK:
+            done, text = self.do("lock_dispensing" if fields[1] == "1" else "unlock_dispensing")
+            if done:
                 self._reply(f"A,L,{fields[1]}")
             else:
                 self._reply(f"E,L,WS,{_clean(text)}")
@@ -90,18 +81,12 @@ class AcmeShoeSim(ShoeSim):
 
     def _reply(self, text: str) -> None:
         self._last_reply = p.frame(text)
-        self._raw(self._last_reply)
-
-    def _raw(self, data: bytes) -> None:
-        if self._send is not None and self.connected:
-            self._send(data)
+        self.write(self._last_reply)
 
     # -- the model's reports, as CS-9 events ----------------------------------------------
 
-    def send_frame(self, msg: Msg, payload: bytes = b"") -> None:
-        if not (self.connected and self.handshaken):
-            return
-        text = _event_text(msg, payload)
+    def on_report(self, report: Report) -> None:
+        text = _event_text(report)
         if text is None:
             return
         self._queue.append(p.frame(text))
@@ -110,7 +95,7 @@ class AcmeShoeSim(ShoeSim):
 
     def _transmit(self) -> None:
         self._tries = 1
-        self._raw(self._queue[0])
+        self.write(self._queue[0])
         self._arm()
 
     def _arm(self) -> None:
@@ -133,7 +118,7 @@ class AcmeShoeSim(ShoeSim):
         self._retry = None
         if not self._queue:
             if self._last_reply is not None:
-                self._raw(self._last_reply)  # the host NAKed a reply
+                self.write(self._last_reply)  # the host NAKed a reply
             return
         if self._tries >= p.MAX_TRIES:
             self.dropped_events += 1
@@ -142,7 +127,7 @@ class AcmeShoeSim(ShoeSim):
                 self._transmit()
             return
         self._tries += 1
-        self._raw(self._queue[0])
+        self.write(self._queue[0])
         self._arm()
 
 
@@ -150,22 +135,21 @@ def _clean(text: str) -> str:
     return "".join(c if 0x20 <= ord(c) < 0x7F and c != "," else " " for c in text)
 
 
-def _event_text(msg: Msg, payload: bytes) -> str | None:
-    """The CS-9 frame text of one of ShoeSim's reports (None: the CS-9 has no such report)."""
-    if msg == Msg.CARD_DRAWN:
-        card, face_up = m.unpack_card_drawn(payload)
-        return f"C,{p.card_to_wire(card)},{'F' if face_up else 'B'}"
-    if msg == Msg.STACK_DISPENSED:
-        cards = m.unpack_stack(payload)
+def _event_text(report: Report) -> str | None:
+    """The CS-9 frame text of one of the model's reports (None: the CS-9 has no such event)."""
+    fields = report.fields
+    if report.type == "card_drawn":
+        return f"C,{p.card_to_wire(fields['card'])},{'F' if fields.get('face_up') else 'B'}"
+    if report.type == "stack_dispensed":
+        cards = list(fields["cards"])
         return ",".join(["K", str(len(cards)), *(p.card_to_wire(c) for c in cards)])
-    if msg == Msg.CUT_CARD_REACHED:
+    if report.type == "cut_card_reached":
         return "X"
-    if msg == Msg.SHOE_LOADED:
-        return f"N,{m.unpack_deck(payload, 'SHOE_LOADED') or '-'}"
-    if msg == Msg.SHOE_FAULT:
-        code, text = m.unpack_fault(payload, "SHOE_FAULT")
-        word = m.fault_name(code, text)
-        return f"F,{p.FAULT_CODES.get(word, 'OT')},{_clean(text)}"
-    if msg == Msg.DISPENSING_LOCKED:
-        return f"D,{int(m.unpack_bool(payload, 'DISPENSING_LOCKED'))}"
+    if report.type == "shoe_loaded":
+        return f"N,{fields.get('deck') or '-'}"
+    if report.type == "shoe_fault":
+        detail = str(fields.get("detail") or "")
+        return f"F,{p.FAULT_CODES.get(str(fields['fault']), 'OT')},{_clean(detail)}"
+    if report.type == "dispensing_locked":
+        return f"D,{int(bool(fields['locked']))}"
     return None
