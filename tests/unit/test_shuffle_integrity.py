@@ -3,6 +3,7 @@ previous one, honest shuffles that must stay silent, and no card in any finding.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -75,7 +76,7 @@ def test_honest_shuffles_stay_silent(copies: dict[str, int]) -> None:
     per_shoe = 1 if len(cards) == 52 else 8
     order = shuffles.uniform(cards, rng)
     found, number, dealt = [], 0, []
-    for shoe in range(300):
+    for _shoe in range(300):
         for r in range(per_shoe):
             number += 1
             cards_now = order[r * 20 : (r + 1) * 20]
@@ -140,7 +141,7 @@ def test_the_statistics_against_known_values() -> None:
     assert chi_square_survival(23.209251158954356, 10) == pytest.approx(0.01, rel=1e-6)
     assert chi_square_survival(135.80672317102676, 100) == pytest.approx(0.01, rel=1e-6)
     # one deck, every pair of a full previous deal: (dealt - 1) / 52
-    pairs = list(zip(CARDS, CARDS[1:], strict=False))
+    pairs = list(itertools.pairwise(CARDS))
     assert pair_match_mean(DECK, pairs, 52) == pytest.approx(51 * 51 / (52 * 51))
     assert run_chance(DECK, 2) == pytest.approx(1 / (52 * 51))
 
