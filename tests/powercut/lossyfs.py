@@ -108,8 +108,9 @@ class LossyOperations:
 
     use_ns = True
 
-    def __init__(self, backing: Path) -> None:
+    def __init__(self, backing: Path, *, ext4: bool = False) -> None:
         self.backing = backing
+        self.ext4 = ext4
         self._mutex = threading.RLock()
         self.dead = False
         self.inos = itertools.count(2)
@@ -517,7 +518,7 @@ class LossyOperations:
 
     def rename(self, old: str, new: str) -> int:
         with self._mutex:
-            self._enter("rename", old)
+            self._enter("rename", f"{old} -> {new}")
             source_dir, source_name = self._parent(old)
             target_dir, target_name = self._parent(new)
             sources = self._load(source_dir)
@@ -536,7 +537,7 @@ class LossyOperations:
             targets[target_name] = node
             node.where = new
             node.ctime = source_dir.mtime = target_dir.mtime = time.time_ns()
-            self._leave("rename", new)
+            self._leave("rename", f"{old} -> {new}")
             return 0
 
     def chmod(self, path: str | None, mode: int) -> int:
@@ -665,6 +666,10 @@ class LossyOperations:
             self._enter("fsync", node or "")
             assert node is not None
             self._sync_file(node)
+            if self.ext4:  # one journal commit carries every entry changed so far
+                for directory in self._alive():
+                    if directory.is_dir:
+                        self._sync_dir(directory)
             self._leave("fsync", node)
             return 0
 
@@ -763,10 +768,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("backing", type=Path)
     parser.add_argument("mountpoint", type=Path)
     parser.add_argument("--control", type=Path, required=True)
+    parser.add_argument(
+        "--ext4",
+        action="store_true",
+        help="an fsync of a file also makes every directory entry changed so far durable",
+    )
     args = parser.parse_args(argv)
     import mfusepy
 
-    operations = LossyOperations(args.backing.resolve())
+    operations = LossyOperations(args.backing.resolve(), ext4=args.ext4)
     serve_control(operations, args.control)
     mfusepy.FUSE(
         operations,
@@ -801,8 +811,11 @@ class LossyMount:
     """A lossyfs process mounted on `mountpoint` over `backing`; driven through its control
     socket. `cut()` is the power cut; `remount()` a new mount on what survived."""
 
-    def __init__(self, backing: Path, mountpoint: Path, control: Path | None = None) -> None:
+    def __init__(
+        self, backing: Path, mountpoint: Path, control: Path | None = None, *, ext4: bool = False
+    ) -> None:
         self.backing = backing
+        self.ext4 = ext4
         self.mountpoint = mountpoint
         self.control = control or mountpoint.parent / f".{mountpoint.name}.control"
         self.process: subprocess.Popen[bytes] | None = None
@@ -824,6 +837,7 @@ class LossyMount:
                     str(self.mountpoint),
                     "--control",
                     str(self.control),
+                    *(["--ext4"] if self.ext4 else []),
                 ],
                 cwd=root,
                 stdout=log,
