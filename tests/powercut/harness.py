@@ -97,14 +97,14 @@ TRIGGERS: tuple[Trigger, ...] = (
         "a commit: before the WAL's fsync",
         ("fsync",),
         r"journal\.sqlite-wal$",
-        nth_max=400,
+        nth_max=150,
     ),
     Trigger(
         "a commit: after the WAL's fsync",
         ("fsync",),
         r"journal\.sqlite-wal$",
         "after",
-        nth_max=400,
+        nth_max=150,
     ),
     Trigger("a directory fsync", ("fsyncdir",), r"/state$", nth_max=6),
 )
@@ -188,8 +188,9 @@ class PoweredTable:
         (self.base / "verification-key").write_text(f"{self.key}\n")
         self.mount.mount()
 
-    def start(self) -> str | None:
-        """Start the daemon; None once READY, or why it did not start."""
+    def start(self, arm: Trigger | None = None, nth: int = 1) -> str | None:
+        """Start the daemon; None once READY, or why it did not start. `arm`: a cut armed as
+        the process starts (before the daemon opens its journal)."""
         self.acks_offset = self.acks.stat().st_size if self.acks.exists() else 0
         env = {**os.environ, **self.faketime}
         out = open(self.output, "a")  # noqa: SIM115 (the child's stdout, closed below)
@@ -219,6 +220,8 @@ class PoweredTable:
         )
         out.close()
         self.seed += 1
+        if arm is not None:
+            self.mount.arm(list(arm.ops), arm.path, nth=nth, when=arm.when, kill=self.process.pid)
         assert self.process.stdout is not None
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
@@ -385,10 +388,10 @@ class PoweredTable:
             self.fail(number, f"{len(lost)} of {len(acknowledged)} acknowledged events lost")
         code, said = self.verify(command=command)
         if code != 0:
+            said = said.replace(f"{self.state}: ", "")
             self.fail(number, f"journal verify --verify-key exits {code}: {said}")
-        leftovers = sorted(p.name for p in self.state.iterdir() if p.name.endswith(".tmp"))
-        if leftovers:
-            self.fail(number, f"temporary files left after the restart: {', '.join(leftovers)}")
+        for leftover in sorted(p.name for p in self.state.iterdir() if p.name.endswith(".tmp")):
+            self.fail(number, f"temporary file left after the restart: {leftover}")
         holds = self.holds_line()
         if holds is None:
             self.fail(number, "the restarted daemon played no round (no holds recorded)")
@@ -431,6 +434,59 @@ def play_with_cuts(
                 table.fail(number, why)
                 return table
             table.check(number, command=command or number == cuts)
+    finally:
+        table.stop()
+    return table
+
+
+FIRST_START_TRIGGERS: tuple[Trigger, ...] = (
+    Trigger("the first start: a commit's WAL fsync", ("fsync",), r"/state/journal\.sqlite-wal$"),
+    Trigger(
+        "the first start: after a commit's WAL fsync",
+        ("fsync",),
+        r"/state/journal\.sqlite-wal$",
+        "after",
+    ),
+    Trigger("the first start: a directory fsync", ("fsyncdir",), r"/state$"),
+    Trigger("the first start: the journal's creation", ("create",), r"/state/journal\.sqlite$"),
+)
+
+
+def cut_at_the_first_start(game: str, base: Path, trigger: Trigger, nth: int) -> PoweredTable:
+    """A cut while the daemon opens a new journal for the first time (its `nth` operation
+    matching `trigger`); then a restart and the checks."""
+    table = PoweredTable(game, base)
+    table.install()
+    try:
+        why = table.start(arm=trigger, nth=nth)
+        fired = why is not None and "exit -9" in why
+        if why is None:  # READY before the operation came: cut now
+            assert table.process is not None
+            table.mount.cut(kill=table.process.pid)
+            table.process.wait(10)
+            table._drain()
+            table.process = None
+        (cut,) = table.mount.cuts()
+        dropped = cut["dropped"] or {"files": [], "directories": [], "blocks": 0}
+        table.trigger = f"{trigger.name} #{nth}" + ("" if fired else " (READY first)")
+        table.cuts.append(
+            CutRecord(
+                game,
+                1,
+                table.trigger,
+                fired,
+                len(dropped["files"]),
+                len(dropped["directories"]),
+                int(dropped["blocks"]),
+                len(table.acknowledged()),
+            )
+        )
+        table.mount.remount()
+        why = table.start()
+        if why is not None:
+            table.fail(1, why)
+            return table
+        table.check(1)
     finally:
         table.stop()
     return table

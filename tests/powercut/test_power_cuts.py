@@ -23,12 +23,14 @@ import pytest
 
 from tests.powercut.conftest import need_fuse
 from tests.powercut.harness import (
+    FIRST_START_TRIGGERS,
     GAMES,
     ROLLOVER_TRIGGERS,
     SEAL_INTERVAL,
     TRIGGERS,
     PoweredTable,
     Trigger,
+    cut_at_the_first_start,
     cut_in_a_rollover,
     play_with_cuts,
 )
@@ -43,9 +45,13 @@ KNOWN_BUGS: dict[str, str] = {
     # ext4-like: a cut after the key's temporary file is fsynced (its entry durable with it) and
     # before its rename leaves `.sealing-key.PID.tmp` for ever, holding the key of an epoch the
     # daemon goes on to erase: whoever reads it can forge seals from that epoch on.
-    "sealing_key_temporary_left": r"temporary files left after the restart: .*\.sealing-key\.",
+    "sealing_key_temporary_left": r"temporary file left after the restart: \.sealing-key\.",
+    # A cut while the daemon creates a new journal (its first open): the journal file survives
+    # without its table; `demo` then refuses every later start ("not a tablectl journal:
+    # attempt to write a readonly database": give a new --state-dir).
+    "first_open_refused": r"did not start \(exit 2\).*not a tablectl journal",
     # ext4-like: the same for the head file's temporary copy (`.journal.sqlite.head.PID.tmp`).
-    "head_temporary_left": r"temporary files left after the restart: .*\.journal\.sqlite\.head\.",
+    "head_temporary_left": r"temporary file left after the restart: \.journal\.sqlite\.head\.",
 }
 
 SEED = int(os.environ.get("TABLECTL_POWERCUT_SEED", "20261125"))
@@ -56,7 +62,9 @@ def known(finding: str) -> str | None:
 
 
 def report(tables: list[PoweredTable]) -> tuple[list[str], dict[str, int]]:
-    """Findings no known bug explains, and how many each known bug explained; printed."""
+    """Findings no known bug explains, and at how many cuts each known bug appeared (a
+    finding still there at the next cut, e.g. a broken seal, is counted at its first cut);
+    all printed."""
     unknown: list[str] = []
     explained: dict[str, int] = {}
     for table in tables:
@@ -66,13 +74,18 @@ def report(tables: list[PoweredTable]) -> tuple[list[str], dict[str, int]]:
                 f"({cut.dropped_blocks} blocks) and the entries of {cut.dropped_dirs} "
                 f"directories; {cut.acknowledged} events acknowledged so far"
             )
-        for finding in table.findings:
-            bug = known(str(finding))
-            if bug is None:
-                unknown.append(str(finding))
-            else:
-                explained[bug] = explained.get(bug, 0) + 1
-            print(f"FINDING [{bug or 'NEW'}] {finding}")
+        before: set[str] = set()
+        for number in sorted({f.cut for f in table.findings}):
+            now = {f.what for f in table.findings if f.cut == number}
+            for finding in (f for f in table.findings if f.cut == number):
+                bug = known(finding.what)
+                new = finding.what not in before
+                if bug is None:
+                    unknown.append(str(finding))
+                elif new:
+                    explained[bug] = explained.get(bug, 0) + 1
+                print(f"FINDING [{bug or 'NEW'}{'' if new else ', still'}] {finding}")
+            before = now
     return unknown, explained
 
 
@@ -116,7 +129,7 @@ def reproduce(tmp_path: Path, trigger: Trigger, *, ext4: bool = False) -> Powere
         if why is not None:
             table.fail(1, why)
         else:
-            time.sleep(2 * SEAL_INTERVAL + 0.5)  # the restarted daemon's next seals
+            time.sleep(SEAL_INTERVAL + 1.0)  # the restarted daemon's next seal
             table.check(1)
     finally:
         table.stop()
@@ -146,9 +159,22 @@ def test_a_cut_inside_a_seal_keeps_the_seals_verifying(tmp_path: Path):
 )
 def test_a_cut_inside_a_seal_leaves_no_copy_of_an_erased_key(tmp_path: Path):
     table = reproduce(tmp_path, TRIGGERS[4], ext4=True)
-    assert not [f for f in table.findings if "temporary files" in f.what], [
+    assert not [f for f in table.findings if "temporary file" in f.what], [
         str(f) for f in table.findings
     ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug first_open_refused (issue 21, item 4): a cut during the first open of a new "
+    "journal leaves journal.sqlite without its table; every later start of the demo is refused "
+    "('not a tablectl journal: attempt to write a readonly database')",
+)
+def test_a_cut_during_the_first_open_of_a_journal_lets_the_table_start_again(tmp_path: Path):
+    table = cut_at_the_first_start("asia_poker", tmp_path, FIRST_START_TRIGGERS[0], 1)
+    report([table])
+    assert table.cuts[0].fired, "the first commit never came"
+    assert not table.findings, [str(f) for f in table.findings]
 
 
 @pytest.mark.long
@@ -160,7 +186,7 @@ def test_a_cut_inside_a_seal_leaves_no_copy_of_an_erased_key(tmp_path: Path):
 )
 def test_a_cut_inside_a_head_file_write_leaves_no_temporary_file(tmp_path: Path):
     table = reproduce(tmp_path, TRIGGERS[6], ext4=True)
-    assert not [f for f in table.findings if "temporary files" in f.what], [
+    assert not [f for f in table.findings if "temporary file" in f.what], [
         str(f) for f in table.findings
     ]
 
@@ -194,4 +220,18 @@ def test_power_cuts_inside_the_gaming_day_roll_over(game: str, tmp_path: Path):
     ]
     unknown, _explained = report(tables)
     assert all(len(t.cuts) == 1 for t in tables)
+    assert not unknown, unknown
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("trigger", FIRST_START_TRIGGERS, ids=lambda t: t.name.split(": ")[1])
+def test_power_cuts_at_the_first_start(trigger: Trigger, tmp_path: Path):
+    """A new table's first start (the journal created, its table and first rows committed)
+    cut at its 1st and 2nd matching operation, for two games."""
+    index = FIRST_START_TRIGGERS.index(trigger)
+    tables = [
+        cut_at_the_first_start(GAMES[(index + n) % 4], tmp_path / str(n), trigger, n + 1)
+        for n in range(2)
+    ]
+    unknown, _explained = report(tables)
     assert not unknown, unknown
