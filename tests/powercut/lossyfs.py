@@ -31,7 +31,10 @@ files left in the backing directory's `.lossyfs/` (a cut between a file's fsync 
 directory's) are removed at mount, as fsck would.
 
 Unsynced writes are all dropped (the harshest outcome of a real cut, where some of them may
-also have reached the disk); a write is never torn inside an fsync. SQLite's WAL mode runs on
+also have reached the disk); a write is never torn inside an fsync. By default a directory
+entry needs its directory's fsync (POSIX); `--ext4` models ext4's one journal instead, where
+an fsync of any file also commits every directory entry changed so far (so a temporary file
+fsynced before its rename survives a cut, as on ext4). SQLite's WAL mode runs on
 it unchanged: `-shm` is mapped shared through the kernel's page cache (no `direct_io`), POSIX
 and BSD locks are kept by the kernel (the filesystem declares no lock operations). No hard
 links and no rename of a directory (EXDEV, so `mv` copies): nothing here needs them.
