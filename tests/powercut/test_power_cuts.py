@@ -1,10 +1,11 @@
 """Power cuts of the real daemon, its journal on lossyfs (tests/powercut/harness.py).
 
-`make test` runs a few cuts of one table and the reproductions of the bugs the harness found
+`make test` runs two cuts of one table and two reproductions of the bugs the harness found
 (each `xfail(strict=True)` naming the bug: it turns red the day the fix lands, to be flipped).
-`make test-long` runs 104 cuts across the four games (26 each, at random instants and at the
+`make test-long` runs 120 cuts across the four games (26 each at random instants and at the
 write sites of seals, checkpoints, commits and directory fsyncs, on the strict POSIX mode and
-on the ext4-like one) and cuts inside the gaming-day roll-over under libfaketime.
+on the ext4-like one), 8 inside the gaming-day roll-over under libfaketime and 8 at a new
+journal's first open, and the two other reproductions.
 
 A finding the long runs meet that matches a bug in `KNOWN_BUGS` is counted and printed, not
 failed (its strict xfail reproduction stands for it); any other finding fails the test.
@@ -76,10 +77,11 @@ def report(tables: list[PoweredTable]) -> tuple[list[str], dict[str, int]]:
             )
         before: set[str] = set()
         for number in sorted({f.cut for f in table.findings}):
-            now = {f.what for f in table.findings if f.cut == number}
+            # a finding is the same while its first part is (a broken seal names its row)
+            now = {f.what.split(" | ")[0] for f in table.findings if f.cut == number}
             for finding in (f for f in table.findings if f.cut == number):
                 bug = known(finding.what)
-                new = finding.what not in before
+                new = finding.what.split(" | ")[0] not in before
                 if bug is None:
                     unknown.append(str(finding))
                 elif new:
@@ -95,10 +97,10 @@ def _fuse() -> None:
 
 
 def test_a_few_power_cuts_of_a_table_lose_nothing_acknowledged(tmp_path: Path):
-    """Three cuts of one table (at a random instant, inside a commit, inside a checkpoint's
-    or seal's head file): each restart is checked (acknowledged events, verify, holds), and the
-    cuts really dropped unsynced writes."""
-    safe = (TRIGGERS[0], TRIGGERS[7], TRIGGERS[5])
+    """Two cuts of one table (inside a commit, inside a checkpoint's or seal's head file):
+    each restart is checked (acknowledged events, verify, holds), and the cuts really dropped
+    unsynced writes."""
+    safe = (TRIGGERS[7], TRIGGERS[5])
     table = PoweredTable("heads_up_holdem", tmp_path, seed=SEED)
     table.install()
     try:
@@ -112,7 +114,7 @@ def test_a_few_power_cuts_of_a_table_lose_nothing_acknowledged(tmp_path: Path):
         table.stop()
     unknown, _explained = report([table])
     assert not unknown, unknown  # a known bug met at a random instant is printed above
-    assert len(table.cuts) == 3 and table.cuts[-1].acknowledged > 0
+    assert len(table.cuts) == 2 and table.cuts[-1].acknowledged > 0
     # the harness dropped something at every cut: at least the journal's -shm
     assert all(cut.dropped_files + cut.dropped_dirs > 0 for cut in table.cuts)
 
