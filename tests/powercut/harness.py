@@ -163,6 +163,7 @@ class PoweredTable:
     faketime: dict[str, str] = field(default_factory=dict)
     ext4: bool = False  # lossyfs's ext4-like mode: a file's fsync carries every entry
     pause: float = 0.0  # the dealer's seconds between rounds (player.py --pause)
+    group_commit: bool = False  # player.py --group-commit: acknowledgements before the fsync
     cuts: list[CutRecord] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
@@ -212,6 +213,7 @@ class PoweredTable:
                 str(self.seed),
                 "--pause",
                 str(self.pause),
+                *(["--group-commit"] if self.group_commit else []),
             ],
             cwd=ROOT,
             env=env,

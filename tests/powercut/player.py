@@ -120,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", default="0")
     parser.add_argument("--rounds", default=None)
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between rounds")
+    parser.add_argument(
+        "--group-commit",
+        action="store_true",
+        help="the service's soak mode (rows flushed within milliseconds, not before each "
+        "acknowledgement): only to show that the harness catches a lost acknowledged event",
+    )
     parser.add_argument("--log", type=Path, required=True, help="the daemon's log (off the mount)")
     ours = parser.parse_args(argv)
     RECORD = Record(ours.acks)
@@ -148,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             print("ready", flush=True)
 
         options["on_ready"] = ready
+        if ours.group_commit:
+            options["group_commit"] = True
         return await run_daemon(config, **options)
 
     demo.run_daemon = recording_run_daemon  # type: ignore[assignment]

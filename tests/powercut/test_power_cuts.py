@@ -119,6 +119,27 @@ def test_a_few_power_cuts_of_a_table_lose_nothing_acknowledged(tmp_path: Path):
     assert all(cut.dropped_files + cut.dropped_dirs > 0 for cut in table.cuts)
 
 
+@pytest.mark.long
+def test_the_harness_catches_an_acknowledgement_made_before_the_fsync(tmp_path: Path):
+    """The proof that the acknowledgement check can fail: the same table with the service's
+    group commit (a soak mode: a device event's row is flushed a few milliseconds after the
+    event is handled), cut just before a WAL fsync. The events handled since the last flush
+    were acknowledged and are gone: the check names them."""
+    table = PoweredTable("heads_up_holdem", tmp_path, seed=SEED, group_commit=True)
+    table.install()
+    try:
+        assert table.start() is None
+        flush = Trigger("a flush", ("fsync",), r"journal\.sqlite-wal$")
+        table.cut_once(1, flush, random.Random(SEED))
+        table.mount.remount()
+        assert table.start() is None
+        table.check(1, command=False)
+    finally:
+        table.stop()
+    report([table])
+    assert [f for f in table.findings if "acknowledged events lost" in f.what], table.findings
+
+
 def reproduce(tmp_path: Path, trigger: Trigger, *, ext4: bool = False) -> PoweredTable:
     table = PoweredTable("heads_up_holdem", tmp_path, seed=SEED, ext4=ext4)
     table.install()
