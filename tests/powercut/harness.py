@@ -97,14 +97,14 @@ TRIGGERS: tuple[Trigger, ...] = (
         "a commit: before the WAL's fsync",
         ("fsync",),
         r"journal\.sqlite-wal$",
-        nth_max=150,
+        nth_max=60,
     ),
     Trigger(
         "a commit: after the WAL's fsync",
         ("fsync",),
         r"journal\.sqlite-wal$",
         "after",
-        nth_max=150,
+        nth_max=60,
     ),
     Trigger("a directory fsync", ("fsyncdir",), r"/state$", nth_max=6),
 )
