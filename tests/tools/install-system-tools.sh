@@ -19,6 +19,9 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/n
     || missing="$missing postgresql"
 need chromium chromium  # the floor report's page, drawn headless (tests/floor/test_report_page.py)
 need faketime faketime  # the daemon's clock across a gaming-day boundary (tests/journal)
+# power cuts (tests/powercut): lossyfs is a FUSE filesystem over libfuse 3 (mfusepy loads
+# libfuse3.so.3 from Debian's libfuse3-3, a dependency of fuse3, which brings fusermount3)
+need fusermount3 fuse3
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         # Not root: say what is missing and go on; the tests that need a tool skip

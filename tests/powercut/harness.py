@@ -1,0 +1,564 @@
+"""Power cuts of a real table: the demo's daemon on lossyfs, cut, remounted, restarted, checked.
+
+A `PoweredTable` is one game's table whose state directory (journal, its head file, the
+sealing key, the device links and the operator socket) is on a lossyfs mount
+(tests/powercut/lossyfs.py). Its daemon is `tablectl demo --fast` run by
+tests/powercut/player.py, which keeps its record of acknowledged events and of the devices'
+holds on the real disk, off the mount.
+
+A cut (`cut_once`) is one of `TRIGGERS`: at a random instant, or armed in lossyfs at an
+operation of a write site (the sealing key's replacement, the head file's, the WAL's fsync,
+a directory fsync, the roll-over's rename), before or after it. The daemon is SIGKILLed by
+lossyfs at the instant it drops the unsynced writes. Then the mount is remounted on what
+survived, the daemon restarted, and `check` holds the table to its promises:
+
+1. the daemon starts again (READY) on what survived;
+2. every event it acknowledged before the cut is in the journal (all its segments);
+3. `tablectl journal verify DIR --verify-key KEY` exits 0: the chain and the seals verify;
+4. before its first round, the daemon's device holds are those the journal gives (the last
+   checkpoint's `interlocks`, then every decision and event after it, folded as a restart
+   folds them), and the simulated shoe and shuffler are locked exactly when held;
+5. no temporary file of a private write (`.NAME.PID.tmp`) is left behind by the restart.
+
+Each failure is a `Finding` naming the cut, so a run reports them all rather than the first.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import random
+import select
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tablectl.controller.daemon import Interlocks
+from tablectl.controller.journal import JournalError, live_segments, read_rows, verify_journal
+from tablectl.controller.sealing import VerificationKey, setup_keys
+from tests.powercut.lossyfs import LossyMount
+from tests.powercut.player import event_digest
+
+ROOT = Path(__file__).resolve().parents[2]
+GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
+READY_TIMEOUT = 30.0
+#: seconds an armed cut may wait for its operation before the power is cut anyway
+ARMED_PATIENCE = 6.0
+SEAL_INTERVAL = 2  # seconds: short epochs, so seals happen all the time
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Where a cut lands: `ops` on a path matching `path` (lossyfs `arm`), or a random instant
+    (`ops` empty). `nth` is drawn from 1..`nth_max`."""
+
+    name: str
+    ops: tuple[str, ...] = ()
+    path: str = ""
+    when: str = "before"
+    nth_max: int = 1
+
+
+TRIGGERS: tuple[Trigger, ...] = (
+    Trigger("at a random instant"),
+    Trigger("at a random instant (early)"),
+    Trigger("a seal: before the new sealing key's rename", ("rename",), r"sealing-key\.\d+\.tmp"),
+    Trigger(
+        "a seal: after the new sealing key's rename",
+        ("rename",),
+        r"sealing-key\.\d+\.tmp",
+        "after",
+    ),
+    Trigger(
+        "a seal: after the sealing key's temporary file is fsynced",
+        ("fsync",),
+        r"sealing-key\.\d+\.tmp",
+        "after",
+    ),
+    Trigger(
+        "the head file (checkpoint, seal): before its rename",
+        ("rename",),
+        r"journal\.sqlite\.head\.\d+\.tmp",
+        nth_max=4,
+    ),
+    Trigger(
+        "the head file (checkpoint, seal): after its temporary file is fsynced",
+        ("fsync",),
+        r"journal\.sqlite\.head\.\d+\.tmp",
+        "after",
+        nth_max=4,
+    ),
+    Trigger(
+        "a commit: before the WAL's fsync",
+        ("fsync",),
+        r"journal\.sqlite-wal$",
+        nth_max=60,
+    ),
+    Trigger(
+        "a commit: after the WAL's fsync",
+        ("fsync",),
+        r"journal\.sqlite-wal$",
+        "after",
+        nth_max=60,
+    ),
+    Trigger("a directory fsync", ("fsyncdir",), r"/state$", nth_max=6),
+)
+
+ROLLOVER_TRIGGERS: tuple[Trigger, ...] = (
+    Trigger(
+        "the roll-over: before the live segment's rename",
+        ("rename",),
+        r"/journal-\d{4}-\d\d-\d\d-\d{12}\.sqlite$",
+    ),
+    Trigger(
+        "the roll-over: after the live segment's rename",
+        ("rename",),
+        r"/journal-\d{4}-\d\d-\d\d-\d{12}\.sqlite$",
+        "after",
+    ),
+    Trigger("the roll-over: creating the new segment", ("create",), r"/state/journal\.sqlite$"),
+    Trigger(
+        "the roll-over: the new segment's first commit",
+        ("fsync",),
+        r"/state/journal\.sqlite-wal$",
+        nth_max=3,
+    ),
+    Trigger("the roll-over: the closed segment's chmod", ("chmod",), r"/state/journal\.sqlite$"),
+)
+
+
+@dataclass
+class Finding:
+    game: str
+    cut: int
+    trigger: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.game} cut {self.cut} ({self.trigger}): {self.what}"
+
+
+@dataclass
+class CutRecord:
+    game: str
+    number: int
+    trigger: str
+    fired: bool  # the armed operation came (False: cut at the patience's end)
+    dropped_files: int
+    dropped_dirs: int
+    dropped_blocks: int
+    acknowledged: int  # events acknowledged before this cut, in all
+
+
+@dataclass
+class PoweredTable:
+    game: str
+    base: Path
+    seed: int = 1
+    faketime: dict[str, str] = field(default_factory=dict)
+    ext4: bool = False  # lossyfs's ext4-like mode: a file's fsync carries every entry
+    pause: float = 0.0  # the dealer's seconds between rounds (player.py --pause)
+    group_commit: bool = False  # player.py --group-commit: acknowledgements before the fsync
+    cuts: list[CutRecord] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.mount = LossyMount(self.base / "disk", self.base / "mnt", ext4=self.ext4)
+        self.state = self.mount.mountpoint / "state"
+        self.acks = self.base / "acks.jsonl"
+        self.log = self.base / "daemon.log"
+        self.output = self.base / "player.out"
+        self.process: subprocess.Popen[str] | None = None
+        self.acks_offset = 0
+        self.trigger = "first start"
+        self.stuck: str | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def install(self, now: float | None = None) -> None:
+        """The state directory and its sealing key, as `journal setup-keys --interval 2` leaves
+        them on a table PC before the first start (made durable: on the disk itself)."""
+        (self.mount.backing / "state").mkdir(parents=True, exist_ok=True)
+        self.key: VerificationKey = setup_keys(
+            self.mount.backing / "state" / "sealing-key", interval=SEAL_INTERVAL, now=now
+        )
+        (self.base / "verification-key").write_text(f"{self.key}\n")
+        self.mount.mount()
+
+    def start(self, arm: Trigger | None = None, nth: int = 1) -> str | None:
+        """Start the daemon; None once READY, or why it did not start. `arm`: a cut armed as
+        the process starts (before the daemon opens its journal)."""
+        self.acks_offset = self.acks.stat().st_size if self.acks.exists() else 0
+        env = {**os.environ, **self.faketime}
+        out = open(self.output, "a")  # noqa: SIM115 (the child's stdout, closed below)
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.powercut.player",
+                "--game",
+                self.game,
+                "--state-dir",
+                str(self.state),
+                "--acks",
+                str(self.acks),
+                "--log",
+                str(self.log),
+                "--seed",
+                str(self.seed),
+                "--pause",
+                str(self.pause),
+                *(["--group-commit"] if self.group_commit else []),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=out,
+            text=True,
+        )
+        out.close()
+        self.seed += 1
+        if arm is not None:
+            self.mount.arm(list(arm.ops), arm.path, nth=nth, when=arm.when, kill=self.process.pid)
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.process.stdout], [], [], 0.1)
+            if ready:
+                line = self.process.stdout.readline()
+                if line.strip() == "ready":
+                    return None
+                if not line:
+                    break
+        code = self.process.poll()
+        if code is None:
+            self.process.kill()
+            code = self.process.wait(10)
+        self.process = None
+        tail = self.output.read_text(errors="replace")[-600:] if self.output.exists() else ""
+        return f"the daemon did not start (exit {code}): {tail.strip()}"
+
+    def cut_once(self, number: int, trigger: Trigger, rng: random.Random) -> CutRecord | None:
+        """One power cut at `trigger`; the daemon killed by lossyfs at the instant of the cut.
+
+        None when the demo's dealer got stuck before the cut: after a restart the simulated
+        devices are new processes that forgot their cards (a real shoe keeps them), so Three
+        Card 21's six-deck shoe may deal a card its ledger says was dealt; the daemon rightly
+        voids the round and removes the deck (C8), and the demo's dealer, which never brings
+        a new deck, cannot go on. The table is then replaced by a fresh one.
+        """
+        assert self.process is not None
+        pid = self.process.pid
+        fired = True
+        if trigger.ops:
+            nth = rng.randint(1, trigger.nth_max)
+            self.mount.arm(list(trigger.ops), trigger.path, nth=nth, when=trigger.when, kill=pid)
+            try:
+                self.process.wait(ARMED_PATIENCE)
+            except subprocess.TimeoutExpired:
+                fired = False
+                self.mount.cut(kill=pid)
+        else:
+            early = "early" in trigger.name
+            time.sleep(rng.uniform(0.0, 0.3) if early else rng.uniform(0.3, 2.5))
+            self.mount.cut(kill=pid)
+        code = self.process.wait(10)
+        self._drain()
+        self.process = None
+        if not self.mount.cuts():  # it ended by itself before the power went
+            self.mount.cut()
+            tail = self.output.read_text(errors="replace")[-1500:].strip()
+            stuck = [line for line in tail.splitlines() if "the dealer is stuck" in line]
+            if stuck:  # the demo's dealer cannot go on (below): no cut, a limitation
+                self.stuck = stuck[-1]
+                return None
+            self.trigger = trigger.name
+            self.fail(number, f"the daemon exited {code} by itself before the cut: {tail}")
+        (cut,) = self.mount.cuts()
+        dropped = cut["dropped"] or {"files": [], "directories": [], "blocks": 0}
+        record = CutRecord(
+            self.game,
+            number,
+            trigger.name + ("" if fired else " (did not come: cut anyway)"),
+            fired,
+            len(dropped["files"]),
+            len(dropped["directories"]),
+            int(dropped["blocks"]),
+            len(self.acknowledged()),
+        )
+        self.cuts.append(record)
+        self.trigger = record.trigger
+        return record
+
+    def _drain(self) -> None:
+        if self.process is not None and self.process.stdout is not None:
+            with open(self.output, "a") as out:
+                out.write(self.process.stdout.read())
+            self.process.stdout.close()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self._drain()
+            self.process = None
+        self.mount.unmount()
+
+    # -- the checks -----------------------------------------------------------------------------
+
+    def fail(self, number: int, what: str) -> None:
+        self.findings.append(Finding(self.game, number, self.trigger, what))
+
+    def acknowledged(self) -> list[str]:
+        if not self.acks.exists():
+            return []
+        lines = self.acks.read_text().splitlines()
+        return [json.loads(line)["ack"] for line in lines if '"ack"' in line]
+
+    def journaled(self) -> set[str]:
+        found: set[str] = set()
+        for path in live_segments(self.state / "journal.sqlite"):
+            for row in read_rows(path):
+                if row.kind == "event":
+                    found.add(event_digest(row.body))
+        return found
+
+    def holds_line(self, timeout: float = 20.0) -> dict[str, Any] | None:
+        """The first holds line the restarted daemon's player wrote."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open(self.acks) as acks:
+                acks.seek(self.acks_offset)
+                for line in acks:
+                    if line.startswith('{"devices"'):
+                        entry: dict[str, Any] = json.loads(line)
+                        return entry
+            if self.process is None or self.process.poll() is not None:
+                return None
+            time.sleep(0.05)
+        return None
+
+    def holds_from_journal(self, last_seq: int) -> dict[str, list[str]]:
+        """The holds a restart would restore from the journal's rows up to `last_seq`."""
+        rows = [r for r in read_rows(self.state / "journal.sqlite") if r.seq <= last_seq]
+        checkpoints = [i for i, r in enumerate(rows) if r.kind == "checkpoint"]
+        interlocks = Interlocks()
+        start = 0
+        if checkpoints:
+            start = checkpoints[-1]
+            held = rows[start].body.get("interlocks", {})
+            interlocks.shoe = set(held.get("shoe_locked", ()))
+            interlocks.shuffler = set(held.get("shuffler_deck_locked", ()))
+            start += 1
+        event: dict[str, Any] | None = None
+        decisions: list[dict[str, Any]] = []
+        for row in rows[start:]:
+            if row.kind == "event":
+                if event is not None:
+                    interlocks.lift(event, decisions)
+                event, decisions = row.body, []
+            elif row.kind == "decision":
+                decisions.append(row.body)
+                interlocks.hold(row.body)
+        if event is not None:
+            interlocks.lift(event, decisions)
+        return interlocks.as_dict()
+
+    def verify(self, *, command: bool = True) -> tuple[int, str]:
+        """`tablectl journal verify DIR --verify-key KEY` (`command`), or the function it runs
+        (`verify_journal`, in this process: the same verdict without a Python start)."""
+        if not command:
+            result = verify_journal(self.state, verification_key=self.key)
+            return result.exit_code, result.message.replace("\n", " | ")
+        verified = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tablectl.controller",
+                "journal",
+                "verify",
+                str(self.state),
+                "--verify-key",
+                str(self.key),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        said = (verified.stdout + verified.stderr).strip().replace("\n", " | ")
+        return verified.returncode, said
+
+    def check(self, number: int, *, command: bool = True) -> None:
+        """After a restart: the promises above, each failure a Finding."""
+        acknowledged = self.acknowledged()  # read before the journal: all committed by then
+        try:
+            journaled = self.journaled()
+        except JournalError as error:
+            self.fail(number, f"the journal cannot be read: {error}")
+            return
+        lost = [digest for digest in acknowledged if digest not in journaled]
+        if lost:
+            self.fail(number, f"{len(lost)} of {len(acknowledged)} acknowledged events lost")
+        code, said = self.verify(command=command)
+        if code != 0:
+            said = said.replace(f"{self.state}: ", "")
+            self.fail(number, f"journal verify --verify-key exits {code}: {said}")
+        for leftover in sorted(p.name for p in self.state.iterdir() if p.name.endswith(".tmp")):
+            self.fail(number, f"temporary file left after the restart: {leftover}")
+        holds = self.holds_line()
+        if holds is None:
+            self.fail(number, "the restarted daemon played no round (no holds recorded)")
+            return
+        expected = self.holds_from_journal(int(holds["last_seq"]))
+        if holds["holds"] != expected:
+            self.fail(number, f"the daemon holds {holds['holds']}, the journal gives {expected}")
+        devices = holds["devices"]
+        if devices["shoe"] != bool(expected["shoe_locked"]):
+            self.fail(number, f"the shoe is locked={devices['shoe']}, the journal holds {expected}")
+        if devices["shuffler"] and not expected["shuffler_deck_locked"]:
+            self.fail(number, f"the shuffler's deck is locked, the journal holds {expected}")
+
+
+def play_with_cuts(
+    game: str,
+    base: Path,
+    cuts: int,
+    rng: random.Random,
+    triggers: tuple[Trigger, ...],
+    *,
+    ext4: bool = False,
+    command: bool = True,
+) -> list[PoweredTable]:
+    """`cuts` power cuts, each followed by a restart and the checks (the verify command after
+    each cut when `command`, else its function, and the command at each table's end). A table
+    whose demo dealer got stuck (`PoweredTable.cut_once`) is followed by a fresh one."""
+    tables: list[PoweredTable] = []
+    done = 0
+    while done < cuts and len(tables) < cuts:
+        table = PoweredTable(
+            game, base / f"table{len(tables)}", seed=rng.randrange(1, 2**31), ext4=ext4
+        )
+        tables.append(table)
+        table.install()
+        try:
+            why = table.start()
+            if why is not None:
+                table.fail(0, why)
+                return tables
+            for number in range(1, cuts - done + 1):
+                if table.cut_once(number, rng.choice(triggers), rng) is None:
+                    break
+                done += 1
+                table.mount.remount()
+                why = table.start()
+                if why is not None:
+                    table.fail(number, why)
+                    return tables
+                table.check(number, command=command or done == cuts)
+        finally:
+            table.stop()
+    return tables
+
+
+FIRST_START_TRIGGERS: tuple[Trigger, ...] = (
+    Trigger("the first start: a commit's WAL fsync", ("fsync",), r"/state/journal\.sqlite-wal$"),
+    Trigger(
+        "the first start: after a commit's WAL fsync",
+        ("fsync",),
+        r"/state/journal\.sqlite-wal$",
+        "after",
+    ),
+    Trigger("the first start: a directory fsync", ("fsyncdir",), r"/state$"),
+    Trigger("the first start: the journal's creation", ("create",), r"/state/journal\.sqlite$"),
+)
+
+
+def cut_at_the_first_start(game: str, base: Path, trigger: Trigger, nth: int) -> PoweredTable:
+    """A cut while the daemon opens a new journal for the first time (its `nth` operation
+    matching `trigger`); then a restart and the checks."""
+    table = PoweredTable(game, base)
+    table.install()
+    try:
+        why = table.start(arm=trigger, nth=nth)
+        fired = why is not None and "exit -9" in why
+        if why is None:  # READY before the operation came: cut now
+            assert table.process is not None
+            table.mount.cut(kill=table.process.pid)
+            table.process.wait(10)
+            table._drain()
+            table.process = None
+        (cut,) = table.mount.cuts()
+        dropped = cut["dropped"] or {"files": [], "directories": [], "blocks": 0}
+        table.trigger = f"{trigger.name} #{nth}" + ("" if fired else " (READY first)")
+        table.cuts.append(
+            CutRecord(
+                game,
+                1,
+                table.trigger,
+                fired,
+                len(dropped["files"]),
+                len(dropped["directories"]),
+                int(dropped["blocks"]),
+                len(table.acknowledged()),
+            )
+        )
+        table.mount.remount()
+        why = table.start()
+        if why is not None:
+            table.fail(1, why)
+            return table
+        table.check(1)
+    finally:
+        table.stop()
+    return table
+
+
+def faketime_before_six(lead_seconds: float) -> tuple[dict[str, str], float]:
+    """libfaketime's environment for a daemon whose UTC clock reads 06:00 (the default gaming
+    day's start) `lead_seconds` from now, and runs on; and that fake now (for the key)."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    if not found:
+        raise FileNotFoundError("libfaketime (Debian's faketime) is missing")
+    now = datetime.datetime.now(datetime.UTC)
+    six = now.replace(hour=6, minute=0, second=0, microsecond=0)
+    if six <= now:
+        six += datetime.timedelta(days=1)
+    offset = int((six - now).total_seconds() - lead_seconds)
+    env = {"LD_PRELOAD": str(found[0]), "FAKETIME": f"+{offset}", "TZ": "UTC"}
+    return env, time.time() + offset
+
+
+def cut_in_a_rollover(
+    game: str, base: Path, trigger: Trigger, rng: random.Random, number: int = 1
+) -> PoweredTable:
+    """A fresh table whose clock reaches 06:00 a few seconds after READY; the cut lands in
+    the roll-over to the next gaming day (armed on its operations); restart; the checks."""
+    table = PoweredTable(game, base, seed=rng.randrange(1, 2**31), pause=0.1)
+    table.faketime, fake_now = faketime_before_six(4.0)
+    table.install(now=fake_now)
+    try:
+        why = table.start()
+        if why is not None:
+            table.fail(0, why)
+            return table
+        table.cut_once(number, trigger, rng)
+        closed = [p.name for p in (table.mount.backing / "state").glob("journal-*.sqlite")]
+        table.mount.remount()
+        why = table.start()
+        if why is not None:
+            table.fail(number, f"{why} (closed segments on the disk: {closed})")
+            return table
+        table.check(number)
+    finally:
+        table.stop()
+    return table
+
+
+def clean(base: Path) -> None:
+    shutil.rmtree(base, ignore_errors=True)

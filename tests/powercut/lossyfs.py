@@ -1,0 +1,937 @@
+"""lossyfs: a FUSE filesystem that forgets what was not fsynced, so a test can cut the power.
+
+In the spirit of LazyFS (the Jepsen team's FUSE filesystem with its own page cache, used to find
+lost writes in etcd and PostgreSQL), written here in Python over libfuse 3 through mfusepy, with
+one difference that matters to this project: directory entries are cached too. LazyFS loses
+file data that was not fsynced; lossyfs also loses a create, a rename, an unlink or a mkdir
+that was not followed by an fsync of its directory, which is what POSIX promises and what
+"every rename followed by a directory fsync" is about.
+
+How it works. A real directory (the *backing* directory) is the disk: it holds only what was
+made durable. Everything a process does through the mount happens first in memory, as a
+kernel's page cache and dentry cache would:
+
+- a file's bytes are written into an in-memory copy (loaded from the backing file on the first
+  write), its changed 4 KiB blocks remembered; `fsync`/`fdatasync` writes those blocks, the
+  size and the mode to the backing file (a file with no durable name yet gets an anonymous
+  one, as an inode allocated on disk but linked nowhere);
+- a directory's entries (create, mknod, symlink, mkdir, rename, unlink, rmdir) change only an
+  in-memory map; an `fsync` of the directory makes the backing directory hold exactly those
+  entries (the entry of a file not yet fsynced points to what is durable of it: nothing, an
+  empty file). A rename between two directories needs both fsynced.
+
+A **power cut** (`cut` on the control socket, or an `arm`ed cut that fires at the Nth
+operation on a path matching a pattern, before or after the operation) takes the one lock
+every operation holds, SIGKILLs the process named (the daemon: killed at the same instant, it
+never runs again after the cut), drops everything in memory and makes every later operation
+fail with EIO until the mount is unmounted. Its answer says what was dropped (files with
+unsynced bytes, directories with unsynced entries), so a test can show that something was.
+Mounting again on the same backing directory gives what survived: what was fsynced. Anonymous
+files left in the backing directory's `.lossyfs/` (a cut between a file's fsync and its
+directory's) are removed at mount, as fsck would.
+
+Unsynced writes are all dropped (the harshest outcome of a real cut, where some of them may
+also have reached the disk); a write is never torn inside an fsync. By default a directory
+entry needs its directory's fsync (POSIX); `--ext4` models ext4's one journal instead, where
+an fsync of any file also commits every directory entry changed so far (so a temporary file
+fsynced before its rename survives a cut, as on ext4). SQLite's WAL mode runs on
+it unchanged: `-shm` is mapped shared through the kernel's page cache (no `direct_io`), POSIX
+and BSD locks are kept by the kernel (the filesystem declares no lock operations). No hard
+links and no rename of a directory (EXDEV, so `mv` copies): nothing here needs them.
+
+    python -m tests.powercut.lossyfs BACKING MOUNTPOINT --control SOCKET
+
+runs it in the foreground; `LossyMount` below starts, drives and unmounts it from a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import itertools
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import socketserver
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+BLOCK = 4096
+#: in the backing directory: files fsynced before any durable name, and staging during a
+#: directory fsync; hidden from the mount, emptied at mount (fsck's lost+found, discarded)
+PRIVATE = ".lossyfs"
+
+
+class Node:
+    """One inode as processes see it through the mount, and where its durable copy lives."""
+
+    def __init__(self, ino: int, mode: int, uid: int, gid: int) -> None:
+        self.ino = ino
+        self.mode = mode
+        self.uid = uid
+        self.gid = gid
+        now = time.time_ns()
+        self.atime = self.mtime = self.ctime = now
+        #: backing paths (relative) holding this inode's durable copy: hard links to one file
+        #: (two while a rename between directories is half synced), or the directory
+        self.links: set[str] = set()
+        self.data: bytearray | None = None  # visible bytes; None: as durable (not loaded)
+        self.size = 0
+        self.dirty: set[int] = set()  # blocks of `data` not yet durable
+        self.meta_dirty = False
+        self.target = ""  # a symlink's target
+        self.children: dict[str, Node] | None = None  # visible entries; None: not loaded
+        self.durable_children: dict[str, Node] = {}
+        self.where = ""  # the last path it was seen at (arming, messages)
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    @property
+    def is_file(self) -> bool:
+        return stat.S_ISREG(self.mode)
+
+
+def _error(code: int) -> OSError:
+    return OSError(code, os.strerror(code))
+
+
+class LossyOperations:
+    """The filesystem (mfusepy's high-level Operations): one lock, nodes in memory."""
+
+    use_ns = True
+
+    def __init__(self, backing: Path, *, ext4: bool = False) -> None:
+        self.backing = backing
+        self.ext4 = ext4
+        self._mutex = threading.RLock()
+        self.dead = False
+        self.inos = itertools.count(2)
+        self.stages = itertools.count(1)
+        self.nodes: dict[int, Node] = {}
+        self.handles: dict[int, Node] = {}
+        self.fhs = itertools.count(1)
+        self.armed: dict[str, Any] | None = None
+        self.cuts: list[dict[str, Any]] = []
+        private = backing / PRIVATE
+        shutil.rmtree(private, ignore_errors=True)
+        private.mkdir(mode=0o700)
+        info = os.lstat(backing)
+        self.root = self._node(info.st_mode, info.st_uid, info.st_gid)
+        self.root.links = {""}
+        self.root.where = "/"
+
+    # -- plumbing ----------
+
+    def _node(self, mode: int, uid: int, gid: int) -> Node:
+        node = Node(next(self.inos), mode, uid, gid)
+        self.nodes[node.ino] = node
+        return node
+
+    def _real(self, relative: str) -> str:
+        return os.path.join(self.backing, relative) if relative else str(self.backing)
+
+    def _link(self, node: Node) -> str | None:
+        """One backing path of the node's durable copy (a named one rather than a private one)."""
+        if not node.links:
+            return None
+        return sorted(node.links, key=lambda link: (link.startswith(PRIVATE + "/"), link))[0]
+
+    def _load(self, directory: Node) -> dict[str, Node]:
+        if directory.children is None:
+            children: dict[str, Node] = {}
+            where = self._link(directory)
+            if where is not None:
+                for entry in os.scandir(self._real(where)):
+                    if not where and entry.name == PRIVATE:
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                    child = self._node(info.st_mode, info.st_uid, info.st_gid)
+                    child.size = info.st_size
+                    child.mtime, child.atime, child.ctime = (
+                        info.st_mtime_ns,
+                        info.st_atime_ns,
+                        info.st_ctime_ns,
+                    )
+                    relative = os.path.join(where, entry.name) if where else entry.name
+                    child.links = {relative}
+                    child.where = os.path.join(directory.where, entry.name)
+                    if stat.S_ISLNK(info.st_mode):
+                        child.target = os.readlink(self._real(relative))
+                    children[entry.name] = child
+            directory.children = children
+            directory.durable_children = dict(children)
+        return directory.children
+
+    def _lookup(self, path: str) -> Node:
+        node = self.root
+        for part in [p for p in path.split("/") if p]:
+            if not node.is_dir:
+                raise _error(errno.ENOTDIR)
+            found = self._load(node).get(part)
+            if found is None:
+                raise _error(errno.ENOENT)
+            node = found
+        return node
+
+    def _parent(self, path: str) -> tuple[Node, str]:
+        head, name = os.path.split(path.rstrip("/"))
+        parent = self._lookup(head or "/")
+        if not parent.is_dir:
+            raise _error(errno.ENOTDIR)
+        if head in ("", "/") and name == PRIVATE:
+            raise _error(errno.EPERM)
+        return parent, name
+
+    def _target(self, path: str | None, fh: int | None) -> Node:
+        if fh and fh in self.handles:
+            return self.handles[fh]
+        if path is None:
+            raise _error(errno.EBADF)
+        return self._lookup(path)
+
+    def _loaded(self, node: Node) -> bytearray:
+        if node.data is None:
+            where = self._link(node)
+            node.data = bytearray(Path(self._real(where)).read_bytes()) if where else bytearray()
+            node.size = len(node.data)
+        return node.data
+
+    def _enter(self, op: str, node_or_path: Node | str) -> None:
+        """Every operation starts here, under the lock: refused after a cut; an armed cut."""
+        if self.dead:
+            raise _error(errno.EIO)
+        self._fire(op, node_or_path, "before")
+
+    def _fire(self, op: str, node_or_path: Node | str, when: str) -> None:
+        armed = self.armed
+        if armed is None or armed["when"] != when or op not in armed["ops"]:
+            return
+        path = node_or_path.where if isinstance(node_or_path, Node) else node_or_path
+        if not re.search(armed["path"], path):
+            return
+        armed["seen"] += 1
+        if armed["seen"] < armed["nth"]:
+            return
+        self.armed = None
+        self.cut(armed.get("kill"), reason=f"{when} {op} {path} (#{armed['nth']})")
+        raise _error(errno.EIO)
+
+    def _leave(self, op: str, node_or_path: Node | str) -> None:
+        self._fire(op, node_or_path, "after")
+
+    # -- the power cut ----------
+
+    def _alive(self) -> list[Node]:
+        """The nodes a process can still reach: through the tree, or an open handle."""
+        seen: dict[int, Node] = {}
+        stack = [self.root, *self.handles.values()]
+        while stack:
+            node = stack.pop()
+            if node.ino in seen:
+                continue
+            seen[node.ino] = node
+            if node.children is not None:
+                stack.extend(node.children.values())
+        return list(seen.values())
+
+    def pending(self) -> dict[str, Any]:
+        """What a cut now would drop: files with unsynced bytes, directories with unsynced
+        entries (by the path they were last seen at)."""
+        alive = self._alive()
+        files = sorted(
+            n.where
+            for n in alive
+            if n.is_file and (n.dirty or (n.data is not None and not n.links))
+        )
+        blocks = sum(len(n.dirty) for n in alive)
+        directories = sorted(
+            n.where
+            for n in alive
+            if n.is_dir and n.children is not None and n.children != n.durable_children
+        )
+        return {"files": files, "blocks": blocks, "directories": directories}
+
+    def cut(self, kill: int | None = None, reason: str = "cut") -> dict[str, Any]:
+        with self._mutex:
+            if self.dead:
+                return {"dropped": None, "reason": "already cut"}
+            if kill:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(kill, signal.SIGKILL)
+            dropped = self.pending()
+            self.dead = True
+            self.nodes.clear()
+            self.handles.clear()
+            self.root = Node(0, stat.S_IFDIR, 0, 0)
+            record = {"dropped": dropped, "reason": reason, "killed": kill, "at": time.time()}
+            self.cuts.append(record)
+            return record
+
+    # -- making things durable ----------
+
+    def _sync_file(self, node: Node) -> None:
+        if node.is_dir:
+            self._sync_dir(node)
+            return
+        if not node.is_file:
+            return
+        if node.data is None and not node.meta_dirty:
+            return
+        where = self._link(node)
+        if where is None:  # fsynced before any durable name: an inode linked nowhere yet
+            where = f"{PRIVATE}/inode-{node.ino}"
+            Path(self._real(where)).touch(mode=0o600)
+            node.links.add(where)
+        real = self._real(where)
+        if node.data is not None:
+            fd = os.open(real, os.O_WRONLY)
+            try:
+                data = node.data
+                for block in sorted(node.dirty):
+                    os.pwrite(fd, bytes(data[block * BLOCK : (block + 1) * BLOCK]), block * BLOCK)
+                os.ftruncate(fd, len(data))
+            finally:
+                os.close(fd)
+            node.dirty.clear()
+        os.chmod(real, stat.S_IMODE(node.mode))
+        node.meta_dirty = False
+
+    def _sync_dir(self, directory: Node) -> None:
+        """The backing directory made to hold exactly the visible entries."""
+        if directory.children is None:
+            return  # never loaded: nothing changed in it
+        where = self._link(directory)
+        if where is None:  # a directory not yet durable itself: its entries go with it
+            where = f"{PRIVATE}/inode-{directory.ino}"
+            os.mkdir(self._real(where), stat.S_IMODE(directory.mode))
+            directory.links = {where}
+        children, durable = directory.children, directory.durable_children
+        staged: list[tuple[str, Node, str]] = []
+        for name, child in children.items():
+            if durable.get(name) is child:
+                continue
+            stage = f"{PRIVATE}/stage-{next(self.stages)}"
+            real_stage = self._real(stage)
+            source = self._link(child)
+            if child.is_dir:
+                if source is not None:  # its entries were fsynced before it had a name
+                    os.rename(self._real(source), real_stage)
+                    self._move_links(source, stage)
+                else:
+                    os.mkdir(real_stage, stat.S_IMODE(child.mode))
+            elif stat.S_ISLNK(child.mode):
+                os.symlink(child.target, real_stage)
+            elif child.is_file:
+                if source is not None:
+                    os.link(self._real(source), real_stage)
+                else:  # the entry without its unsynced bytes: an empty file
+                    Path(real_stage).touch(mode=stat.S_IMODE(child.mode))
+                os.chmod(real_stage, stat.S_IMODE(child.mode))
+            else:  # a socket or a fifo
+                os.mknod(real_stage, child.mode)
+            staged.append((name, child, stage))
+        for name, child in durable.items():
+            if children.get(name) is child:
+                continue
+            relative = os.path.join(where, name) if where else name
+            real = self._real(relative)
+            if child.is_dir and not os.path.islink(real):
+                shutil.rmtree(real)
+                for node in self.nodes.values():
+                    node.links = {
+                        link for link in node.links if not link.startswith(relative + "/")
+                    }
+            else:
+                os.unlink(real)
+            child.links.discard(relative)
+        for name, child, stage in staged:
+            relative = os.path.join(where, name) if where else name
+            os.rename(self._real(stage), self._real(relative))
+            if child.is_dir:
+                self._move_links(stage, relative)
+            child.links.discard(stage)
+            for private in [link for link in child.links if link.startswith(PRIVATE + "/")]:
+                if not child.is_dir:
+                    os.unlink(self._real(private))
+                child.links.discard(private)
+            child.links.add(relative)
+        directory.durable_children = dict(children)
+
+    def _move_links(self, old: str, new: str) -> None:
+        for node in self.nodes.values():
+            moved = set()
+            for link in node.links:
+                if link == old:
+                    moved.add(new)
+                elif link.startswith(old + "/"):
+                    moved.add(new + link[len(old) :])
+                else:
+                    moved.add(link)
+            node.links = moved
+
+    # -- the operations (mfusepy's Operations protocol) ----------
+
+    def init(self, path: str) -> None:
+        return None
+
+    def destroy(self, path: str) -> None:
+        return None
+
+    def getattr(self, path: str | None, fh: int | None = None) -> dict[str, Any]:
+        with self._mutex:
+            if self.dead:
+                raise _error(errno.EIO)
+            node = self._target(path, fh)
+            if node.is_dir:
+                size = 4096
+                links = 2 + sum(1 for c in (node.children or {}).values() if c.is_dir)
+            else:
+                size = len(node.data) if node.data is not None else node.size
+                if stat.S_ISLNK(node.mode):
+                    size = len(node.target.encode())
+                links = 1
+            return {
+                "st_mode": node.mode,
+                "st_nlink": links,
+                "st_size": size,
+                "st_uid": node.uid,
+                "st_gid": node.gid,
+                "st_atime": node.atime,
+                "st_mtime": node.mtime,
+                "st_ctime": node.ctime,
+                "st_blocks": (size + 511) // 512,
+                "st_blksize": BLOCK,
+            }
+
+    def readdir(self, path: str, fh: int) -> list[str]:
+        with self._mutex:
+            self._enter("readdir", path)
+            node = self._lookup(path)
+            return [".", "..", *self._load(node)]
+
+    def statfs(self, path: str) -> dict[str, int]:
+        with self._mutex:
+            self._enter("statfs", path)
+            info = os.statvfs(self.backing)
+            keys = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files")
+            return {key: getattr(info, key) for key in (*keys, "f_ffree", "f_namemax")}
+
+    def _new(self, path: str, mode: int) -> Node:
+        parent, name = self._parent(path)
+        children = self._load(parent)
+        if name in children:
+            raise _error(errno.EEXIST)
+        uid, gid, _pid = _context()
+        node = self._node(mode, uid, gid)
+        node.where = path
+        if node.is_dir:
+            node.children = {}
+        elif node.is_file:
+            node.data = bytearray()
+        children[name] = node
+        parent.mtime = parent.ctime = time.time_ns()
+        return node
+
+    def create(self, path: str, mode: int, flags: int = 0) -> int:
+        with self._mutex:
+            self._enter("create", path)
+            node = self._new(path, stat.S_IFREG | stat.S_IMODE(mode))
+            fh = next(self.fhs)
+            self.handles[fh] = node
+            self._leave("create", path)
+            return fh
+
+    def mknod(self, path: str, mode: int, dev: int) -> int:
+        with self._mutex:
+            self._enter("mknod", path)
+            if stat.S_ISREG(mode) or stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
+                self._new(path, mode)
+            else:
+                raise _error(errno.EPERM)
+            self._leave("mknod", path)
+            return 0
+
+    def mkdir(self, path: str, mode: int) -> int:
+        with self._mutex:
+            self._enter("mkdir", path)
+            self._new(path, stat.S_IFDIR | stat.S_IMODE(mode))
+            self._leave("mkdir", path)
+            return 0
+
+    def symlink(self, target: str, source: str) -> int:
+        with self._mutex:
+            self._enter("symlink", target)
+            node = self._new(target, stat.S_IFLNK | 0o777)
+            node.target = source
+            self._leave("symlink", target)
+            return 0
+
+    def readlink(self, path: str) -> str:
+        with self._mutex:
+            self._enter("readlink", path)
+            node = self._lookup(path)
+            if not stat.S_ISLNK(node.mode):
+                raise _error(errno.EINVAL)
+            return node.target
+
+    def link(self, target: str, source: str) -> int:
+        raise _error(errno.EPERM)  # no hard links: nothing here makes one
+
+    def unlink(self, path: str) -> int:
+        with self._mutex:
+            self._enter("unlink", path)
+            parent, name = self._parent(path)
+            children = self._load(parent)
+            node = children.get(name)
+            if node is None:
+                raise _error(errno.ENOENT)
+            if node.is_dir:
+                raise _error(errno.EISDIR)
+            del children[name]
+            parent.mtime = parent.ctime = time.time_ns()
+            self._leave("unlink", path)
+            return 0
+
+    def rmdir(self, path: str) -> int:
+        with self._mutex:
+            self._enter("rmdir", path)
+            parent, name = self._parent(path)
+            children = self._load(parent)
+            node = children.get(name)
+            if node is None:
+                raise _error(errno.ENOENT)
+            if not node.is_dir:
+                raise _error(errno.ENOTDIR)
+            if self._load(node):
+                raise _error(errno.ENOTEMPTY)
+            del children[name]
+            self._leave("rmdir", path)
+            return 0
+
+    def rename(self, old: str, new: str) -> int:
+        with self._mutex:
+            self._enter("rename", f"{old} -> {new}")
+            source_dir, source_name = self._parent(old)
+            target_dir, target_name = self._parent(new)
+            sources = self._load(source_dir)
+            targets = self._load(target_dir)
+            node = sources.get(source_name)
+            if node is None:
+                raise _error(errno.ENOENT)
+            if node.is_dir:
+                raise _error(errno.EXDEV)  # not needed here: `mv` falls back to a copy
+            replaced = targets.get(target_name)
+            if replaced is node:
+                return 0
+            if replaced is not None and replaced.is_dir:
+                raise _error(errno.EISDIR)
+            del sources[source_name]
+            targets[target_name] = node
+            node.where = new
+            node.ctime = source_dir.mtime = target_dir.mtime = time.time_ns()
+            self._leave("rename", f"{old} -> {new}")
+            return 0
+
+    def chmod(self, path: str | None, mode: int) -> int:
+        with self._mutex:
+            self._enter("chmod", path or "")
+            node = self._lookup(path) if path else self.root
+            node.mode = stat.S_IFMT(node.mode) | stat.S_IMODE(mode)
+            node.meta_dirty = True
+            node.ctime = time.time_ns()
+            return 0
+
+    def chown(self, path: str | None, uid: int, gid: int) -> int:
+        with self._mutex:
+            self._enter("chown", path or "")
+            node = self._lookup(path) if path else self.root
+            if uid != -1 and uid != 0xFFFFFFFF:
+                node.uid = uid
+            if gid != -1 and gid != 0xFFFFFFFF:
+                node.gid = gid
+            node.meta_dirty = True
+            return 0
+
+    def utimens(self, path: str | None, times: tuple[int, int] | None = None) -> int:
+        with self._mutex:
+            self._enter("utimens", path or "")
+            node = self._lookup(path) if path else self.root
+            now = time.time_ns()
+            node.atime, node.mtime = times if times is not None else (now, now)
+            return 0
+
+    def open(self, path: str, flags: int) -> int:
+        with self._mutex:
+            self._enter("open", path)
+            node = self._lookup(path)
+            if flags & os.O_TRUNC and node.is_file:
+                self._truncate(node, 0)
+            fh = next(self.fhs)
+            self.handles[fh] = node
+            return fh
+
+    def read(self, path: str | None, size: int, offset: int, fh: int) -> bytes:
+        with self._mutex:
+            if self.dead:
+                raise _error(errno.EIO)
+            node = self._target(path, fh)
+            if node.data is not None:
+                return bytes(node.data[offset : offset + size])
+            where = self._link(node)
+            if where is None:
+                return b""
+            fd = os.open(self._real(where), os.O_RDONLY)
+            try:
+                return os.pread(fd, size, offset)
+            finally:
+                os.close(fd)
+
+    def write(self, path: str | None, data: bytes, offset: int, fh: int) -> int:
+        with self._mutex:
+            node = self._target(path, fh) if not self.dead else None
+            self._enter("write", node or "")
+            assert node is not None
+            buffer = self._loaded(node)
+            end = offset + len(data)
+            if offset > len(buffer):  # a hole: zeroes, changed too
+                self._mark(node, len(buffer), offset)
+                buffer.extend(bytes(offset - len(buffer)))
+            buffer[offset:end] = data
+            self._mark(node, offset, end)
+            node.mtime = node.ctime = time.time_ns()
+            self._leave("write", node)
+            return len(data)
+
+    def _mark(self, node: Node, start: int, end: int) -> None:
+        if end > start:
+            node.dirty.update(range(start // BLOCK, (end - 1) // BLOCK + 1))
+
+    def _truncate(self, node: Node, length: int) -> None:
+        buffer = self._loaded(node)
+        old = len(buffer)
+        if length < old:
+            del buffer[length:]
+            if length % BLOCK:
+                self._mark(node, length, length + 1)  # the block the new end falls in
+        elif length > old:
+            buffer.extend(bytes(length - old))
+            self._mark(node, old, length)
+        node.dirty = {block for block in node.dirty if block * BLOCK < max(length, 1)}
+        node.mtime = node.ctime = time.time_ns()
+
+    def truncate(self, path: str | None, length: int, fh: int | None = None) -> int:
+        with self._mutex:
+            node = self._target(path, fh) if not self.dead else None
+            self._enter("truncate", node or "")
+            assert node is not None
+            if node.is_dir:
+                raise _error(errno.EISDIR)
+            self._truncate(node, length)
+            self._leave("truncate", node)
+            return 0
+
+    def fallocate(self, path: str | None, mode: int, offset: int, size: int, fh: int) -> int:
+        with self._mutex:
+            node = self._target(path, fh) if not self.dead else None
+            self._enter("fallocate", node or "")
+            assert node is not None
+            if mode:
+                raise _error(errno.EOPNOTSUPP)
+            if offset + size > len(self._loaded(node)):
+                self._truncate(node, offset + size)
+            return 0
+
+    def flush(self, path: str | None, fh: int) -> int:
+        with self._mutex:
+            if self.dead:
+                raise _error(errno.EIO)
+            return 0
+
+    def release(self, path: str | None, fh: int) -> int:
+        with self._mutex:
+            self.handles.pop(fh, None)
+            return 0
+
+    def fsync(self, path: str | None, datasync: int, fh: int) -> int:
+        with self._mutex:
+            node = self._target(path, fh) if not self.dead else None
+            self._enter("fsync", node or "")
+            assert node is not None
+            self._sync_file(node)
+            if self.ext4:  # one journal commit carries every entry changed so far
+                for directory in self._alive():
+                    if directory.is_dir:
+                        self._sync_dir(directory)
+            self._leave("fsync", node)
+            return 0
+
+    def opendir(self, path: str) -> int:
+        with self._mutex:
+            self._enter("opendir", path)
+            node = self._lookup(path)
+            if not node.is_dir:
+                raise _error(errno.ENOTDIR)
+            fh = next(self.fhs)
+            self.handles[fh] = node
+            return fh
+
+    def releasedir(self, path: str | None, fh: int) -> int:
+        return self.release(path, fh)
+
+    def fsyncdir(self, path: str | None, datasync: int, fh: int) -> int:
+        with self._mutex:
+            node = self._target(path, fh) if not self.dead else None
+            self._enter("fsyncdir", node or "")
+            assert node is not None
+            self._sync_dir(node)
+            self._leave("fsyncdir", node)
+            return 0
+
+    def access(self, path: str, amode: int) -> int:
+        with self._mutex:
+            if self.dead:
+                raise _error(errno.EIO)
+            self._lookup(path)
+            return 0
+
+
+def _context() -> tuple[int, int, int]:
+    import mfusepy
+
+    uid, gid, pid = mfusepy.fuse_get_context()
+    return int(uid), int(gid), int(pid)
+
+
+# -- the control socket ----------
+
+
+def serve_control(operations: LossyOperations, path: Path) -> socketserver.UnixStreamServer:
+    """JSON lines: {"do": "ping" | "pending" | "cut" | "arm" | "cuts", ...}; one answer each.
+
+    cut: {"kill": PID} to SIGKILL at the cut. arm: {"ops": [...], "path": REGEX, "nth": N,
+    "when": "before" | "after", "kill": PID}: the Nth matching operation cuts the power.
+    """
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            for line in self.rfile:
+                request = json.loads(line)
+                action = request.get("do")
+                answer: dict[str, Any]
+                if action == "ping":
+                    answer = {"ok": True, "dead": operations.dead}
+                elif action == "pending":
+                    with operations._mutex:
+                        answer = {"ok": True, **operations.pending()}
+                elif action == "cut":
+                    answer = {"ok": True, **operations.cut(request.get("kill"))}
+                elif action == "arm":
+                    with operations._mutex:
+                        operations.armed = {
+                            "ops": list(request["ops"]),
+                            "path": request["path"],
+                            "nth": int(request.get("nth", 1)),
+                            "when": request.get("when", "before"),
+                            "kill": request.get("kill"),
+                            "seen": 0,
+                        }
+                    answer = {"ok": True}
+                elif action == "disarm":
+                    with operations._mutex:
+                        operations.armed = None
+                    answer = {"ok": True}
+                elif action == "cuts":
+                    answer = {"ok": True, "cuts": operations.cuts}
+                else:
+                    answer = {"ok": False, "error": f"unknown request {action!r}"}
+                self.wfile.write((json.dumps(answer) + "\n").encode())
+                self.wfile.flush()
+
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    server = socketserver.ThreadingUnixStreamServer(str(path), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True, name="control").start()
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("backing", type=Path)
+    parser.add_argument("mountpoint", type=Path)
+    parser.add_argument("--control", type=Path, required=True)
+    parser.add_argument(
+        "--ext4",
+        action="store_true",
+        help="an fsync of a file also makes every directory entry changed so far durable",
+    )
+    args = parser.parse_args(argv)
+    import mfusepy
+
+    operations = LossyOperations(args.backing.resolve(), ext4=args.ext4)
+    serve_control(operations, args.control)
+    mfusepy.FUSE(
+        operations,
+        str(args.mountpoint),
+        foreground=True,
+        nothreads=False,
+        hard_remove=True,
+        default_permissions=True,
+        fsname="lossyfs",
+        subtype="lossyfs",
+    )
+    return 0
+
+
+# -- from a test ----------
+
+
+def fuse_missing() -> str | None:
+    """Why lossyfs cannot run here, or None."""
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing"
+    if shutil.which("fusermount3") is None:
+        return "fusermount3 is missing (Debian's fuse3)"
+    try:
+        import mfusepy  # noqa: F401
+    except (ImportError, OSError) as error:
+        return f"mfusepy cannot load libfuse 3: {error}"
+    return None
+
+
+class LossyMount:
+    """A lossyfs process mounted on `mountpoint` over `backing`; driven through its control
+    socket. `cut()` is the power cut; `remount()` a new mount on what survived."""
+
+    def __init__(
+        self, backing: Path, mountpoint: Path, control: Path | None = None, *, ext4: bool = False
+    ) -> None:
+        self.backing = backing
+        self.ext4 = ext4
+        self.mountpoint = mountpoint
+        self.control = control or mountpoint.parent / f".{mountpoint.name}.control"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = mountpoint.parent / f".{mountpoint.name}.lossyfs.log"
+
+    def mount(self) -> LossyMount:
+        self.backing.mkdir(parents=True, exist_ok=True)
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.control.unlink()
+        root = Path(__file__).resolve().parents[2]
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.powercut.lossyfs",
+                    str(self.backing),
+                    str(self.mountpoint),
+                    "--control",
+                    str(self.control),
+                    *(["--ext4"] if self.ext4 else []),
+                ],
+                cwd=root,
+                stdout=log,
+                stderr=log,
+            )
+        deadline = time.monotonic() + 15
+        while not (os.path.ismount(self.mountpoint) and self.control.exists()):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"lossyfs exited {self.process.returncode}: {self.log_text()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"lossyfs did not mount in 15 s: {self.log_text()}")
+            time.sleep(0.02)
+        self.ask({"do": "ping"})
+        return self
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(30)
+            sock.connect(str(self.control))
+            sock.sendall((json.dumps(request) + "\n").encode())
+            reply = b""
+            while not reply.endswith(b"\n"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        answer: dict[str, Any] = json.loads(reply)
+        return answer
+
+    def cut(self, kill: int | None = None) -> dict[str, Any]:
+        """The power goes: `kill` SIGKILLed and the unsynced writes dropped in one step."""
+        return self.ask({"do": "cut", "kill": kill})
+
+    def arm(
+        self,
+        ops: list[str],
+        path: str,
+        *,
+        nth: int = 1,
+        when: str = "before",
+        kill: int | None = None,
+    ) -> None:
+        self.ask({"do": "arm", "ops": ops, "path": path, "nth": nth, "when": when, "kill": kill})
+
+    def pending(self) -> dict[str, Any]:
+        return self.ask({"do": "pending"})
+
+    def cuts(self) -> list[dict[str, Any]]:
+        cuts: list[dict[str, Any]] = self.ask({"do": "cuts"})["cuts"]
+        return cuts
+
+    def unmount(self) -> None:
+        """Unmount (lazily when a process still holds a file open, as after a cut) and end the
+        lossyfs process."""
+        if self.process is None:
+            return
+        for _ in range(10):
+            done = subprocess.run(
+                ["fusermount3", "-u", str(self.mountpoint)], capture_output=True, check=False
+            )
+            if done.returncode == 0:
+                break
+            time.sleep(0.05)
+        else:
+            subprocess.run(
+                ["fusermount3", "-u", "-z", str(self.mountpoint)], capture_output=True, check=False
+            )
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self.process = None
+
+    def remount(self) -> LossyMount:
+        self.unmount()
+        return self.mount()
+
+    def __enter__(self) -> LossyMount:
+        return self.mount()
+
+    def __exit__(self, *exc: object) -> None:
+        self.unmount()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
