@@ -16,6 +16,14 @@ need umockdev-run umockdev
 # server binaries off PATH, in /usr/lib/postgresql/VERSION/bin
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
     || missing="$missing postgresql"
+# make deb and its bare-root test (tests/ops/test_debian_package.py)
+need dpkg-deb dpkg
+need dpkg-shlibdeps dpkg-dev
+need lintian lintian
+need strip binutils
+need debootstrap debootstrap
+need unshare util-linux
+[ -x /usr/bin/python3.11 ] || missing="$missing python3.11-venv"
 need faketime faketime  # the daemon's clock across a gaming-day boundary (tests/journal)
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
