@@ -83,12 +83,22 @@ def constraints(path: Path) -> Path:
     return path
 
 
-def build_venv(root: Path, wheel: Path, work: Path) -> None:
+def build_venv(root: Path, wheel: Path, work: Path, wheelhouse: Path | None) -> None:
     venv = root / PREFIX.lstrip("/")
     run(TARGET_PYTHON, "-m", "venv", "--without-pip", venv)
     pins = constraints(work / "constraints.txt")
-    run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install",
-        "--quiet", "--no-compile", "--disable-pip-version-check", "-c", pins, wheel)  # fmt: skip
+    pip = (sys.executable, "-m", "pip", "--disable-pip-version-check")
+    install = (*pip, "--python", venv / "bin" / "python", "install", "--quiet", "--no-compile",
+               "-c", pins)  # fmt: skip
+    if wheelhouse is None:
+        run(*install, wheel)
+    else:
+        # the pinned dependencies from a local wheelhouse, downloaded only when one is missing
+        offline = (*install, "--no-index", "--find-links", wheelhouse, wheel)
+        if subprocess.run([str(a) for a in offline], capture_output=True).returncode != 0:
+            run(*pip, "download", "--quiet", "--dest", wheelhouse, "--only-binary", ":all:",
+                "--python-version", "3.11", "-c", pins, wheel)  # fmt: skip
+            run(*offline)
     run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "uninstall",
         "--quiet", "--yes", *DROPPED)  # fmt: skip
     # the environment was made at a scratch path: every text that names it names PREFIX
@@ -225,6 +235,12 @@ def main() -> int:
     parser.add_argument(
         "--revision", default="1", help="the Debian revision of this build (VERSION-REVISION)"
     )
+    parser.add_argument(
+        "--wheelhouse",
+        type=Path,
+        help="a directory of the dependencies' wheels, filled from the index when one is "
+        "missing (rebuilds without the index's round trips)",
+    )
     args = parser.parse_args()
     if not Path(TARGET_PYTHON).exists():
         sys.exit(f"{TARGET_PYTHON} is needed: build on Debian 12 (apt install python3.11-venv)")
@@ -234,7 +250,7 @@ def main() -> int:
         work = Path(scratch)
         root = work / "root"
         root.mkdir()
-        build_venv(root, args.wheel.resolve(), work)
+        build_venv(root, args.wheel.resolve(), work, args.wheelhouse)
         system_files(root, version)
         control(root, version, architecture)
         for path in root.rglob("*"):  # no build machine's umask in the package
@@ -242,7 +258,8 @@ def main() -> int:
                 path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
         args.out.mkdir(parents=True, exist_ok=True)
         deb = args.out / f"tablectl_{version}_{architecture}.deb"
-        run("dpkg-deb", "--root-owner-group", "-Zxz", "--build", root, deb)
+        # xz at its fastest level: 3.4 MB instead of 2.8, in seconds instead of twenty
+        run("dpkg-deb", "--root-owner-group", "-Zxz", "-z1", "--build", root, deb)
     print(deb)
     return 0
 

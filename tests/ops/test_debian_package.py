@@ -18,6 +18,8 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,10 +71,14 @@ class Packages:
 
 def build_package(source: Path, out: Path) -> Path:
     out.mkdir(parents=True)
-    ok(run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(source)]))
+    # no isolation: the test environment has the build backend ([build-system], the test extra)
+    ok(run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
+            str(source)]))  # fmt: skip
     (wheel,) = out.glob("tablectl-*.whl")
+    wheelhouse = CACHE / "wheelhouse"  # the pinned dependencies, downloaded once
+    wheelhouse.mkdir(parents=True, exist_ok=True)
     built = ok(run([sys.executable, str(REPO / "packaging/deb/build.py"), "--wheel", str(wheel),
-                    "--out", str(out)]))  # fmt: skip
+                    "--out", str(out), "--wheelhouse", str(wheelhouse)]))  # fmt: skip
     return Path(built.strip().splitlines()[-1])
 
 
@@ -158,12 +164,12 @@ class Root:
         return self.ok(f"stat -c '%U:%G %a %F' {path}").strip()
 
 
-@pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Root:
+def new_root(tmp_path_factory: pytest.TempPathFactory, name: str) -> Root:
+    """A fresh copy of the bare root, with the mirror, DNS and no service started by apt."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         missing("a chroot needs root and unshare (util-linux)")
     tarball = bare_root_tarball()
-    path = tmp_path_factory.mktemp("bare-root")
+    path = tmp_path_factory.mktemp(name)
     ok(run(["tar", "-C", str(path), "--numeric-owner", "-xf", str(tarball)], timeout=300))
     shutil.copy("/etc/resolv.conf", path / "etc/resolv.conf")
     # as in Debian's chroots: no package starts a service here
@@ -173,6 +179,11 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Root:
     sources = path / "etc/apt/sources.list"
     sources.write_text(f"deb {mirror()} {SUITE} main\n")
     return Root(path)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Root:
+    return new_root(tmp_path_factory, "bare-root")
 
 
 def test_install_upgrade_and_removal_on_a_bare_debian_root(packages: Packages, root: Root) -> None:
@@ -287,3 +298,167 @@ def test_install_upgrade_and_removal_on_a_bare_debian_root(packages: Packages, r
     assert hashlib.sha256(journal.read_bytes()).hexdigest() == digest
     assert root.stat("/var/lib/tablectl/demo/journal.sqlite").endswith("regular file")
     root.ok("getent passwd tablectl")
+
+
+# -- booted: systemd in a container ----------------------------------------------------------
+
+DEMO_TABLE = """
+[table]
+id = "demo"
+game = "three_card_21"
+[metrics]
+listen = "127.0.0.1:0"
+"""
+
+
+class Booted:
+    """The root booted by systemd-nspawn (its own systemd as PID 1); `sh` runs inside it."""
+
+    def __init__(self, root: Root, nspawn: str) -> None:
+        self.root = root
+        self.process = subprocess.Popen(
+            [nspawn, "-D", str(root.path), "--boot", "--register=no", "--keep-unit",
+             "--console=pipe", "-q", f"--bind={root.archives}:/var/cache/apt/archives"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self.init = 0
+
+    def wait_for_boot(self, seconds: float = 60) -> str | None:
+        """None once the container's systemd says it is running; else why it did not boot."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return f"systemd-nspawn exited {self.process.returncode}: {self.output()}"
+            children = run(["pgrep", "-P", str(self.process.pid)]).stdout.split()
+            if children:
+                self.init = int(children[0])
+                state = self.sh("systemctl is-system-running").stdout.strip()
+                if state in ("running", "degraded"):
+                    return None
+            time.sleep(0.5)
+        return f"systemd in the container not running after {seconds:.0f} s: {self.output()}"
+
+    def output(self) -> str:
+        if self.process.poll() is None:
+            return "(still running)"
+        assert self.process.stdout is not None
+        return self.process.stdout.read()[-2000:]
+
+    def sh(self, script: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return run(["nsenter", "-t", str(self.init), "-a", "/usr/bin/env", "-i",
+                    "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
+                    "DEBIAN_FRONTEND=noninteractive", "/bin/sh", "-ec", script],
+                   timeout=timeout)  # fmt: skip
+
+    def ok(self, script: str, timeout: float = 300) -> str:
+        done = self.sh(script, timeout)
+        assert done.returncode == 0, f"in the container: {script}\n{done.stdout}\n{done.stderr}"
+        return done.stdout + done.stderr
+
+    def unit(self, *props: str) -> dict[str, str]:
+        shown = self.ok("systemctl show tablectl@demo " + " ".join(f"-p {p}" for p in props))
+        return dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+
+    def until(self, what: str, check: Callable[[dict[str, str]], bool], seconds: float) -> None:
+        props = ("MainPID", "NRestarts", "ActiveState", "Result", "StatusText")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            state = self.unit(*props)
+            if check(state):
+                return
+            time.sleep(0.25)
+        journal = self.sh("journalctl -u tablectl@demo --no-pager | tail -20").stdout
+        pytest.fail(f"{what}: not within {seconds} s; unit {state}\n{journal}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()  # nspawn halts the container on SIGTERM
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def test_booted_the_unit_is_ready_restarted_on_failure_and_by_the_watchdog(
+    packages: Packages, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    nspawn = shutil.which("systemd-nspawn")
+    if nspawn is None:
+        missing("systemd-nspawn is not installed (Debian systemd-container)")
+        return
+    root = new_root(tmp_path_factory, "boot-root")
+    for deb in (packages.first, packages.second):
+        shutil.copy(deb, root.path / "srv" / deb.name)  # not /tmp: booted, /tmp is a tmpfs
+    root.ok("apt-get -qq update")
+    root.ok(f"apt-get install -y --no-install-recommends /srv/{packages.first.name}")
+    (root.path / "usr/sbin/policy-rc.d").unlink()  # booted, the system is a real one
+    (root.path / "etc/tablectl/demo.toml").write_text(DEMO_TABLE)
+    root.ok("tablectl journal setup-keys --config /etc/tablectl/demo.toml")
+    booted = Booted(root, nspawn)
+    try:
+        why = booted.wait_for_boot()
+        if why is not None:
+            pytest.skip(
+                f"systemd does not boot in a container here ({why}); "
+                "docs/operations.md, 'The Debian package', gives the manual check"
+            )
+
+        # READY: `systemctl start` of a Type=notify unit returns once the daemon said READY=1
+        booted.ok("systemctl start tablectl@demo", timeout=90)
+        first = booted.unit("MainPID", "ActiveState", "StatusText", "NRestarts")
+        assert first["ActiveState"] == "active" and first["NRestarts"] == "0", first
+        assert first["StatusText"] == "round 0 idle; all devices up", first
+        assert '"event": "ready"' in booted.ok("journalctl -u tablectl@demo --no-pager")
+
+        # a crash: Restart=on-failure starts it again (RestartSec=2s), a new process
+        booted.ok("systemctl kill -s SIGKILL tablectl@demo")
+        booted.until(
+            "restart after SIGKILL",
+            lambda u: (
+                u["NRestarts"] == "1"
+                and u["ActiveState"] == "active"
+                and u["MainPID"] not in ("0", first["MainPID"])
+            ),
+            20,
+        )
+        second = booted.unit("MainPID")["MainPID"]
+
+        # a stalled event loop: no WATCHDOG=1 for WatchdogSec=10s, killed and restarted
+        booted.ok("systemctl kill -s SIGSTOP tablectl@demo")
+        booted.until(
+            "restart by the watchdog",
+            lambda u: (
+                u["NRestarts"] == "2"
+                and u["ActiveState"] == "active"
+                and u["MainPID"] not in ("0", second)
+            ),
+            30,
+        )
+        assert "Watchdog timeout" in booted.ok("journalctl -u tablectl@demo --no-pager")
+        running = booted.unit("MainPID")["MainPID"]
+
+        # an upgrade under a running table: nothing restarted, the command to run is printed
+        upgraded = booted.ok(
+            f"apt-get install -y --no-install-recommends /srv/{packages.second.name}"
+        )
+        assert (
+            "tablectl@demo.service: between rounds, run: systemctl restart tablectl@demo.service"
+        ) in upgraded
+        after = booted.unit("MainPID", "ActiveState")
+        assert after == {"MainPID": running, "ActiveState": "active"}
+        assert "round 0" in booted.ok("tablectl status --table demo")
+
+        # removal while a table runs is refused; stopped first, it goes
+        refused = booted.sh("apt-get remove -y tablectl")
+        assert refused.returncode != 0
+        assert "tablectl: not removed: tables are running: tablectl@demo.service" in (
+            refused.stdout + refused.stderr
+        )
+        assert booted.unit("MainPID")["MainPID"] == running
+        booted.ok("systemctl stop tablectl@demo")
+        assert booted.unit("Result")["Result"] == "success"  # SIGTERM: a clean stop, exit 0
+        booted.ok("apt-get remove -y tablectl")
+        assert (root.path / "var/lib/tablectl/demo/journal.sqlite").exists()
+    finally:
+        booted.stop()
