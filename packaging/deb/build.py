@@ -243,7 +243,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     if not Path(TARGET_PYTHON).exists():
-        sys.exit(f"{TARGET_PYTHON} is needed: build on Debian 12 (apt install python3.11-venv)")
+        sys.exit(f"{TARGET_PYTHON} is needed: build on Debian 12 (apt install python3.11)")
     version = f"{wheel_version(args.wheel)}-{args.revision}"
     architecture = run("dpkg", "--print-architecture").strip()
     with tempfile.TemporaryDirectory(prefix="tablectl-deb-") as scratch:

@@ -23,7 +23,9 @@ need lintian lintian
 need strip binutils
 need debootstrap debootstrap
 need unshare util-linux
-[ -x /usr/bin/python3.11 ] || missing="$missing python3.11-venv"
+need nsenter util-linux
+need systemd-nspawn systemd-container  # the booted check of the package
+[ -x /usr/bin/python3.11 ] || missing="$missing python3.11"  # the package's venv interpreter
 need faketime faketime  # the daemon's clock across a gaming-day boundary (tests/journal)
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
