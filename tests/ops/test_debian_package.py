@@ -249,6 +249,16 @@ def test_install_upgrade_and_removal_on_a_bare_debian_root(packages: Packages, r
     root.ok("apt-get install -y --no-install-recommends libusb-1.0-0")
     assert root.sh("tablectl check-config /etc/tablectl/hilo01.toml").returncode == 0
 
+    # the floor store's libpq taken away: a table with [floor] is refused, naming libpq5
+    root.ok("printf '[floor]\\ndsn = \"dbname=floor\"\\n' >> /etc/tablectl/hilo01.toml")
+    root.ok("dpkg --remove --force-depends libpq5")
+    refused = root.sh("tablectl check-config /etc/tablectl/hilo01.toml")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "floor.dsn: Python cannot load psycopg" in refused.stderr
+    assert "Debian: apt install libpq5" in refused.stderr
+    root.ok("apt-get install -y --no-install-recommends libpq5")
+    assert root.sh("tablectl check-config /etc/tablectl/hilo01.toml").returncode == 0
+
     # a serial port the service user may not open: root's check-config answers for tablectl
     root.ok("mkdir -p /srv/ports && mknod -m 0660 /srv/ports/ttyS9 c 4 73 && "
             "chown root:dialout /srv/ports/ttyS9 && "
