@@ -16,6 +16,8 @@ need umockdev-run umockdev
 # server binaries off PATH, in /usr/lib/postgresql/VERSION/bin
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
     || missing="$missing postgresql"
+# pyusb's backend: check-config and run refuse a USB table without it (controller/preflight.py)
+ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0 ' || missing="$missing libusb-1.0-0"
 # make deb and its bare-root test (tests/ops/test_debian_package.py)
 need dpkg-deb dpkg
 need dpkg-shlibdeps dpkg-dev
