@@ -5,11 +5,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help venv test test-long lint typecheck unit demo bench clean system-tools replay-regen matrix-regen diagrams \
-	soak fuzz dist demo-floor watch-screenshot manuals
+	soak fuzz dist deb demo-floor watch-screenshot manuals
 
 help:
 	@echo "make demo   - run tablectl on its embedded default (simulated table)"
 	@echo "make dist   - sdist and wheel into dist/ (python -m build), checked by twine --strict"
+	@echo "make deb    - the Debian package of that release into dist/ (Debian 12), checked by lintian"
 	@echo "make test   - install everything needed, then ruff, mypy and the test suite"
 	@echo "make test-long - the suites of a minute or more (release venv, conformance kit)"
 	@echo "make demo-floor - three tables shipping to a throwaway PostgreSQL; the floor's report"
@@ -137,6 +138,17 @@ dist: venv
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
 	$(BIN)/twine check --strict dist/*
+
+# The Debian package of the release (docs/operations.md, "The Debian package"): the wheel in a
+# private environment under /usr/lib/tablectl made with Debian 12's python3.11, the unit, udev
+# rules, sysusers/tmpfiles entries, manual, completion and docs; lintian must pass without
+# errors or warnings (the overrides in packaging/deb/lintian-overrides say why).
+# DEB_REVISION=2 for a rebuild of the same release.
+DEB_REVISION ?= 1
+deb: dist system-tools
+	$(BIN)/python packaging/deb/build.py --wheel dist/tablectl-*.whl --out dist \
+		--revision $(DEB_REVISION)
+	lintian --fail-on error,warning dist/tablectl_*.deb
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .bench

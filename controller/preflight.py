@@ -12,11 +12,16 @@ metrics address is tried with a socket closed at once, the lock is only tried by
 
 from __future__ import annotations
 
+import contextlib
 import grp
+import importlib
+import logging
 import os
+import pwd
 import shutil
 import socket
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +75,7 @@ def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
         problems += check_socket_path(config.operator_socket)
     problems += check_devices(config)
     problems += check_sealing_key(config)
+    problems += check_system_libraries(config)
     return problems
 
 
@@ -283,6 +289,8 @@ def check_devices(config: TableConfig) -> list[Problem]:
                         "connects when it appears",
                     )
                 )
+            else:
+                problems += check_port_access(f"{key}.transport.port", transport.port, config)
         elif isinstance(transport, UsbTransportConfig) and not (
             transport.vendor_id and transport.product_id
         ):
@@ -294,3 +302,149 @@ def check_devices(config: TableConfig) -> list[Problem]:
                 )
             )
     return problems
+
+
+#: The user tablectl@.service runs as (User=, systemd/tablectl@.service): when root runs
+#: check-config, a device is checked for this user, not for root (who may open anything).
+SERVICE_USER = "tablectl"
+
+
+def check_port_access(key: str, port: str, config: TableConfig) -> list[Problem]:
+    """A present serial port the daemon's user may not open is refused now, not at the handshake.
+
+    Run by the service (or any non-root user), the kernel answers for that user (`os.access`,
+    ACLs included). Run by root, as an administrator runs check-config, the port's owner,
+    group and mode are compared with the service user's groups (its own, its supplementary
+    groups, and the unit's SupplementaryGroups=, the operator group).
+    """
+    if os.geteuid() != 0:
+        if os.access(port, os.R_OK | os.W_OK):
+            return []
+        who = _user_name(os.geteuid())
+    else:
+        try:
+            account = pwd.getpwnam(SERVICE_USER)
+        except KeyError:
+            return []  # no service user on this machine (a check-config run elsewhere)
+        groups = {account.pw_gid} | {g.gr_gid for g in grp.getgrall() if SERVICE_USER in g.gr_mem}
+        with contextlib.suppress(KeyError):
+            groups.add(grp.getgrnam(config.operator_group).gr_gid)
+        if _mode_allows(os.stat(port), account.pw_uid, groups):
+            return []
+        who = SERVICE_USER
+    info = os.stat(port)
+    owner, group = _user_name(info.st_uid), _group_name(info.st_gid)
+    return [
+        Problem(
+            ERROR,
+            key,
+            f"{port} (owner {owner}, group {group}, mode {stat.S_IMODE(info.st_mode):04o}) "
+            f"cannot be opened for reading and writing by user {who}: the udev rules "
+            "(70-tablectl.rules) give /dev/tablectl/* group tablectl; for another port add a "
+            f"local rule, or the user to group {group} (usermod -aG {group} {who})",
+        )
+    ]
+
+
+def _mode_allows(info: os.stat_result, uid: int, groups: set[int]) -> bool:
+    """Read and write by the classic mode bits, as the kernel decides for a non-root user."""
+    if info.st_uid == uid:
+        need = stat.S_IRUSR | stat.S_IWUSR
+    elif info.st_gid in groups:
+        need = stat.S_IRGRP | stat.S_IWGRP
+    else:
+        need = stat.S_IROTH | stat.S_IWOTH
+    return info.st_mode & need == need
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+#: The Debian package that provides what pyusb loads (libusb-1.0.so.0).
+LIBUSB_PACKAGE = "libusb-1.0-0"
+
+
+def check_system_libraries(config: TableConfig) -> list[Problem]:
+    """The system libraries this table needs at run time can be loaded, or the start is refused.
+
+    A USB device needs a pyusb backend (libusb-1.0 from the system): without one the device
+    could never connect, and nothing but its DOWN status would say why. The journal needs
+    Python's sqlite3 (libsqlite3), the floor store psycopg (its bundled libpq, or the system's).
+    Each problem names the Debian package to install.
+    """
+    problems: list[Problem] = []
+    usb_devices = [d.name for d in config.devices if isinstance(d.transport, UsbTransportConfig)]
+    if usb_devices and not usb_backend_available():
+        problems += [
+            Problem(
+                ERROR,
+                f"devices.{name}.transport",
+                "pyusb finds no USB backend: libusb-1.0 is not installed or cannot be loaded, "
+                f"so this device could never connect (Debian: apt install {LIBUSB_PACKAGE})",
+            )
+            for name in usb_devices
+        ]
+    problem = _import_problem("sqlite3", "libsqlite3-0")
+    if problem:
+        problems.append(Problem(ERROR, "journal.path", problem))
+    if config.floor is not None:
+        problem = _import_problem("psycopg", "libpq5")
+        if problem:
+            problems.append(Problem(ERROR, "floor.dsn", problem))
+    return problems
+
+
+def usb_backend_available() -> bool:
+    """Whether pyusb finds a backend, trying them as `usb.core.find` does (libusb 1.0 first).
+
+    Each backend loads its C library with ctypes: this is the daemon's own loading, not a
+    guess from file names. pyusb logs a failed load with a traceback; that is kept quiet here,
+    since the problem returned says it.
+    """
+    import usb.backend.libusb0
+    import usb.backend.libusb1
+    import usb.backend.openusb
+
+    with _quiet("usb.libloader", *(f"usb.backend.{name}" for name in PYUSB_BACKENDS)):
+        for module in (usb.backend.libusb1, usb.backend.openusb, usb.backend.libusb0):
+            with contextlib.suppress(Exception):
+                if module.get_backend() is not None:
+                    return True
+    return False
+
+
+def _import_problem(module: str, package: str) -> str | None:
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        return f"Python cannot load {module} ({error}); Debian: apt install {package}"
+    return None
+
+
+PYUSB_BACKENDS = ("libusb1", "openusb", "libusb0")
+
+
+@contextlib.contextmanager
+def _quiet(*names: str) -> Iterator[None]:
+    """These loggers silenced for the block (a record goes to the handlers up the tree whatever
+    its parents' state, so each logger that logs is named)."""
+    loggers = [logging.getLogger(name) for name in names]
+    before = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, was in zip(loggers, before, strict=True):
+            logger.disabled = was

@@ -18,6 +18,18 @@ need umockdev-run umockdev
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
     || missing="$missing postgresql"
 need chromium chromium  # the floor report's page, drawn headless (tests/floor/test_report_page.py)
+# pyusb's backend: check-config and run refuse a USB table without it (controller/preflight.py)
+ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0 ' || missing="$missing libusb-1.0-0"
+# make deb and its bare-root test (tests/ops/test_debian_package.py)
+need dpkg-deb dpkg
+need dpkg-shlibdeps dpkg-dev
+need lintian lintian
+need strip binutils
+need debootstrap debootstrap
+need unshare util-linux
+need nsenter util-linux
+need systemd-nspawn systemd-container  # the booted check of the package
+[ -x /usr/bin/python3.11 ] || missing="$missing python3.11"  # the package's venv interpreter
 need faketime faketime  # the daemon's clock across a gaming-day boundary (tests/journal)
 # power cuts (tests/powercut): lossyfs is a FUSE filesystem over libfuse 3 (mfusepy loads
 # libfuse3.so.3 from Debian's libfuse3-3, a dependency of fuse3, which brings fusermount3)
