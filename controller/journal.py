@@ -859,7 +859,17 @@ def _journal_file_state(path: Path) -> str:
     except OSError as error:
         return f"cannot be read: {error.strerror}"
     try:
-        db = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        with path.open("rb") as file:
+            header = file.read(16)
+    except OSError as error:
+        return f"cannot be read: {error.strerror}"
+    if header != b"SQLite format 3\x00":
+        return f"not a SQLite file ({size} bytes)"
+    try:
+        # read-write, as the journal itself opens it: a WAL left by a power cut without its
+        # -shm cannot be read by a read-only connection ("attempt to write a readonly
+        # database"), and SQLite's own recovery of the WAL is what the open would do anyway
+        db = sqlite3.connect(path)
     except sqlite3.Error as error:
         return f"not a SQLite file ({error})"
     try:

@@ -50,6 +50,11 @@ def faketime_env(clock_file: Path, offset: str = "+0") -> dict[str, str]:
 
 
 def setup_keys(config: Path, interval: int = 3600) -> VerificationKey:
+    """The table's sealing key, and its configuration sealed (tables are written unsealed by
+    default for the tests that are not about sealing: tests/unsealed.py)."""
+    text = config.read_text()
+    if 'sealing = "off"' in text:
+        config.write_text(text.replace('sealing = "off"', 'sealing = "on"'))
     made = subprocess.run(
         [*TABLECTL, "journal", "setup-keys", "--config", str(config), "--interval", str(interval)],
         capture_output=True,

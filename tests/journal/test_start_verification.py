@@ -139,7 +139,7 @@ def test_a_consistent_rewrite_with_the_head_file_updated_is_refused_at_start(tmp
     """The daemon ran sealed and stopped (a checkpoint, then a seal); an intruder edits an
     event before the seal, recomputes every hash after it and writes the head file: the chain
     and the head agree, but the seal names the hash of the row the daemon wrote before it."""
-    config = write_config(tmp_path / "t", checkpoint_rounds=10)
+    config = write_config(tmp_path / "t", checkpoint_rounds=10, sealing="on")
     build_history(config, 12)
     subprocess.run(
         [*TABLECTL, "journal", "setup-keys", "--config", str(config), "--interval", "3600"],

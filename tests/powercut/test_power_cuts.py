@@ -1,7 +1,7 @@
 """Power cuts of the real daemon, its journal on lossyfs (tests/powercut/harness.py).
 
 `make test` runs two cuts of one table and two reproductions of the bugs the harness found
-(each `xfail(strict=True)` naming the bug: it turns red the day the fix lands, to be flipped).
+(the four bugs it found, each fixed and kept as a test that fails without its fix).
 `make test-long` runs 120 cuts across the four games (26 each at random instants and at the
 write sites of seals, checkpoints, commits and directory fsyncs, on the strict POSIX mode and
 on the ext4-like one), 8 inside the gaming-day roll-over under libfaketime and 8 at a new
@@ -38,21 +38,11 @@ from tests.powercut.harness import (
 
 #: bug -> the finding's words (regex). Each has a strict xfail reproduction below.
 KNOWN_BUGS: dict[str, str] = {
-    # A cut after a seal row's commit and before the new sealing key file is durable (its
-    # rename not yet followed by the directory's fsync, or not yet done): the restart trusts
-    # the old key file's last sealed epoch instead of the journal's; the next seal names the
-    # wrong predecessor and `journal verify --verify-key` says TAMPERED for ever.
-    "seal_epoch_skipped": r"a sealed epoch is missing",
-    # ext4-like: a cut after the key's temporary file is fsynced (its entry durable with it) and
-    # before its rename leaves `.sealing-key.PID.tmp` for ever, holding the key of an epoch the
-    # daemon goes on to erase: whoever reads it can forge seals from that epoch on.
-    "sealing_key_temporary_left": r"temporary file left after the restart: \.sealing-key\.",
-    # A cut while the daemon creates a new journal (its first open): the journal file survives
-    # without its table; `demo` then refuses every later start ("not a tablectl journal:
-    # attempt to write a readonly database": give a new --state-dir).
-    "first_open_refused": r"did not start \(exit 2\).*not a tablectl journal",
-    # ext4-like: the same for the head file's temporary copy (`.journal.sqlite.head.PID.tmp`).
-    "head_temporary_left": r"temporary file left after the restart: \.journal\.sqlite\.head\.",
+    # None left. The four the harness found (issue 21) are fixed, each kept as a test below:
+    # seal_epoch_skipped (the key levelled with the journal's last seal at start),
+    # sealing_key_temporary_left and head_temporary_left (stale temporaries wiped at start),
+    # first_open_refused (a journal file is created whole; a WAL left without its -shm is
+    # read as the journal opens it).
 }
 
 SEED = int(os.environ.get("TABLECTL_POWERCUT_SEED", "20261125"))
@@ -160,12 +150,6 @@ def reproduce(tmp_path: Path, trigger: Trigger, *, ext4: bool = False) -> Powere
     return table
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug seal_epoch_skipped (issue 21, item 4): a cut after the seal row's commit and "
-    "before the new sealing key is durable; the restart trusts the key file's epoch, not the "
-    "journal's, and verify --verify-key reports 'a sealed epoch is missing' for ever",
-)
 def test_a_cut_inside_a_seal_keeps_the_seals_verifying(tmp_path: Path):
     """Cut right after the new key's rename, before its directory's fsync: the rename is lost,
     the old key file (the epoch the committed seal row has just used) comes back."""
@@ -174,12 +158,6 @@ def test_a_cut_inside_a_seal_keeps_the_seals_verifying(tmp_path: Path):
 
 
 @pytest.mark.long
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug sealing_key_temporary_left (issue 21, item 4): on an ext4-like filesystem a cut "
-    "between the key's temporary file's fsync and its rename leaves .sealing-key.PID.tmp, the "
-    "key of an epoch the daemon then erases; the restart does not wipe it",
-)
 def test_a_cut_inside_a_seal_leaves_no_copy_of_an_erased_key(tmp_path: Path):
     table = reproduce(tmp_path, TRIGGERS[4], ext4=True)
     assert not [f for f in table.findings if "temporary file" in f.what], [
@@ -187,12 +165,6 @@ def test_a_cut_inside_a_seal_leaves_no_copy_of_an_erased_key(tmp_path: Path):
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug first_open_refused (issue 21, item 4): a cut during the first open of a new "
-    "journal leaves journal.sqlite without its table; every later start of the demo is refused "
-    "('not a tablectl journal: attempt to write a readonly database')",
-)
 def test_a_cut_during_the_first_open_of_a_journal_lets_the_table_start_again(tmp_path: Path):
     table = cut_at_the_first_start("asia_poker", tmp_path, FIRST_START_TRIGGERS[0], 1)
     report([table])
@@ -201,12 +173,6 @@ def test_a_cut_during_the_first_open_of_a_journal_lets_the_table_start_again(tmp
 
 
 @pytest.mark.long
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug head_temporary_left (issue 21, item 4): on an ext4-like filesystem a cut "
-    "between the head file's temporary copy's fsync and its rename leaves "
-    ".journal.sqlite.head.PID.tmp for ever; the restart does not remove it",
-)
 def test_a_cut_inside_a_head_file_write_leaves_no_temporary_file(tmp_path: Path):
     table = reproduce(tmp_path, TRIGGERS[6], ext4=True)
     assert not [f for f in table.findings if "temporary file" in f.what], [
