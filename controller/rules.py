@@ -173,7 +173,7 @@ CORE_RULES: dict[str, Rule] = {
         Rule(
             "Q3",
             "over a gaming day, ranks landed on a position unlike the deck's composition "
-            "(chi-square): in the floor report (interpretation)",
+            "(chi-square): `tablectl journal seat-bias` (interpretation)",
             _SHUFFLED,
         ),
         # L: a round ends only with an outcome (docs/rules.md, "Every card accounted for");

@@ -40,6 +40,7 @@ from tablectl.controller.sealing import (
     VerificationKey,
     setup_keys,
 )
+from tablectl.controller.seat_bias import day_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,6 +94,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output", "-o", default="-", metavar="FILE", help="write to FILE (default stdout)"
     )
 
+    bias = actions.add_parser(
+        "seat-bias",
+        help="Q3: did ranks land on positions as the deck says, over a gaming day's ended "
+        "rounds? exit 0 no finding, 1 flagged, 2 unreadable",
+    )
+    bias.add_argument(
+        "path", metavar="PATH", help="a segment of the journal (one gaming day's file)"
+    )
+    bias.add_argument("--json", action="store_true", help="the figures as one JSON object")
     backup = actions.add_parser(
         "backup", help="copy the journal (all segments) consistently while the daemon runs"
     )
@@ -146,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
             return _backup(args)
         if args.action == "setup-keys":
             return _setup_keys(args)
+        if args.action == "seat-bias":
+            return _seat_bias(args.path, as_json=args.json)
         return _show(args.path, args.round, as_json=args.json)
     except (JournalError, SealingError) as error:
         print(f"tablectl journal: {error}", file=sys.stderr)
@@ -312,6 +324,30 @@ def _setup_keys(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _seat_bias(path: str, *, as_json: bool) -> int:
+    """Q3 (docs/shuffle-integrity.md): counts by position and the test; no card is printed."""
+    report = day_report(path)
+    test = report["test"]
+    if as_json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print(
+            f"{report['path']}: {report['game']}, {report['cards']} players' cards of ended rounds"
+        )
+        print(
+            "cards by position: " + ", ".join(f"{p}: {n}" for p, n in report["by_position"].items())
+        )
+        if test is None:
+            print("not tested: too few cards (every position and rank must expect 5 or more)")
+        else:
+            verdict = "FLAGGED (Q3)" if test["flagged"] else "no finding"
+            print(
+                f"chi-square {test['statistic']} on {test['dof']} degrees of freedom, "
+                f"p = {test['p_value']:.3g}: {verdict}"
+            )
+    return 1 if test is not None and test["flagged"] else 0
 
 
 def _show(path: str, round_number: int, *, as_json: bool) -> int:
