@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.floor.report import build_report, write_csv, write_html
-from tablectl.controller.floor.schema import READER_GROUP, SCHEMA, add_table, create_schema
-from tablectl.controller.floor.store import connect, verify_table
+from tablectl.controller.floor.schema import READER_GROUP, add_table, create_schema
+from tablectl.controller.floor.store import connect, rows_relation, verify_table
 from tablectl.controller.gaming_day import gaming_day_of
 from tablectl.simulators.pgserver import PostgresUnavailable, ThrowawayPostgres
 
@@ -85,7 +85,7 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
         csv_path = write_csv(report, state_dir / f"floor-report-{day}.csv")
         html_path = write_html(report, state_dir / f"floor-report-{day}.html")
         voided = conn.execute(
-            f"SELECT table_id, round FROM {SCHEMA}.journal_rows WHERE kind = 'decision'"
+            f"SELECT table_id, round FROM {rows_relation(conn)} WHERE kind = 'decision'"
             " AND body::jsonb ->> 'decision' = 'void_round' ORDER BY table_id, seq LIMIT 1"
         ).fetchone()
     print(f"report (gaming day {day}): {html_path}")

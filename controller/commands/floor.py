@@ -65,7 +65,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ROLE",
-        help="grant the read-only floor reader role to an existing role (repeatable)",
+        help="grant the read-only floor reader role to an existing role (repeatable): "
+        "the rows of ended rounds only",
+    )
+    init.add_argument(
+        "--auditor",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help="grant the auditor role (the regulator's lab: every row, rounds in play "
+        "included) to an existing role (repeatable)",
     )
     verify = command("verify", "check every table's chain on the floor (as journal verify)")
     verify.add_argument("--table", metavar="ID", help="only this table")
@@ -120,6 +129,7 @@ def _init(args: argparse.Namespace) -> int:
     from psycopg.conninfo import conninfo_to_dict
 
     from tablectl.controller.floor.schema import (
+        AUDITOR_GROUP,
         READER_GROUP,
         WRITER_GROUP,
         FloorSetupError,
@@ -140,7 +150,10 @@ def _init(args: argparse.Namespace) -> int:
             print(f"table {done.table_id}: ships as role {done.role} (INSERT only){where}")
         for role in args.reader:
             add_reader(conn, role)
-            print(f"{role}: reads the floor (SELECT only)")
+            print(f"{role}: reads the floor (SELECT only, rounds once they are over)")
+        for role in args.auditor:
+            add_reader(conn, role, group=AUDITOR_GROUP)
+            print(f"{role}: audits the floor (SELECT only, every row)")
     except (psycopg.Error, FloorSetupError) as error:
         print(f"tablectl floor init: {str(error).strip()}", file=sys.stderr)
         return EXIT_ERROR

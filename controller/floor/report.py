@@ -163,6 +163,9 @@ def summarize_table(
 
 def build_report(conn: Any, day: datetime.date) -> FloorReport:
     """Every table's gaming day, read from the floor (rows within a day either side only)."""
+    from tablectl.controller.floor.store import rows_relation
+
+    relation = rows_relation(conn)
     tables = [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
     # recorded_at is UTC; a generous window around the day keeps the scan to a few days' rows
     low = (datetime.datetime.combine(day, datetime.time()) - datetime.timedelta(days=2)).isoformat()
@@ -172,7 +175,7 @@ def build_report(conn: Any, day: datetime.date) -> FloorReport:
     days: list[TableDay] = []
     for table_id in tables:
         first = conn.execute(
-            f"SELECT body FROM {SCHEMA}.journal_rows WHERE table_id = %s AND kind = 'table'"
+            f"SELECT body FROM {relation} WHERE table_id = %s AND kind = 'table'"
             " ORDER BY seq LIMIT 1",
             (table_id,),
         ).fetchone()
@@ -180,7 +183,7 @@ def build_report(conn: Any, day: datetime.date) -> FloorReport:
             continue
         table_row = json.loads(first[0])
         start = _day_start(table_row)
-        rows = _rows_between(conn, table_id, low, high)
+        rows = _rows_between(conn, relation, table_id, low, high)
         summary = summarize_table(table_id, rows, day, start)
         summary.game = str(table_row.get("game", ""))
         days.append(summary)
@@ -188,12 +191,14 @@ def build_report(conn: Any, day: datetime.date) -> FloorReport:
     return FloorReport(day, generated, days)
 
 
-def _rows_between(conn: Any, table_id: str, low: str, high: str) -> Iterable[JournalRow]:
+def _rows_between(
+    conn: Any, relation: str, table_id: str, low: str, high: str
+) -> Iterable[JournalRow]:
     with conn.transaction(), conn.cursor(name=f"report_{table_id}") as cursor:
         cursor.itersize = 2000
         cursor.execute(
             "SELECT seq, kind, round, recorded_at, body, prev_hash, hash"
-            f" FROM {SCHEMA}.journal_rows WHERE table_id = %s"
+            f" FROM {relation} WHERE table_id = %s"
             " AND recorded_at >= %s AND recorded_at < %s ORDER BY seq",
             (table_id, low, high),
         )

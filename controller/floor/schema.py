@@ -25,6 +25,10 @@ from tablectl.controller.config import TABLE_ID_PATTERN
 SCHEMA = "floor"
 WRITER_GROUP = "tablectl_floor_writer"
 READER_GROUP = "tablectl_floor_reader"
+#: the regulator's lab: reads every row, a round in play included (H7: grant it sparingly)
+AUDITOR_GROUP = "tablectl_floor_auditor"
+#: what readers query: the rows of ended rounds (and table rows), joined on the release mark
+RELEASED_VIEW = "released_rows"
 #: the SQLSTATE the floor's triggers raise (class "TF": tablectl floor)
 SQLSTATE_DIVERGED = "TF001"
 SQLSTATE_CHAIN = "TF002"
@@ -41,6 +45,8 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.tables (
     writer_role name NOT NULL UNIQUE,
     registered_at timestamptz NOT NULL DEFAULT now()
 );
+-- The last seq a reader may see: the end of the table's last ended round (H7).
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_seq bigint NOT NULL DEFAULT 0;
 
 CREATE TABLE IF NOT EXISTS {SCHEMA}.journal_rows (
     table_id text NOT NULL REFERENCES {SCHEMA}.tables (table_id),
@@ -56,6 +62,60 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.journal_rows (
     PRIMARY KEY (table_id, seq)
 );
 CREATE INDEX IF NOT EXISTS journal_rows_kind ON {SCHEMA}.journal_rows (table_id, kind, seq);
+-- The rows that can end a round (a collection): found without reading the rounds' cards.
+CREATE INDEX IF NOT EXISTS journal_rows_collections ON {SCHEMA}.journal_rows (table_id, seq)
+    WHERE kind = 'event' AND body LIKE '%"type":"hands_collected"%';
+
+-- H7 on the floor: a round's rows reach readers once the round is over. A round ends at an
+-- accepted collection (hands_collected, not refused by a `rejected` decision naming it); its
+-- rows are released up to the first row after the collection's own decisions. Everything
+-- later (the between-round rows, a burn card, the next round) waits for the next collection:
+-- a round that ends without one (voided and followed by the next deal) is released with the
+-- next round's collection, late rather than early.
+CREATE OR REPLACE FUNCTION {SCHEMA}.advance_release(tid text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    released bigint;
+    collected bigint;
+    after_decisions bigint;
+BEGIN
+    SELECT released_seq INTO released FROM {SCHEMA}.tables WHERE table_id = tid;
+    FOR collected IN
+        SELECT seq FROM {SCHEMA}.journal_rows
+            WHERE table_id = tid AND seq > released AND kind = 'event'
+              AND body LIKE '%"type":"hands_collected"%'
+              AND (body::jsonb ->> 'type') = 'hands_collected'
+            ORDER BY seq DESC
+    LOOP
+        SELECT min(seq) INTO after_decisions FROM (
+            SELECT seq, kind FROM {SCHEMA}.journal_rows
+                WHERE table_id = tid AND seq > collected ORDER BY seq LIMIT 256
+        ) AS following WHERE kind <> 'decision';
+        CONTINUE WHEN after_decisions IS NULL;  -- its decisions may not all be here yet
+        CONTINUE WHEN EXISTS (
+            SELECT 1 FROM {SCHEMA}.journal_rows
+                WHERE table_id = tid AND seq > collected AND seq < after_decisions
+                  AND kind = 'decision' AND body LIKE '%"decision":"rejected"%'
+        );  -- the collection was refused: that round goes on
+        UPDATE {SCHEMA}.tables SET released_seq = after_decisions - 1 WHERE table_id = tid;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {SCHEMA}.release_ended_rounds() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    tid text;
+BEGIN
+    FOR tid IN SELECT DISTINCT table_id FROM inserted LOOP
+        PERFORM {SCHEMA}.advance_release(tid);
+    END LOOP;
+    RETURN NULL;
+END
+$$;
 
 -- The table a writer role writes for (used by the row-level security policies).
 CREATE OR REPLACE FUNCTION {SCHEMA}.table_of(role name) RETURNS text
@@ -113,6 +173,10 @@ $$;
 DROP TRIGGER IF EXISTS continue_chain ON {SCHEMA}.journal_rows;
 CREATE TRIGGER continue_chain BEFORE INSERT ON {SCHEMA}.journal_rows
     FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.continue_chain();
+DROP TRIGGER IF EXISTS release_ended_rounds ON {SCHEMA}.journal_rows;
+CREATE TRIGGER release_ended_rounds AFTER INSERT ON {SCHEMA}.journal_rows
+    REFERENCING NEW TABLE AS inserted
+    FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.release_ended_rounds();
 DROP TRIGGER IF EXISTS append_only ON {SCHEMA}.journal_rows;
 CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON {SCHEMA}.journal_rows
     FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.refuse_change();
@@ -125,6 +189,15 @@ ALTER TABLE {SCHEMA}.tables ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC;
 REVOKE ALL ON FUNCTION {SCHEMA}.table_of(name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION {SCHEMA}.continue_chain() FROM PUBLIC;
+REVOKE ALL ON FUNCTION {SCHEMA}.advance_release(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION {SCHEMA}.release_ended_rounds() FROM PUBLIC;
+
+-- What readers query: a join on the release mark (the planner's, not a check per row).
+CREATE OR REPLACE VIEW {SCHEMA}.{RELEASED_VIEW} WITH (security_barrier) AS
+    SELECT rows.* FROM {SCHEMA}.journal_rows AS rows
+        JOIN {SCHEMA}.tables AS released USING (table_id)
+        WHERE rows.seq <= released.released_seq OR rows.round IS NULL;
+REVOKE ALL ON {SCHEMA}.{RELEASED_VIEW} FROM PUBLIC;
 """
 
 # Roles are cluster-wide: created when missing (a second database on the server reuses them).
@@ -136,18 +209,27 @@ DO $$ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{READER_GROUP}') THEN
         CREATE ROLE {READER_GROUP} NOLOGIN;
     END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{AUDITOR_GROUP}') THEN
+        CREATE ROLE {AUDITOR_GROUP} NOLOGIN;
+    END IF;
 END $$;
 """
 
 _GRANTS = f"""
-GRANT USAGE ON SCHEMA {SCHEMA} TO {WRITER_GROUP}, {READER_GROUP};
+GRANT USAGE ON SCHEMA {SCHEMA} TO {WRITER_GROUP}, {READER_GROUP}, {AUDITOR_GROUP};
 -- writers: INSERT, and of their own rows only the chain's head (to resume after an outage)
 GRANT INSERT ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
 GRANT SELECT (table_id, seq, hash) ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.table_of(name) TO {WRITER_GROUP};
--- readers (surveillance, the pit, the regulator's inspectors): SELECT, nothing else
-GRANT SELECT ON {SCHEMA}.journal_rows, {SCHEMA}.tables TO {READER_GROUP};
+-- readers (surveillance, the pit, reports): SELECT of ended rounds, nothing else (H7). They
+-- may query the rows table itself (its policy below holds back the rounds in play) or the
+-- released view (the same rows, joined once rather than checked row by row).
+GRANT SELECT ON {SCHEMA}.journal_rows, {SCHEMA}.{RELEASED_VIEW}, {SCHEMA}.tables
+    TO {READER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.table_of(name) TO {READER_GROUP};
+-- the auditor (the regulator's lab): every row, a round in play included
+GRANT SELECT ON {SCHEMA}.journal_rows, {SCHEMA}.{RELEASED_VIEW}, {SCHEMA}.tables
+    TO {AUDITOR_GROUP};
 
 DROP POLICY IF EXISTS writer_inserts_own_table ON {SCHEMA}.journal_rows;
 CREATE POLICY writer_inserts_own_table ON {SCHEMA}.journal_rows FOR INSERT TO {WRITER_GROUP}
@@ -156,10 +238,17 @@ DROP POLICY IF EXISTS writer_sees_own_head ON {SCHEMA}.journal_rows;
 CREATE POLICY writer_sees_own_head ON {SCHEMA}.journal_rows FOR SELECT TO {WRITER_GROUP}
     USING (table_id = {SCHEMA}.table_of(current_user));
 DROP POLICY IF EXISTS reader_reads_all ON {SCHEMA}.journal_rows;
-CREATE POLICY reader_reads_all ON {SCHEMA}.journal_rows FOR SELECT TO {READER_GROUP}
+DROP POLICY IF EXISTS reader_reads_ended_rounds ON {SCHEMA}.journal_rows;
+CREATE POLICY reader_reads_ended_rounds ON {SCHEMA}.journal_rows FOR SELECT TO {READER_GROUP}
+    USING (round IS NULL OR seq <= (
+        SELECT released.released_seq FROM {SCHEMA}.tables AS released
+            WHERE released.table_id = journal_rows.table_id));
+DROP POLICY IF EXISTS auditor_reads_all ON {SCHEMA}.journal_rows;
+CREATE POLICY auditor_reads_all ON {SCHEMA}.journal_rows FOR SELECT TO {AUDITOR_GROUP}
     USING (true);
 DROP POLICY IF EXISTS reader_reads_tables ON {SCHEMA}.tables;
-CREATE POLICY reader_reads_tables ON {SCHEMA}.tables FOR SELECT TO {READER_GROUP} USING (true);
+CREATE POLICY reader_reads_tables ON {SCHEMA}.tables FOR SELECT
+    TO {READER_GROUP}, {AUDITOR_GROUP} USING (true);
 """
 
 
@@ -231,8 +320,9 @@ def add_table(conn: Any, table_id: str, *, passfile: Path | None, dbname: str) -
     return Provisioned(table_id, role, password is not None)
 
 
-def add_reader(conn: Any, role: str) -> None:
-    """Grant the reader group to an existing role (a person's login, a report job's)."""
+def add_reader(conn: Any, role: str, *, group: str = READER_GROUP) -> None:
+    """Grant the reader group (or the auditor group: every row, rounds in play included) to
+    an existing role (a person's login, a report job's)."""
     from psycopg import sql
 
     if not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$", role):
@@ -240,9 +330,7 @@ def add_reader(conn: Any, role: str) -> None:
     with conn.transaction():
         if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
             raise FloorSetupError(f"reader role {role!r} does not exist: CREATE ROLE it first")
-        conn.execute(
-            sql.SQL("GRANT {} TO {}").format(sql.Identifier(READER_GROUP), sql.Identifier(role))
-        )
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(role)))
 
 
 def _passfile_field(text: str) -> str:

@@ -8,13 +8,19 @@ run over the floor's rows exactly as over the local file's.
 from __future__ import annotations
 
 import sqlite3
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from tablectl.controller.floor.local import journal_chain_rows
-from tablectl.controller.floor.schema import CHAIN_COLUMNS, SCHEMA
+from tablectl.controller.floor.schema import (
+    AUDITOR_GROUP,
+    CHAIN_COLUMNS,
+    RELEASED_VIEW,
+    SCHEMA,
+)
 from tablectl.controller.journal import (
     JournalError,
     JournalRow,
@@ -25,6 +31,7 @@ from tablectl.controller.journal import (
 )
 
 FETCH_ROWS = 2000
+_RELATIONS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 class FloorError(RuntimeError):
@@ -44,6 +51,25 @@ def connect(dsn: str, *, passfile: str | Path | None = None) -> Any:
         raise FloorError(f"cannot reach the floor store: {str(error).strip()}") from error
 
 
+def rows_relation(conn: Any) -> str:
+    """Where this login reads rows: the rows table for the DBA and the auditor, the released
+    view (ended rounds only, H7) for a reader. Asked once per connection."""
+    cached = _RELATIONS.get(conn)
+    if cached is not None:
+        return cached
+    row = conn.execute(
+        "SELECT r.rolsuper OR r.rolbypassrls OR pg_has_role(current_user, t.tableowner, 'USAGE')"
+        " OR pg_has_role(current_user, %s, 'USAGE')"
+        " FROM pg_roles AS r, pg_tables AS t WHERE r.rolname = current_user"
+        " AND t.schemaname = %s AND t.tablename = 'journal_rows'",
+        (AUDITOR_GROUP, SCHEMA),
+    ).fetchone()
+    reader_only = not (row and row[0])
+    relation = f"{SCHEMA}.{RELEASED_VIEW}" if reader_only else f"{SCHEMA}.journal_rows"
+    _RELATIONS[conn] = relation
+    return relation
+
+
 def table_ids(conn: Any) -> list[str]:
     """Every table registered on the floor."""
     return [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
@@ -51,7 +77,7 @@ def table_ids(conn: Any) -> list[str]:
 
 def head(conn: Any, table_id: str) -> tuple[int, str | None]:
     row = conn.execute(
-        f"SELECT seq, hash FROM {SCHEMA}.journal_rows WHERE table_id = %s"
+        f"SELECT seq, hash FROM {rows_relation(conn)} WHERE table_id = %s"
         " ORDER BY seq DESC LIMIT 1",
         (table_id,),
     ).fetchone()
@@ -69,11 +95,11 @@ def require_table(conn: Any, table_id: str) -> None:
 def floor_raw_rows(conn: Any, table_id: str, *, after: int = 0) -> Iterator[RawRow]:
     """The table's rows in seq order, as the local journal stores them (body as text)."""
     columns = ", ".join(CHAIN_COLUMNS)
+    relation = rows_relation(conn)
     with conn.transaction(), conn.cursor(name=f"floor_rows_{table_id}") as cursor:
         cursor.itersize = FETCH_ROWS
         cursor.execute(
-            f"SELECT {columns} FROM {SCHEMA}.journal_rows"
-            " WHERE table_id = %s AND seq > %s ORDER BY seq",
+            f"SELECT {columns} FROM {relation} WHERE table_id = %s AND seq > %s ORDER BY seq",
             (table_id, after),
         )
         for seq, kind, rnd, at, body, prev, digest in cursor:
@@ -118,7 +144,7 @@ def identify_table(conn: Any, journal: str | Path) -> str:
     found = [
         row[0]
         for row in conn.execute(
-            f"SELECT table_id FROM {SCHEMA}.journal_rows WHERE seq = %s AND hash = %s",
+            f"SELECT table_id FROM {rows_relation(conn)} WHERE seq = %s AND hash = %s",
             (first[0], first[6]),
         )
     ]
@@ -190,6 +216,7 @@ __all__ = [
     "floor_rows",
     "head",
     "identify_table",
+    "rows_relation",
     "table_ids",
     "verify_table",
 ]

@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tablectl.controller.floor.schema import READER_GROUP, SCHEMA
+from tablectl.controller.floor.schema import AUDITOR_GROUP, READER_GROUP, RELEASED_VIEW, SCHEMA
 from tests.floor.floorkit import FloorDb, shipped_journal, unique_table_id
 
 INSERT = (
@@ -90,13 +90,30 @@ def test_readers_select_and_nothing_else(floor_db: FloorDb, tmp_path: Path) -> N
         conn.execute(f"CREATE ROLE {reader} LOGIN IN ROLE {READER_GROUP}")
     dsn = f"host={floor_db.server.sockets} port={floor_db.server.port} dbname={floor_db.name}"
     with psycopg.connect(f"{dsn} user={reader}", autocommit=True) as conn:
-        count = conn.execute(
-            f"SELECT count(*) FROM {SCHEMA}.journal_rows WHERE table_id = %s", (table_id,)
-        ).fetchone()
-        assert count == (5,)
+        # no round of this journal ended (no collection): only its table row is released
+        for relation in ("journal_rows", RELEASED_VIEW):
+            count = conn.execute(
+                f"SELECT count(*) FROM {SCHEMA}.{relation} WHERE table_id = %s", (table_id,)
+            ).fetchone()
+            assert count == (1,)
         row = floor_db.floor_rows(table_id)[-1]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(INSERT, (table_id, 6, "event", 1, row[3], "{}", row[6], "f" * 64))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"DELETE FROM {SCHEMA}.journal_rows")
+
+
+def test_the_auditor_reads_every_row_and_writes_none(floor_db: FloorDb, tmp_path: Path) -> None:
+    table_id, _ = _shipped_table(floor_db, tmp_path)
+    auditor = unique_table_id("lab_")
+    with floor_db.admin() as conn:
+        conn.execute(f"CREATE ROLE {auditor} LOGIN IN ROLE {AUDITOR_GROUP}")
+    dsn = f"host={floor_db.server.sockets} port={floor_db.server.port} dbname={floor_db.name}"
+    with psycopg.connect(f"{dsn} user={auditor}", autocommit=True) as conn:
+        count = conn.execute(
+            f"SELECT count(*) FROM {SCHEMA}.journal_rows WHERE table_id = %s", (table_id,)
+        ).fetchone()
+        assert count == (5,)  # the round in play included
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(f"DELETE FROM {SCHEMA}.journal_rows")
 
