@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
+import socket
 import sqlite3
 import threading
 import time
@@ -45,9 +47,20 @@ LINGER_SECONDS = 0.1
 DRAIN_SECONDS = 2.0
 CONNECT_TIMEOUT = 5
 STATEMENT_TIMEOUT_MS = 30_000
-#: while caught up the thread sleeps until the journal commits; this wakes it now and then to
-#: refresh the gauges (seconds behind) even if a notification was somehow missed
+#: while caught up the thread sleeps until the journal commits; this wakes it now and then
+#: even if a notification was somehow missed
 IDLE_WAKE_SECONDS = 30.0
+#: how often the daemon's loop recomputes rows and seconds behind from its own side (the
+#: journal's head and the last acknowledged row), whatever the thread is doing: well inside
+#: one scrape interval (15 s)
+GAUGE_SECONDS = 1.0
+#: a statement the floor has not answered for this long is abandoned from the daemon's side
+#: (its socket shut down): a backend that is stopped or hung cannot time itself out
+STUCK_SECONDS = STATEMENT_TIMEOUT_MS / 1000 + 5
+#: beside the journal: the last seq the floor acknowledged, as last seen (a hint for the
+#: gauges after a restart while the floor is away; shipping always resumes from the floor's
+#: own head). Fixed width, rewritten in place: no rename, nothing to fsync.
+ACK_HINT_SUFFIX = ".floor-acked"
 
 _INSERT = (
     f"INSERT INTO {SCHEMA}.journal_rows"
@@ -135,6 +148,9 @@ class FloorShipper:
         retry_min: float = RETRY_MIN,
         retry_max: float = RETRY_MAX,
         linger: float = LINGER_SECONDS,
+        statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
+        connect_timeout: int = CONNECT_TIMEOUT,
+        stuck_seconds: float = STUCK_SECONDS,
     ) -> None:
         self.table_id = table_id
         self.journal_path = Path(journal_path)
@@ -148,6 +164,9 @@ class FloorShipper:
         self.retry_min = retry_min
         self.retry_max = retry_max
         self.linger = linger
+        self.statement_timeout_ms = statement_timeout_ms
+        self.connect_timeout = connect_timeout
+        self.stuck_seconds = stuck_seconds
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._drain_until = 0.0
@@ -162,7 +181,14 @@ class FloorShipper:
         self.shipped_rows = 0
         self.last_error: str | None = None
         self.last_error_at: float | None = None
-        self._oldest_waiting_at: float | None = None
+        # the oldest row not acknowledged: (its seq, its recorded time), read by whichever
+        # side needs it first; valid while its seq is acknowledged_seq + 1
+        self._oldest_waiting: tuple[int, float | None] | None = None
+        # the statement in flight: (its connection, since when, monotonic)
+        self._in_flight: tuple[Any, float] | None = None
+        self._gauge_journal: LocalJournal | None = None
+        self._ack_hint = self.journal_path.with_name(self.journal_path.name + ACK_HINT_SUFFIX)
+        self.acknowledged_seq = self._read_ack_hint()
 
     # -- the table's side ---------------------------------------------------------------------
 
@@ -183,17 +209,78 @@ class FloorShipper:
         self._stopping.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(drain_seconds + CONNECT_TIMEOUT + 1)
+            self._thread.join(drain_seconds + self.connect_timeout + 1)
             self._thread = None
+        if self._gauge_journal is not None:
+            self._gauge_journal.close()
+            self._gauge_journal = None
 
     @property
     def rows_behind(self) -> int:
         return max(0, self.committed_seq - self.acknowledged_seq)
 
     def seconds_behind(self) -> float:
-        if self.rows_behind == 0 or self._oldest_waiting_at is None:
+        oldest = self._oldest_waiting
+        if self.rows_behind == 0 or oldest is None or oldest[0] != self.acknowledged_seq + 1:
             return 0.0
-        return max(0.0, self.clock() - self._oldest_waiting_at)
+        if oldest[1] is None:
+            return 0.0
+        return max(0.0, self.clock() - oldest[1])
+
+    def refresh(self) -> None:
+        """On the daemon's loop, every GAUGE_SECONDS: rows and seconds behind from the table's
+        side (the journal's head against the last row the floor acknowledged, and the recorded
+        time of the oldest row not acknowledged, read from the local journal), published
+        whatever the thread is doing: a floor that hangs, crawls or is away moves the gauges.
+        A statement unanswered for `stuck_seconds` is abandoned (its socket shut down) so the
+        thread reconnects rather than wait on a stopped backend."""
+        waiting = self.acknowledged_seq + 1
+        known = self._oldest_waiting
+        if self.rows_behind and (known is None or known[0] != waiting):
+            self._oldest_waiting = (waiting, self._recorded_time(waiting))
+        self._publish()
+        flight = self._in_flight
+        if flight is not None and time.monotonic() - flight[1] > self.stuck_seconds:
+            self._in_flight = None
+            self._abandon(flight[0])
+
+    def _recorded_time(self, seq: int) -> float | None:
+        try:
+            if self._gauge_journal is None:
+                self._gauge_journal = LocalJournal(self.journal_path)
+            rows = self._gauge_journal.rows_after(seq - 1, 1)
+        except (sqlite3.Error, OSError):
+            if self._gauge_journal is not None:
+                self._gauge_journal.close()
+                self._gauge_journal = None
+            return None
+        return _unix_time(str(rows[0]["recorded_at"])) if rows else None
+
+    def _abandon(self, conn: Any) -> None:
+        """Shut the stuck connection's socket down under the thread's blocked read: it fails
+        at once with a connection error and the thread starts over on a new connection."""
+        try:
+            duplicate = socket.socket(fileno=os.dup(conn.fileno()))
+        except (OSError, ValueError, AttributeError):
+            return
+        with contextlib.suppress(OSError):
+            duplicate.shutdown(socket.SHUT_RDWR)
+        duplicate.close()
+        self._log.warning("floor_statement_abandoned", after_seconds=self.stuck_seconds)
+
+    def _read_ack_hint(self) -> int:
+        try:
+            return max(0, int(self._ack_hint.read_text().strip() or 0))
+        except (OSError, ValueError):
+            return 0
+
+    def _write_ack_hint(self, seq: int) -> None:
+        with contextlib.suppress(OSError):
+            descriptor = os.open(self._ack_hint, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.pwrite(descriptor, f"{seq:>20}\n".encode(), 0)
+            finally:
+                os.close(descriptor)
 
     def status(self) -> dict[str, Any]:
         """For `tablectl status`: the ship state in plain words and figures (no row content)."""
@@ -250,7 +337,7 @@ class FloorShipper:
                         self.acknowledged_seq = batch[-1].seq
                         self.committed_seq = max(self.committed_seq, self.acknowledged_seq)
                         self.shipped_rows += len(batch)
-                        self._oldest_waiting_at = None
+                    self._write_ack_hint(self.acknowledged_seq)
                     self._publish()
                     if len(batch) < self.floor.batch_rows and self.linger:
                         # not a backlog: the table is playing; gather its next rows a while
@@ -278,6 +365,7 @@ class FloorShipper:
             if local is not None:
                 local.close()
             self._set_state("stopped")
+            self._in_flight = None
 
     def _set_state(self, state: str) -> None:
         with self._lock:
@@ -288,7 +376,7 @@ class FloorShipper:
 
         self._set_state("connecting")
         options: dict[str, Any] = {
-            "connect_timeout": CONNECT_TIMEOUT,
+            "connect_timeout": self.connect_timeout,
             "application_name": f"tablectl {self.table_id}",
             "keepalives": 1,
             "keepalives_idle": 5,
@@ -296,7 +384,7 @@ class FloorShipper:
             "keepalives_count": 3,
             # a floor that accepts the connection but never answers fails the batch, which is
             # tried again, rather than hang the shipper with its gauges frozen
-            "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+            "options": f"-c statement_timeout={self.statement_timeout_ms}",
         }
         if self.floor.passfile is not None:
             options["passfile"] = str(self.floor.passfile)
@@ -304,12 +392,14 @@ class FloorShipper:
 
     def _resume(self, conn: Any, local: LocalJournal) -> None:
         """Read the floor's head for this table; the local row there must be the same row."""
+        self._in_flight = (conn, time.monotonic())
         row = conn.execute(
             f"SELECT seq, hash FROM {SCHEMA}.journal_rows WHERE table_id = %s"
             " ORDER BY seq DESC LIMIT 1",
             (self.table_id,),
         ).fetchone()
         conn.commit()
+        self._in_flight = None
         head_seq, head_hash = (int(row[0]), str(row[1])) if row else (0, None)
         if head_seq:
             mine = local.hash_at(head_seq)
@@ -327,6 +417,7 @@ class FloorShipper:
         with self._lock:
             self.acknowledged_seq = head_seq
             self.head_known = True
+        self._write_ack_hint(head_seq)
         self._log.info("floor_connected", acknowledged_seq=head_seq)
 
     def _read_batch(self, local: LocalJournal) -> list[LocalRow]:
@@ -358,21 +449,24 @@ class FloorShipper:
                     Jsonb(extra),
                 )
             )
-        with conn.transaction(), conn.cursor() as cursor:
-            cursor.executemany(_INSERT, params)
+        self._in_flight = (conn, time.monotonic())
+        try:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany(_INSERT, params)
+        finally:
+            self._in_flight = None
 
     def _note_waiting(self, first: LocalRow) -> None:
-        with self._lock:
-            if self._oldest_waiting_at is None:
-                self._oldest_waiting_at = _unix_time(first.recorded_at)
+        if self._oldest_waiting is None or self._oldest_waiting[0] != first.seq:
+            self._oldest_waiting = (first.seq, _unix_time(first.recorded_at))
 
     def _refresh_waiting(self, local: LocalJournal) -> None:
         """While the floor is away: the oldest row waiting, for seconds behind."""
         with contextlib.suppress(sqlite3.Error, OSError):
             rows = local.rows_after(self.acknowledged_seq, 1)
             self.committed_seq = max(self.committed_seq, local.last_seq())
-            with self._lock:
-                self._oldest_waiting_at = _unix_time(str(rows[0]["recorded_at"])) if rows else None
+            if rows:
+                self._note_waiting(LocalRow(int(rows[0]["seq"]), rows[0]))
 
     def _failed(self, error: BaseException) -> None:
         kind = error_kind(error)
