@@ -129,6 +129,14 @@ AS $$
 DECLARE
     held text;
 BEGIN
+    -- A table's role inserts its own table's rows only: refused before any other table's
+    -- chain is looked at, so the error says nothing of another table (row-level security
+    -- would refuse it too, but after this trigger has run).
+    IF pg_has_role(session_user, '{WRITER_GROUP}', 'MEMBER')
+       AND NEW.table_id IS DISTINCT FROM {SCHEMA}.table_of(session_user) THEN
+        RAISE EXCEPTION 'a table''s role inserts only its own table''s rows'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     SELECT hash INTO held FROM {SCHEMA}.journal_rows
         WHERE table_id = NEW.table_id AND seq = NEW.seq;
     IF FOUND THEN
@@ -302,7 +310,7 @@ def add_table(conn: Any, table_id: str, *, passfile: Path | None, dbname: str) -
         if password is not None:
             conn.execute(
                 sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                    sql.Identifier(role), sql.Literal(password)
+                    sql.Identifier(role), sql.Literal(scram_verifier(conn, role, password))
                 )
             )
         registered = conn.execute(
@@ -318,6 +326,16 @@ def add_table(conn: Any, table_id: str, *, passfile: Path | None, dbname: str) -
     if passfile is not None and password is not None:
         append_passfile(passfile, dbname, role, password)
     return Provisioned(table_id, role, password is not None)
+
+
+def scram_verifier(conn: Any, role: str, password: str) -> str:
+    """The password as a SCRAM-SHA-256 verifier (RFC 5802/7677: salt, iterations, stored and
+    server keys), computed here by libpq's own PQencryptPasswordConn (psycopg's `pq` binding):
+    the server stores it as given and the password itself never crosses the wire, so no
+    `log_statement` setting can write it to the server's log. libpq's implementation rather
+    than our own hashlib one: the format and iteration count are the server's."""
+    verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
+    return bytes(verifier).decode("ascii")
 
 
 def add_reader(conn: Any, role: str, *, group: str = READER_GROUP) -> None:

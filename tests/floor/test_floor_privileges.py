@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from tablectl.controller.floor.schema import AUDITOR_GROUP, READER_GROUP, RELEASED_VIEW, SCHEMA
+from tablectl.controller.floor.schema import (
+    AUDITOR_GROUP,
+    READER_GROUP,
+    RELEASED_VIEW,
+    SCHEMA,
+    writer_role,
+)
 from tests.floor.floorkit import FloorDb, shipped_journal, unique_table_id
 
 INSERT = (
@@ -50,7 +58,7 @@ def test_the_writer_role_is_refused_another_tables_rows(floor_db: FloorDb, tmp_p
     with floor_db.as_writer(mine) as conn:
         # a row for the other table, continuing its chain: row-level security refuses it
         forged = (other, row[0] + 1, "event", 1, row[3], "{}", row[6], "f" * 64)
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="its own table"):
             conn.execute(INSERT, forged)
         # and it sees none of the other table's rows, not even their head
         seen = conn.execute(
@@ -130,3 +138,63 @@ def test_even_the_owner_cannot_rewrite_the_floor(floor_db: FloorDb, tmp_path: Pa
             with pytest.raises(psycopg.Error, match="append-only"):
                 conn.execute(statement)
     assert len(floor_db.floor_rows(table_id)) == 5
+
+
+def test_a_writers_bad_row_for_another_table_learns_nothing_of_it(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """Rows that would meet the other table's chain check (a seq it holds, a seq after its
+    head with a wrong link): the error names no seq, hash or id of the other table."""
+    mine, _ = _shipped_table(floor_db, tmp_path)
+    other, _ = _shipped_table(floor_db, tmp_path)
+    theirs = floor_db.floor_rows(other)
+    with floor_db.as_writer(mine) as conn:
+        for forged in (
+            (other, 3, "event", 1, theirs[2][3], "{}", theirs[1][6], "a" * 64),  # held seq
+            (other, 6, "event", 1, theirs[2][3], "{}", "b" * 64, "c" * 64),  # bad link
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
+                conn.execute(INSERT, forged)
+            said = str(refused.value) + str(refused.value.diag.message_detail or "")
+            assert other not in said
+            for row in theirs:
+                assert row[6][:8] not in said  # no hash prefix of theirs
+            assert "row 5" not in said and "row 3" not in said
+
+
+def test_no_table_password_reaches_the_server_log(floor_db: FloorDb, tmp_path: Path) -> None:
+    """floor init with log_statement = all: the passwords it writes to the passfile are sent
+    as SCRAM verifiers; the log holds none of them, and the tables still log in."""
+    server = floor_db.server
+    with floor_db.admin() as conn:
+        conn.execute("ALTER SYSTEM SET log_statement = 'all'")
+        conn.execute("SELECT pg_reload_conf()")
+    passfile = tmp_path / "init.pgpass"
+    tables = [unique_table_id(), unique_table_id()]
+    try:
+        argv = ["floor", "init", "--dsn", floor_db.admin_dsn, "--write-passfile", str(passfile)]
+        for table_id in tables:
+            argv += ["--table", table_id]
+        done = subprocess.run(
+            [sys.executable, "-m", "tablectl.controller", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        with floor_db.admin() as conn:
+            conn.execute("ALTER SYSTEM RESET log_statement")
+            conn.execute("SELECT pg_reload_conf()")
+    passwords = [line.rsplit(":", 1)[1] for line in passfile.read_text().splitlines()]
+    assert len(passwords) == 2
+    log = server.log.read_text(errors="replace")
+    assert "ALTER ROLE" in log  # the statements were logged
+    for password in passwords:
+        assert password not in log
+    assert "SCRAM-SHA-256$" in log  # as verifiers
+    for table_id in tables:
+        dsn = server.table_dsn(floor_db.name, writer_role(table_id))
+        with psycopg.connect(dsn, passfile=str(passfile)) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == (writer_role(table_id),)
