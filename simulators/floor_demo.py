@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import datetime
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -44,9 +43,8 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
 
     state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-floor-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(state_dir, 0o755)  # the unprivileged PostgreSQL user goes through it
     try:
-        server = ThrowawayPostgres(state_dir)
+        server = ThrowawayPostgres(server_base(state_dir))
         server.init()
         server.start()
     except PostgresUnavailable as error:
@@ -99,10 +97,54 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
         print("no round was voided this time (run again, or with more --rounds)")
     stop = _stop_command(server)
     (state_dir / "floor-server.json").write_text(
-        json.dumps({"reader_dsn": reader_dsn, "stop": stop, "data": str(server.data)}) + "\n"
+        json.dumps(
+            {
+                "reader_dsn": reader_dsn,
+                "stop": stop,
+                "data": str(server.data),
+                "root": str(server.root),
+            }
+        )
+        + "\n"
     )
     print(f"the floor server keeps running for these commands; stop it with:\n  {stop}")
     return max(statuses) if statuses else 0
+
+
+def server_base(state_dir: Path) -> Path | None:
+    """Where the throwaway server's dir goes: in the state dir when the server's user (nobody,
+    when this runs as root) can reach it as it is; else in the system's temp dir (a state dir
+    under a private parent, such as one made by mktemp -d). Nothing of the caller's is made
+    more open than it was."""
+    user = ThrowawayPostgres.server_user()
+    if user is None or traversable_by(state_dir, user):
+        return state_dir
+    print(
+        f"floor store: {state_dir} is not reachable by the server's user {user} "
+        "(a private directory above it): its PostgreSQL goes in the system's temp dir",
+        flush=True,
+    )
+    return None
+
+
+def traversable_by(path: Path, user: str) -> bool:
+    """Whether `user` may search every directory from / down to `path` (and write in it)."""
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    groups = {entry.pw_gid}
+    current = path.resolve()
+    for directory in [current, *current.parents]:
+        info = directory.stat()
+        if info.st_uid == entry.pw_uid:
+            bits = info.st_mode >> 6
+        elif info.st_gid in groups:
+            bits = info.st_mode >> 3
+        else:
+            bits = info.st_mode
+        if not bits & 0o1:
+            return False
+    return True
 
 
 def _stop_command(server: ThrowawayPostgres) -> str:

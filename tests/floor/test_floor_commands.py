@@ -173,7 +173,9 @@ def test_unknown_table_and_unreachable_store_are_named(floor_db: FloorDb) -> Non
 
 def test_demo_floor_prints_the_report_and_a_round_command_that_works() -> None:
     state = Path(tempfile.mkdtemp(prefix="tablectl-demo-floor-"))
-    done = tablectl("demo", "--floor", "--rounds", "5", "--seed", "4", "--state-dir", str(state))
+    done = tablectl(
+        "demo", "--floor", "--fast", "--rounds", "5", "--seed", "4", "--state-dir", str(state)
+    )
     try:
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         html = re.search(r"^report \(gaming day .*\): (\S+\.html)$", done.stdout, re.MULTILINE)
@@ -189,4 +191,35 @@ def test_demo_floor_prints_the_report_and_a_round_command_that_works() -> None:
         assert done.stdout.count(": intact:") == 3
     finally:
         stop_floor_server(state)
+        shutil.rmtree(json.loads((state / "floor-server.json").read_text())["root"], True)
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_demo_floor_from_a_state_dir_under_a_private_parent_plays_at_its_pace() -> None:
+    """`mktemp -d` makes a 0700 directory: the server's user cannot go through it, so the
+    server goes to the system's temp dir (nothing of the caller's is opened up); the three
+    tables deal at --pace, step after step, not all at once."""
+    parent = Path(tempfile.mkdtemp(prefix="tablectl-private-"))
+    state = parent / "demo"
+    pace = 0.1
+    done = tablectl(
+        "demo", "--floor", "--rounds", "2", "--seed", "3", "--pace", str(pace),
+        "--state-dir", str(state),
+    )  # fmt: skip
+    try:
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert stat.S_IMODE(parent.stat().st_mode) == 0o700  # left as it was
+        assert done.stdout.count(": intact:") == 3
+        rows = list(read_rows(state / "t-3c21" / "journal.sqlite"))
+        events = [row for row in rows if row.kind == "event" and row.round]
+        span = datetime.datetime.fromisoformat(
+            events[-1].recorded_at
+        ) - datetime.datetime.fromisoformat(events[0].recorded_at)
+        # each round is a dozen steps or more, each followed by the pace's pause
+        assert span.total_seconds() >= 2 * 10 * pace, span
+    finally:
+        info = state / "floor-server.json"
+        if info.exists():
+            stop_floor_server(state)
+            shutil.rmtree(json.loads(info.read_text())["root"], ignore_errors=True)
+        shutil.rmtree(parent, ignore_errors=True)
