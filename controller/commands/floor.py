@@ -78,6 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     verify = command("verify", "check every table's chain on the floor (as journal verify)")
     verify.add_argument("--table", metavar="ID", help="only this table")
+    verify.add_argument(
+        "--from-start",
+        action="store_true",
+        help="walk from row 1, not from the last row a verify proved (rows still on the floor)",
+    )
     cmp = command("compare", "the local journal against the floor's copy")
     cmp.add_argument("--journal", required=True, type=Path, metavar="PATH")
     cmp.add_argument("--table", metavar="ID", help="default: the table whose row 1 matches")
@@ -163,16 +168,24 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from tablectl.controller.floor.store import require_table, table_ids, verify_table
+    from tablectl.controller.floor.store import (
+        require_table,
+        rows_relation,
+        table_ids,
+        verify_table,
+    )
 
     conn = _connect(args)
     try:
         if args.table:
             require_table(conn, args.table)
         tables = [args.table] if args.table else table_ids(conn)
+        # the DBA's and the auditor's verify (every row) moves the verified mark; a reader's
+        # (ended rounds only) does not
+        record = rows_relation(conn).endswith(".journal_rows")
         bad = 0
         for table_id in tables:
-            result = verify_table(conn, table_id)
+            result = verify_table(conn, table_id, from_start=args.from_start, record=record)
             if result.ok:
                 print(f"{table_id}: {result.message}")
             else:

@@ -30,6 +30,7 @@ from tablectl.controller.config import FloorConfig
 from tablectl.controller.floor.local import LocalJournal
 from tablectl.controller.floor.schema import (
     CHAIN_COLUMNS,
+    DAYS_AHEAD,
     SCHEMA,
     SQLSTATE_CHAIN,
     SQLSTATE_DIVERGED,
@@ -62,11 +63,32 @@ STUCK_SECONDS = STATEMENT_TIMEOUT_MS / 1000 + 5
 #: own head). Fixed width, rewritten in place: no rename, nothing to fsync.
 ACK_HINT_SUFFIX = ".floor-acked"
 
+#: One statement per batch: the rows as arrays, unnested by the server (one statement to
+#: plan and check, not one per row); rows at or below the floor's head are skipped (the
+#: shipper verified that head's row on connecting, and the chain links every row before it).
 _INSERT = (
-    f"INSERT INTO {SCHEMA}.journal_rows"
-    " (table_id, seq, kind, round, recorded_at, body, prev_hash, hash, columns)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    f"INSERT INTO {SCHEMA}.journal_rows (table_id, seq, kind, round, recorded_at,"
+    " recorded_at_text, body, prev_hash, hash, columns)"
+    " SELECT %(table)s, b.* FROM unnest(%(seq)s::bigint[], %(kind)s::text[],"
+    " %(round)s::bigint[], %(at)s::timestamptz[], %(at_text)s::text[], %(body)s::text[],"
+    " %(prev)s::text[], %(hash)s::text[], %(columns)s::jsonb[])"
+    " AS b (seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash, columns)"
+    f" WHERE b.seq > (SELECT head_seq FROM {SCHEMA}.tables WHERE table_id = %(table)s)"
 )
+
+
+def floor_time(recorded_at: str) -> tuple[datetime.datetime, str | None]:
+    """The journal's recorded_at as the floor keeps it: a UTC time, and the journal's text
+    only when it is not that time's standard form (schema.RECORDED_AT_SQL rebuilds it)."""
+    try:
+        moment = datetime.datetime.fromisoformat(recorded_at)
+    except ValueError:
+        return datetime.datetime.now(datetime.UTC), recorded_at  # kept as written
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    moment = moment.astimezone(datetime.UTC)
+    standard = moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "+00:00"
+    return moment, (None if standard == recorded_at else recorded_at)
 
 
 class FloorDiverged(RuntimeError):
@@ -393,12 +415,18 @@ class FloorShipper:
     def _resume(self, conn: Any, local: LocalJournal) -> None:
         """Read the floor's head for this table; the local row there must be the same row."""
         self._in_flight = (conn, time.monotonic())
+        conn.execute(f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (DAYS_AHEAD,))
         row = conn.execute(
-            f"SELECT seq, hash FROM {SCHEMA}.journal_rows WHERE table_id = %s"
-            " ORDER BY seq DESC LIMIT 1",
+            f"SELECT head_seq, head_hash FROM {SCHEMA}.tables WHERE table_id = %s",
             (self.table_id,),
         ).fetchone()
         conn.commit()
+        if row is None:
+            raise RuntimeError(
+                f"table {self.table_id} is not registered on the floor "
+                "(tablectl floor init --table)"
+            )
+        row = row if row[0] else None
         self._in_flight = None
         head_seq, head_hash = (int(row[0]), str(row[1])) if row else (0, None)
         if head_seq:
@@ -432,27 +460,31 @@ class FloorShipper:
     def _insert(self, conn: Any, batch: list[LocalRow]) -> None:
         from psycopg.types.json import Jsonb
 
-        params = []
+        columns: dict[str, list[Any]] = {
+            name: [] for name in ("seq", "kind", "round", "at", "at_text", "body", "prev", "hash")
+        }
+        extras = []
         for row in batch:
             values = row.values
+            moment, text = floor_time(str(values["recorded_at"]))
+            for name, value in (
+                ("seq", row.seq),
+                ("kind", values["kind"]),
+                ("round", values["round"]),
+                ("at", moment),
+                ("at_text", text),
+                ("body", values["body"]),
+                ("prev", values["prev_hash"]),
+                ("hash", values["hash"]),
+            ):
+                columns[name].append(value)
             extra = {k: _json_value(v) for k, v in values.items() if k not in CHAIN_COLUMNS}
-            params.append(
-                (
-                    self.table_id,
-                    row.seq,
-                    values["kind"],
-                    values["round"],
-                    values["recorded_at"],
-                    values["body"],
-                    values["prev_hash"],
-                    values["hash"],
-                    Jsonb(extra),
-                )
-            )
+            extras.append(Jsonb(extra))
+        params = {"table": self.table_id, "columns": extras, **columns}
         self._in_flight = (conn, time.monotonic())
         try:
-            with conn.transaction(), conn.cursor() as cursor:
-                cursor.executemany(_INSERT, params)
+            with conn.transaction():
+                conn.execute(_INSERT, params)
         finally:
             self._in_flight = None
 

@@ -7,6 +7,7 @@ run over the floor's rows exactly as over the local file's.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import weakref
 from collections.abc import Iterator
@@ -18,10 +19,12 @@ from tablectl.controller.floor.local import journal_chain_rows
 from tablectl.controller.floor.schema import (
     AUDITOR_GROUP,
     CHAIN_COLUMNS,
+    RECORDED_AT_SQL,
     RELEASED_VIEW,
     SCHEMA,
 )
 from tablectl.controller.journal import (
+    GENESIS_HASH,
     JournalError,
     JournalRow,
     RawRow,
@@ -94,7 +97,7 @@ def require_table(conn: Any, table_id: str) -> None:
 
 def floor_raw_rows(conn: Any, table_id: str, *, after: int = 0) -> Iterator[RawRow]:
     """The table's rows in seq order, as the local journal stores them (body as text)."""
-    columns = ", ".join(CHAIN_COLUMNS)
+    columns = ", ".join(RECORDED_AT_SQL if c == "recorded_at" else c for c in CHAIN_COLUMNS)
     relation = rows_relation(conn)
     with conn.transaction(), conn.cursor(name=f"floor_rows_{table_id}") as cursor:
         cursor.itersize = FETCH_ROWS
@@ -110,10 +113,50 @@ def floor_rows(conn: Any, table_id: str) -> Iterator[JournalRow]:
     return (parse_row(raw) for raw in floor_raw_rows(conn, table_id))
 
 
-def verify_table(conn: Any, table_id: str) -> VerifyResult:
-    """The journal's chain check over the floor's copy of one table."""
+def verified_mark(conn: Any, table_id: str) -> tuple[int, str]:
+    """The last row a `floor verify` proved: (seq, hash), (0, genesis) before any."""
+    row = conn.execute(
+        f"SELECT verified_seq, verified_hash FROM {SCHEMA}.tables WHERE table_id = %s",
+        (table_id,),
+    ).fetchone()
+    return (int(row[0]), str(row[1])) if row else (0, GENESIS_HASH)
+
+
+def verify_table(
+    conn: Any, table_id: str, *, from_start: bool = False, record: bool = False
+) -> VerifyResult:
+    """The journal's chain check over the floor's copy of one table: from the last row a
+    verify proved (rows before it may be retired) or, `from_start`, from row 1; `record`
+    moves the mark to the last row proved now (the DBA's or the auditor's verify)."""
     highest, _ = head(conn, table_id)
-    return verify_chain(floor_raw_rows(conn, table_id), highest)
+    mark = (0, GENESIS_HASH) if from_start else verified_mark(conn, table_id)
+    rows = _tracking_last(floor_raw_rows(conn, table_id, after=mark[0]))
+    result = verify_chain(rows, highest, after=mark)
+    last = rows.last
+    if result.ok and record and last is not None and last[0] > mark[0]:
+        conn.execute(f"SELECT {SCHEMA}.record_verified(%s, %s, %s)", (table_id, *last))
+    if result.ok and mark[0] and not from_start:
+        return dataclasses.replace(
+            result,
+            message=f"intact: {rows.count} rows after row {mark[0]} (verified before), "
+            f"last hash {last[1] if last else mark[1]}",
+        )
+    return result
+
+
+class _tracking_last:
+    """Rows passed through, remembering the last (seq, hash) and the count."""
+
+    def __init__(self, rows: Iterator[RawRow]) -> None:
+        self._rows = rows
+        self.last: tuple[int, str] | None = None
+        self.count = 0
+
+    def __iter__(self) -> Iterator[RawRow]:
+        for raw in self._rows:
+            self.last = (raw[0], raw[6])
+            self.count += 1
+            yield raw
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,9 @@ def test_the_writer_role_is_refused_another_tables_rows(floor_db: FloorDb, tmp_p
     with floor_db.as_writer(mine) as conn:
         # a row for the other table, continuing its chain: row-level security refuses it
         forged = (other, row[0] + 1, "event", 1, row[3], "{}", row[6], "f" * 64)
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="its own table"):
+        with pytest.raises(
+            psycopg.errors.InsufficientPrivilege, match=r"row-level security|its own table"
+        ):
             conn.execute(INSERT, forged)
         # and it sees none of the other table's rows, not even their head
         seen = conn.execute(
@@ -74,12 +76,16 @@ def test_the_floor_keeps_the_chain_even_against_its_own_table(
     table_id, _ = _shipped_table(floor_db, tmp_path)
     rows = floor_db.floor_rows(table_id)
     with floor_db.as_writer(table_id) as conn:
-        # an identical re-send is a no-op (idempotent by table and seq)
-        conn.execute(INSERT, (table_id, *rows[2]))
-        # a different row under a shipped seq: refused, named
+        # a row the floor holds, sent again as it is or changed: refused (the shipper's own
+        # statement skips the rows at or below the floor's head, which it verified)
+        with pytest.raises(psycopg.Error, match=r"duplicate key|repeats the floor's copy"):
+            conn.execute(INSERT, (table_id, *rows[2]))
         changed = (table_id, *rows[2][:4], json.dumps({"type": "edited"}), rows[2][5], "a" * 64)
-        with pytest.raises(psycopg.Error, match="differs from the floor's copy"):
+        with pytest.raises(psycopg.Error, match=r"duplicate key|differs from"):
             conn.execute(INSERT, changed)
+        moved = (table_id, 3, "event", 1, rows[0][3], json.dumps({"type": "x"}), "f" * 64, "a" * 64)
+        with pytest.raises(psycopg.Error, match="differs from or repeats the floor's copy"):
+            conn.execute(INSERT, moved)
         # a gap: refused
         gap = (table_id, 7, "event", 1, rows[0][3], "{}", "b" * 64, "c" * 64)
         with pytest.raises(psycopg.Error, match="floor keeps no gap"):
