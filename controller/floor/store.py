@@ -113,6 +113,26 @@ def floor_rows(conn: Any, table_id: str) -> Iterator[JournalRow]:
     return (parse_row(raw) for raw in floor_raw_rows(conn, table_id))
 
 
+def round_rows(conn: Any, table_id: str, round_number: int) -> Iterator[JournalRow]:
+    """What a replay of one round needs, not the table's history: the table row (kept in
+    floor.tables, whatever was retired), then the rows from the last engine checkpoint before
+    the round (a journal writes one at each gaming day's start and at each clean stop; found
+    by the landmarks index) or from row 1 when there is none."""
+    relation = rows_relation(conn)
+    table = conn.execute(
+        f"SELECT table_row FROM {SCHEMA}.tables WHERE table_id = %s", (table_id,)
+    ).fetchone()
+    mark = conn.execute(
+        f"SELECT seq FROM {relation} WHERE table_id = %s AND kind = 'checkpoint'"
+        " AND round < %s ORDER BY seq DESC LIMIT 1",
+        (table_id, round_number),
+    ).fetchone()
+    start = int(mark[0]) - 1 if mark else 0
+    if start and table and table[0] is not None:
+        yield parse_row((1, "table", None, "", table[0], GENESIS_HASH, ""))
+    yield from (parse_row(raw) for raw in floor_raw_rows(conn, table_id, after=start))
+
+
 def verified_mark(conn: Any, table_id: str) -> tuple[int, str]:
     """The last row a `floor verify` proved: (seq, hash), (0, genesis) before any."""
     row = conn.execute(
@@ -259,6 +279,7 @@ __all__ = [
     "floor_rows",
     "head",
     "identify_table",
+    "round_rows",
     "rows_relation",
     "table_ids",
     "verify_table",
