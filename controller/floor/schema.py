@@ -43,6 +43,8 @@ RECORDED_AT_SQL = (
     " 'YYYY-MM-DD\"T\"HH24:MI:SS.US') || '+00:00')"
 )
 RECORDED_AT_SQL_DOC = "YYYY-MM-DDTHH:MM:SS.ffffff+00:00"
+#: a table role's statement_timeout on the server (the shipper asks the same at connecting)
+STATEMENT_TIMEOUT_MS = 30_000
 #: gaming days made ahead (the current one, the day before, and these many after)
 DAYS_AHEAD = 3
 
@@ -420,6 +422,13 @@ def add_table(conn: Any, table_id: str, *, passfile: Path | None, dbname: str) -
             conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
         conn.execute(
             sql.SQL("GRANT {} TO {}").format(sql.Identifier(WRITER_GROUP), sql.Identifier(role))
+        )
+        # the role's own limit: it holds through a pooler that drops the client's startup
+        # options (PgBouncer's ignore_startup_parameters = options)
+        conn.execute(
+            sql.SQL("ALTER ROLE {} SET statement_timeout = {}").format(
+                sql.Identifier(role), sql.Literal(f"{STATEMENT_TIMEOUT_MS}ms")
+            )
         )
         if password is not None:
             conn.execute(

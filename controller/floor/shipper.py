@@ -34,6 +34,7 @@ from tablectl.controller.floor.schema import (
     SCHEMA,
     SQLSTATE_CHAIN,
     SQLSTATE_DIVERGED,
+    STATEMENT_TIMEOUT_MS,
 )
 from tablectl.controller.logs import get_logger
 
@@ -47,7 +48,6 @@ LINGER_SECONDS = 0.1
 #: how long a clean stop keeps shipping what is left before it gives up (the rest goes next start)
 DRAIN_SECONDS = 2.0
 CONNECT_TIMEOUT = 5
-STATEMENT_TIMEOUT_MS = 30_000
 #: while caught up the thread sleeps until the journal commits; this wakes it now and then
 #: even if a notification was somehow missed
 IDLE_WAKE_SECONDS = 30.0
@@ -410,7 +410,11 @@ class FloorShipper:
         }
         if self.floor.passfile is not None:
             options["passfile"] = str(self.floor.passfile)
-        return psycopg.connect(self.floor.dsn, **options)
+        conn = psycopg.connect(self.floor.dsn, **options)
+        # no server-side prepared statements: a pooler in transaction mode (PgBouncer before
+        # 1.21) may hand the next transaction to another server connection
+        conn.prepare_threshold = None
+        return conn
 
     def _resume(self, conn: Any, local: LocalJournal) -> None:
         """Read the floor's head for this table; the local row there must be the same row."""

@@ -17,6 +17,7 @@ need umockdev-run umockdev
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
     || missing="$missing postgresql"
 need faketime faketime  # the daemon's clock across a gaming-day boundary (tests/journal)
+need pgbouncer pgbouncer  # the floor: many table connections on a few server ones (tests/floor, bench)
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         # Not root: say what is missing and go on; the tests that need a tool skip
