@@ -57,7 +57,7 @@ class ThrowawayPgBouncer:
         import psycopg
 
         with psycopg.connect(self.server.admin_dsn(), autocommit=True) as conn:
-            secrets = dict(
+            secrets: dict[str, str] = dict(
                 conn.execute(
                     "SELECT rolname, rolpassword FROM pg_authid WHERE rolname = ANY(%s)"
                     " AND rolpassword IS NOT NULL",
