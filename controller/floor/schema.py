@@ -104,6 +104,19 @@ CREATE INDEX IF NOT EXISTS journal_rows_time ON {SCHEMA}.journal_rows (recorded_
 CREATE INDEX IF NOT EXISTS journal_rows_landmarks ON {SCHEMA}.journal_rows (table_id, seq)
     WHERE kind IN ('table', 'checkpoint', 'segment');
 
+-- Each round's span per table (kept by check_batch, one upsert per round a batch touches): a
+-- dispute names a table and a round; this gives its rows' time span, so the lookup reads the
+-- one or two gaming days' partitions that hold it, not every day's index.
+CREATE TABLE IF NOT EXISTS {SCHEMA}.rounds (
+    table_id text NOT NULL,
+    round bigint NOT NULL,
+    first_seq bigint NOT NULL,
+    last_seq bigint NOT NULL,
+    first_at timestamptz NOT NULL,
+    last_at timestamptz NOT NULL,
+    PRIMARY KEY (table_id, round)
+);
+
 -- Retired gaming days: archived (a verified COPY with its hashes), then detached and dropped.
 CREATE TABLE IF NOT EXISTS {SCHEMA}.retired (
     partition name PRIMARY KEY,
@@ -225,6 +238,15 @@ BEGIN
             table_row = coalesce(table_row, (
                 SELECT body FROM inserted WHERE table_id = batch.table_id AND seq = 1))
             WHERE table_id = batch.table_id;
+        INSERT INTO {SCHEMA}.rounds AS r (table_id, round, first_seq, last_seq, first_at, last_at)
+            SELECT table_id, round, min(seq), max(seq), min(recorded_at), max(recorded_at)
+                FROM inserted WHERE table_id = batch.table_id AND round IS NOT NULL
+                GROUP BY table_id, round
+            ON CONFLICT (table_id, round) DO UPDATE SET
+                first_seq = least(r.first_seq, excluded.first_seq),
+                last_seq = greatest(r.last_seq, excluded.last_seq),
+                first_at = least(r.first_at, excluded.first_at),
+                last_at = greatest(r.last_at, excluded.last_at);
         -- H7: the release mark (see above)
         WITH marks AS (
             SELECT held.pending_collection AS seq, true AS collected, false AS refusal
@@ -328,7 +350,7 @@ GRANT EXECUTE ON FUNCTION {SCHEMA}.record_verified(text, bigint, text) TO {AUDIT
 -- may query the rows table itself (its policy below holds back the rounds in play) or the
 -- released view (the same rows, joined once rather than checked row by row).
 GRANT SELECT ON {SCHEMA}.journal_rows, {SCHEMA}.{RELEASED_VIEW}, {SCHEMA}.tables,
-    {SCHEMA}.settings, {SCHEMA}.retired TO {READER_GROUP}, {AUDITOR_GROUP};
+    {SCHEMA}.settings, {SCHEMA}.retired, {SCHEMA}.rounds TO {READER_GROUP}, {AUDITOR_GROUP};
 
 -- a table's role is named after its table (writer_role()): the check is an expression on
 -- the row, not a function called per row

@@ -95,6 +95,24 @@ def require_table(conn: Any, table_id: str) -> None:
         )
 
 
+def round_span_rows(conn: Any, table_id: str, round_number: int) -> list[RawRow]:
+    """A dispute's lookup: the rows of one table's round, read from the partitions of its
+    time span only (floor.rounds), not every gaming day's index."""
+    span = conn.execute(
+        f"SELECT first_at, last_at FROM {SCHEMA}.rounds WHERE table_id = %s AND round = %s",
+        (table_id, round_number),
+    ).fetchone()
+    if span is None:
+        return []
+    columns = ", ".join(RECORDED_AT_SQL if c == "recorded_at" else c for c in CHAIN_COLUMNS)
+    rows = conn.execute(
+        f"SELECT {columns} FROM {rows_relation(conn)} WHERE table_id = %s AND round = %s"
+        " AND recorded_at BETWEEN %s AND %s ORDER BY seq",
+        (table_id, round_number, span[0], span[1]),
+    ).fetchall()
+    return [cast(RawRow, tuple(row)) for row in rows]
+
+
 def floor_raw_rows(conn: Any, table_id: str, *, after: int = 0) -> Iterator[RawRow]:
     """The table's rows in seq order, as the local journal stores them (body as text)."""
     columns = ", ".join(RECORDED_AT_SQL if c == "recorded_at" else c for c in CHAIN_COLUMNS)
@@ -280,6 +298,7 @@ __all__ = [
     "head",
     "identify_table",
     "round_rows",
+    "round_span_rows",
     "rows_relation",
     "table_ids",
     "verify_table",
