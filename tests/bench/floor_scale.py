@@ -272,7 +272,7 @@ def _hash_floor(conn: Any, table_id: str) -> int:
 
 
 def measure(quick: bool = False, base_rows: int | None = None) -> dict[str, Any]:
-    base_rows = base_rows or (100_000 if quick else 1_000_000)
+    base_rows = base_rows or (400_000 if quick else 1_000_000)
     workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-scale-"))
     server = ThrowawayPostgres()
     bouncer: ThrowawayPgBouncer | None = None

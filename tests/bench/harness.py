@@ -45,7 +45,16 @@ from typing import Any
 import structlog
 
 from tablectl.controller.logs import configure_logging
-from tests.bench import device_latency, engine, floor, history, latency, ready, service
+from tests.bench import (
+    device_latency,
+    engine,
+    floor,
+    floor_scale,
+    history,
+    latency,
+    ready,
+    service,
+)
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,7 @@ GOALS: dict[str, Goal] = {
     "idle_rss_mib": Goal("<=", 40),
     "ready_largest_vs_smallest_history": Goal("<=", 1.5, ("ready_ms_by_history",)),
     **{key: Goal(sense, bound) for key, (sense, bound) in floor.GOALS.items()},
+    **{key: Goal(sense, bound) for key, (sense, bound) in floor_scale.GOALS.items()},
 }
 
 
@@ -224,6 +234,18 @@ def floor_section(run: Run) -> Part:
     return Part(results, figures, [f"floor store: {results}"])
 
 
+def floor_scale_section(run: Run) -> Part:
+    """The floor at casino scale: 400 tables, 1x and 10x rows (tests/bench/floor_scale.py)."""
+    figures = floor_scale.measure(run.quick)
+    results = {key: figures[key] for key in floor_scale.RESULT_KEYS}
+    sizes = (
+        f"at {figures['lookups']['rows_1x']:,} and {figures['lookups']['rows_10x']:,} rows, "
+        f"{figures['tables']} tables; report read {figures['report']['rows_read']:,} rows; "
+        f"catch-up of {figures['outage']['rows']:,} rows"
+    )
+    return Part(results, figures, [f"floor at scale: {results} ({sizes})"])
+
+
 SECTIONS: list[Section] = [
     Section("latency", "one event through the daemon, pty and commit floors", latency_section),
     Section("engine", "engine vs bare transitions trigger", engine_section),
@@ -232,6 +254,11 @@ SECTIONS: list[Section] = [
     Section("ready", "start to READY, idle RSS", ready_section),
     Section("device", "device layer, journal, service", device_section),
     Section("floor", "floor store: twenty tables shipping to PostgreSQL", floor_section),
+    Section(
+        "floor_scale",
+        "floor at casino scale: 400 tables, 1x/10x rows, report, verify, catch-up",
+        floor_scale_section,
+    ),
     Section(
         "history", "READY and RSS against history size (1k, 10k, 100k rounds)", history_section
     ),

@@ -195,6 +195,7 @@ def test_demo_floor_prints_the_report_and_a_round_command_that_works() -> None:
         shutil.rmtree(state, ignore_errors=True)
 
 
+@pytest.mark.long
 def test_demo_floor_from_a_state_dir_under_a_private_parent_plays_at_its_pace() -> None:
     """`mktemp -d` makes a 0700 directory: the server's user cannot go through it, so the
     server goes to the system's temp dir (nothing of the caller's is opened up); the three

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from tablectl.controller import metrics
 from tablectl.controller.daemon import Daemon
@@ -146,6 +147,7 @@ def _journal_with_rows(path: Path, count: int) -> Journal:
     return journal
 
 
+@pytest.mark.long
 def test_connect_timeout_against_a_postmaster_that_never_answers(
     floor_db: FloorDb, tmp_path: Path
 ) -> None:
