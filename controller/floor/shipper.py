@@ -69,9 +69,9 @@ ACK_HINT_SUFFIX = ".floor-acked"
 _INSERT = (
     f"INSERT INTO {SCHEMA}.journal_rows (table_id, seq, kind, round, recorded_at,"
     " recorded_at_text, body, prev_hash, hash, columns)"
-    " SELECT %(table)s, b.* FROM unnest(%(seq)s::bigint[], %(kind)s::text[],"
-    " %(round)s::bigint[], %(at)s::timestamptz[], %(at_text)s::text[], %(body)s::text[],"
-    " %(prev)s::text[], %(hash)s::text[], %(columns)s::jsonb[])"
+    " SELECT %(table)s, b.* FROM unnest(%(seq)b::bigint[], %(kind)b::text[],"
+    " %(round)b::bigint[], %(at)b::timestamptz[], %(at_text)b::text[], %(body)b::text[],"
+    " %(prev)b::text[], %(hash)b::text[], %(columns)b::jsonb[])"
     " AS b (seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash, columns)"
     f" WHERE b.seq > (SELECT head_seq FROM {SCHEMA}.tables WHERE table_id = %(table)s)"
 )

@@ -24,7 +24,7 @@ mode, 20 server connections).
 Between 1x and 10x the floor grows by COPY into floor.journal_rows (the same statement check
 as a shipper's INSERT), later play spread over ten gaming days.
 
-    python -m tests.bench.floor_scale [--quick] [--base-rows N]
+    python -m tests.bench.floor_scale [--quick] [--base-rows N] [--check-cost]
 """
 
 from __future__ import annotations
@@ -449,15 +449,110 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.floor_scale", description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--base-rows", type=int, default=None, help="rows at 1x (10x: ten times)")
+    parser.add_argument(
+        "--check-cost",
+        action="store_true",
+        help="only the server's cost of the floor's checks (the shipper's statement with and "
+        "without them, and COPY), on 20 tables of 5,000 rows",
+    )
     args = parser.parse_args(argv)
     import logging
 
     import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if args.check_cost:
+        print(json.dumps(check_cost(), indent=2))
+        return 0
     print(json.dumps(measure(args.quick, args.base_rows), indent=2))
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def check_cost(tables: int = 20, rows_each: int = 5000) -> dict[str, Any]:
+    """The server's cost of the floor's checks alone: the shipper's very statement (INSERT ...
+    SELECT unnest, batches of 500) as each table's role into floor.journal_rows (RLS, the
+    statement check, the release mark, the rounds' spans) against the same statement by the
+    DBA into a table of the same columns and indexes without any of them; and COPY into each."""
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    from tablectl.controller.floor.shipper import _INSERT
+
+    workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-check-"))
+    server = ThrowawayPostgres()
+    try:
+        server.init()
+        server.start()
+        server.create_database(DATABASE)
+        made = templates(workdir, rounds=20)
+        admin = connect(server.admin_dsn(DATABASE))
+        create_schema(admin)
+        ensure_days(admin, START.date() - datetime.timedelta(days=1), 5)
+        admin.execute(f"CREATE TABLE {SCHEMA}.bare (LIKE {SCHEMA}.journal_rows INCLUDING ALL)")
+        admin.execute(f"CREATE TABLE {SCHEMA}.bare_tables (table_id text, head_seq bigint)")
+        passfile = workdir / "p"
+        synthetic = [SyntheticTable(f"c{i:02d}", made[i % 3], i) for i in range(tables)]
+        batches: dict[str, list[list[tuple]]] = {}
+        for table in synthetic:
+            add_table(admin, table.table_id, passfile=passfile, dbname=DATABASE)
+            admin.execute(f"INSERT INTO {SCHEMA}.bare_tables VALUES (%s, 0)", (table.table_id,))
+            rows = list(table.rows(rows_each, START, 3.0))
+            batches[table.table_id] = [rows[i : i + 500] for i in range(0, len(rows), 500)]
+
+        def params(table_id: str, batch: list[tuple]) -> dict[str, Any]:
+            moments = [floor_time(r[3]) for r in batch]
+            return {
+                "table": table_id,
+                "seq": [r[0] for r in batch],
+                "kind": [r[1] for r in batch],
+                "round": [r[2] for r in batch],
+                "at": [m[0] for m in moments],
+                "at_text": [m[1] for m in moments],
+                "body": [r[4] for r in batch],
+                "prev": [r[5] for r in batch],
+                "hash": [r[6] for r in batch],
+                "columns": [Jsonb({}) for _ in batch],
+            }
+
+        prepared = {t: [params(t, b) for b in bs] for t, bs in batches.items()}
+        bare = _INSERT.replace(f"{SCHEMA}.journal_rows", f"{SCHEMA}.bare").replace(
+            f"{SCHEMA}.tables", f"{SCHEMA}.bare_tables"
+        )
+        total = tables * rows_each
+        began = time.perf_counter()
+        for table_id, all_params in prepared.items():
+            with psycopg.connect(
+                server.table_dsn(DATABASE, writer_role(table_id)), passfile=str(passfile)
+            ) as conn:
+                for one in all_params:
+                    with conn.transaction():
+                        conn.execute(_INSERT, one)
+        checked = time.perf_counter() - began
+        began = time.perf_counter()
+        for all_params in prepared.values():
+            for one in all_params:
+                with admin.transaction():
+                    admin.execute(bare, one)
+        unchecked = time.perf_counter() - began
+        admin.execute(f"TRUNCATE {SCHEMA}.bare")
+        began = time.perf_counter()
+        for table_id, bs in batches.items():
+            with admin.transaction():
+                _copy_rows(admin, f"{SCHEMA}.bare", table_id, [r for b in bs for r in b])
+        copied = time.perf_counter() - began
+        admin.close()
+        return {
+            "rows": total,
+            "checked_insert_rows_per_second": round(total / checked),
+            "bare_insert_rows_per_second": round(total / unchecked),
+            "copy_rows_per_second": round(total / copied),
+            "checked_vs_bare_insert": round(unchecked / checked, 3),
+            "checked_insert_vs_copy": round(copied / checked, 3),
+        }
+    finally:
+        server.destroy()
+        shutil.rmtree(workdir, ignore_errors=True)
