@@ -478,10 +478,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def check_cost(tables: int = 20, rows_each: int = 5000) -> dict[str, Any]:
     """The server's cost of the floor's checks alone: the shipper's very statement (INSERT ...
     SELECT unnest, batches of 500) as each table's role into floor.journal_rows (RLS, the
@@ -636,3 +632,7 @@ def catch_up_only(batch_rows: int) -> dict[str, Any]:
             bouncer.stop()
         server.destroy()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
