@@ -224,3 +224,39 @@ def test_demo_floor_from_a_state_dir_under_a_private_parent_plays_at_its_pace() 
             stop_floor_server(state)
             shutil.rmtree(json.loads(info.read_text())["root"], ignore_errors=True)
         shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_verify_and_round_start_from_their_marks_not_row_1(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """Two sessions of one table (the first's clean stop writes an engine checkpoint): a round
+    of the second is rebuilt from that checkpoint and the table row kept in floor.tables, not
+    from row 1; a second verify starts after the row the first one proved."""
+    from tablectl.controller.floor.store import connect, round_rows
+
+    table_id = unique_table_id()
+    floor_db.provision(table_id)
+    state = tmp_path / "table"
+    for seed in (31, 32):
+        assert (
+            asyncio.run(
+                demo.play_demo(demo_args(state, 3, floor_db, table_id), seed, "127.0.0.1", 0)
+            )
+            == 0
+        )
+    journal = state / "journal.sqlite"
+    rows = list(read_rows(journal))
+    checkpoint = max(r.seq for r in rows if r.kind == "checkpoint" and (r.round or 0) < 5)
+    with connect(floor_db.admin_dsn) as conn:
+        read = list(round_rows(conn, table_id, 5))
+    assert read[0].kind == "table" and read[1].seq == checkpoint  # not rows 2 .. checkpoint
+    shown = tablectl(
+        "floor", "round", "--dsn", floor_db.admin_dsn, "--table", table_id, "--round", "5",
+        "--json",
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["cards"] == round_cards(journal, 5)
+    first = tablectl("floor", "verify", "--dsn", floor_db.admin_dsn, "--table", table_id)
+    assert f"intact: {len(rows)} rows" in first.stdout, first.stdout
+    again = tablectl("floor", "verify", "--dsn", floor_db.admin_dsn, "--table", table_id)
+    assert f"intact: 0 rows after row {rows[-1].seq} (verified before)" in again.stdout

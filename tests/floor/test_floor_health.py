@@ -225,3 +225,34 @@ def test_statement_timeout_against_a_table_the_dba_holds_locked(
     finally:
         shipper.stop()
         journal.close()
+
+
+def test_a_restart_while_the_floor_is_away_counts_from_the_last_acknowledged_row(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """The hint beside the journal: after a restart the gauges count only the rows the floor
+    has not acknowledged, not the whole journal, though the floor cannot be asked."""
+    from tablectl.controller.config import FloorConfig
+    from tablectl.simulators.pgserver import free_port
+
+    table_id = unique_table_id()
+    config = floor_db.provision(table_id)
+    journal = _journal_with_rows(tmp_path / "j.sqlite", 30)
+    first = FloorShipper(table_id, journal.path, config, publish_metrics=False)
+    first.start()
+    wait_for(lambda: first.head_known and first.rows_behind == 0, 20, "shipped")
+    first.stop()
+    for index in range(5):
+        journal.append("event", {"type": "card_drawn", "n": index}, round_number=2, durable=True)
+    away = FloorConfig(dsn=f"host=127.0.0.1 port={free_port()} dbname=x user=y")
+    second = FloorShipper(table_id, journal.path, away, publish_metrics=False, retry_min=0.1)
+    journal.commit_listeners.append(second.notify)
+    second.start()
+    try:
+        wait_for(lambda: second.last_error is not None, 10, "the floor found away")
+        second.refresh()
+        assert second.rows_behind == 5, second.status()
+        assert second.seconds_behind() >= 0
+    finally:
+        second.stop(0)
+        journal.close()
