@@ -24,7 +24,8 @@ mode, 20 server connections).
 Between 1x and 10x the floor grows by COPY into floor.journal_rows (the same statement check
 as a shipper's INSERT), later play spread over ten gaming days.
 
-    python -m tests.bench.floor_scale [--quick] [--base-rows N] [--check-cost]
+    python -m tests.bench.floor_scale [--quick] [--base-rows N (default 500,000: 10x 5 M)]
+        [--check-cost] [--catch-up-batch ROWS]
 """
 
 from __future__ import annotations
@@ -272,7 +273,7 @@ def _hash_floor(conn: Any, table_id: str) -> int:
 
 
 def measure(quick: bool = False, base_rows: int | None = None) -> dict[str, Any]:
-    base_rows = base_rows or (400_000 if quick else 1_000_000)
+    base_rows = base_rows or (400_000 if quick else 500_000)
     workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-scale-"))
     server = ThrowawayPostgres()
     bouncer: ThrowawayPgBouncer | None = None
