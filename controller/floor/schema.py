@@ -166,7 +166,7 @@ CREATE OR REPLACE FUNCTION {SCHEMA}.ensure_partitions_ahead(days integer) RETURN
     LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
 AS $$
     SELECT {SCHEMA}.ensure_partitions(
-        ((now() AT TIME ZONE cfg.time_zone) - cfg.gaming_day_start)::date - 1, days + 1)
+        ((now() AT TIME ZONE cfg.time_zone) - cfg.gaming_day_start)::date - 1, days + 2)
     FROM {SCHEMA}.settings AS cfg
 $$;
 

@@ -77,7 +77,8 @@ def test_partitions_are_made_ahead_and_rows_land_in_their_gaming_day(
     floor_db: FloorDb, tmp_path: Path
 ) -> None:
     with floor_db.admin() as conn:
-        today = datetime.datetime.now(datetime.UTC).date()
+        # the current gaming day (06:00 UTC, the floor's default) and three after it
+        today = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=6)).date()
         made = {
             row[0]
             for row in conn.execute(
@@ -85,7 +86,7 @@ def test_partitions_are_made_ahead_and_rows_land_in_their_gaming_day(
                 " WHERE i.inhparent = 'floor.journal_rows'::regclass"
             )
         }
-        for ahead in range(0, 3):
+        for ahead in range(-1, 4):
             assert f"journal_rows_{today + datetime.timedelta(days=ahead):%Y%m%d}" in made
         assert ensure_days(conn, DAY - datetime.timedelta(days=1), 3) == 3
     table_id = unique_table_id()
