@@ -51,6 +51,10 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
         print(f"tablectl demo --floor: {error}", flush=True)
         return 1
     print(f"floor store: PostgreSQL in {server.root} (as {server.run_as or 'this user'})")
+    reader_dsn = f"host={server.sockets} port={server.port} user={SURVEILLANCE} dbname={DATABASE}"
+    stop = _stop_command(server)
+    # written at once: a demo interrupted while it plays still says how to stop its server
+    _write_server_info(state_dir, server, reader_dsn, stop)
     server.create_database(DATABASE)
     passfile = state_dir / "floor.pgpass"
     with connect(server.admin_dsn(DATABASE)) as conn:
@@ -74,7 +78,6 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
         table_args.floor_passfile = passfile
         plays.append(play_demo(table_args, seed + index, "127.0.0.1", 0))
     statuses = await asyncio.gather(*plays)
-    reader_dsn = f"host={server.sockets} port={server.port} user={SURVEILLANCE} dbname={DATABASE}"
     with connect(reader_dsn) as conn:
         for table_id in FLOOR_TABLES:
             print(f"floor verify {table_id}: {verify_table(conn, table_id).message}")
@@ -95,20 +98,20 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
         )
     else:
         print("no round was voided this time (run again, or with more --rounds)")
-    stop = _stop_command(server)
-    (state_dir / "floor-server.json").write_text(
-        json.dumps(
-            {
-                "reader_dsn": reader_dsn,
-                "stop": stop,
-                "data": str(server.data),
-                "root": str(server.root),
-            }
-        )
-        + "\n"
-    )
     print(f"the floor server keeps running for these commands; stop it with:\n  {stop}")
     return max(statuses) if statuses else 0
+
+
+def _write_server_info(
+    state_dir: Path, server: ThrowawayPostgres, reader_dsn: str, stop: str
+) -> None:
+    info = {
+        "reader_dsn": reader_dsn,
+        "stop": stop,
+        "data": str(server.data),
+        "root": str(server.root),
+    }
+    (state_dir / "floor-server.json").write_text(json.dumps(info) + "\n")
 
 
 def server_base(state_dir: Path) -> Path | None:
