@@ -301,6 +301,7 @@ class Daemon:
             service.journal.commit_listeners.append(self.floor.notify)
         self._alarms: AlarmCoalescer | None = None
         self._health: asyncio.Task[None] | None = None
+        self._floor_gauges: asyncio.Task[None] | None = None
         self._health_round = -1
         self._space_low = False
         #: Set when dealing stopped (fail-stop): {"reason", "since"}; status and STATUS= say it.
@@ -350,6 +351,7 @@ class Daemon:
         self.service.device_commands = self._device_commands
         if self.floor is not None:
             self.floor.start()
+            self._floor_gauges = loop.create_task(self._floor_gauge_loop(), name="daemon:floor")
         self._consumer = loop.create_task(self._consume(), name="daemon:events")
         for name, driver in self.drivers.items():
             queue: asyncio.Queue[tuple[str, Callable[[], Any]]] = asyncio.Queue()
@@ -433,6 +435,9 @@ class Daemon:
         if self._health is not None:
             self._health.cancel()
             self._health = None
+        if self._floor_gauges is not None:
+            self._floor_gauges.cancel()
+            self._floor_gauges = None
         if self.operator is not None:
             await self.operator.close()
             self.operator = None
@@ -663,6 +668,14 @@ class Daemon:
             self.on_stopped_dealing()
 
     # -- health ------------------------------------------------------------------------------
+
+    async def _floor_gauge_loop(self) -> None:
+        """The floor's rows and seconds behind, from this side, whatever its shipper does."""
+        from tablectl.controller.floor.shipper import GAUGE_SECONDS
+
+        while self.floor is not None:
+            self.floor.refresh()
+            await asyncio.sleep(GAUGE_SECONDS)
 
     def start_health(self, interval: float) -> None:
         """Read the journal's size and the free space under it now and every `interval` s."""

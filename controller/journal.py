@@ -1305,17 +1305,26 @@ def verify_journal(
 
 
 def verify_chain(
-    rows: Iterable[RawRow], highest: int, *, verification_key: Any = None
+    rows: Iterable[RawRow],
+    highest: int,
+    *,
+    verification_key: Any = None,
+    after: tuple[int, str] | None = None,
 ) -> VerifyResult:
     """The chain (and, with a key, seal) check over stored rows from any store.
 
     One implementation, ChainWalk's, for the local files and the floor's copy (`tablectl floor
-    verify`): `highest` is the largest seq held, used to name where a moved row came from.
+    verify`): `highest` is the largest seq held, used to name where a moved row came from;
+    `after` (seq, hash) begins after a row verified before.
     """
     from tablectl.controller.sealing import KeyDeriver, SealCheck
 
     seal_check = SealCheck(KeyDeriver(verification_key)) if verification_key is not None else None
     walk = ChainWalk(seal_check, seal_links=False)
+    if after is not None and after[0] > 0:  # from a row verified before (the floor's mark)
+        walk.start_at(after[0] + 1, after[1])
+        if seal_check is not None:
+            seal_check.continued = True
 
     def original(
         prev_hash: str, kind: str, rnd: int | None, at: str, body: str, digest: str

@@ -294,8 +294,9 @@ def _run(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
     if args.floor:
         from tablectl.simulators.floor_demo import run_floor_demo
 
-        # three tables at once: a line per round each (their steps interleaved are noise)
-        args.fast = True
+        # three tables at once: a line per round each (their steps interleaved are noise),
+        # at the demo's pace (--pace) unless --fast
+        args.step_lines = False
         try:
             return asyncio.run(run_floor_demo(args, seed))
         except KeyboardInterrupt:
@@ -721,13 +722,15 @@ async def _play(
     stop_daemon = asyncio.Event()
     ready: asyncio.Future[Daemon] = loop.create_future()
     fast = bool(getattr(args, "fast", False))
+    # one line per step (the one-table demo at its pace), or one per round (--fast, floor)
+    step_lines = not fast and bool(getattr(args, "step_lines", True))
     after_seq = last_seq(config.journal_path)
     if after_seq:
         print(f"resuming {config.journal_path} after its row {after_seq}", flush=True)
 
     def on_ready(daemon: Daemon) -> None:
         daemon.service.observers.append(feed.record)
-        if not fast:
+        if step_lines:
             daemon.service.observers.append(
                 StepPrinter(sys.stdout, lambda: daemon.service.status()["cards_dealt"])
             )
@@ -801,7 +804,7 @@ async def _play(
         await dealer.resume()  # a round the journal left open (X1) is finished first
         played = 0
         while args.rounds is None or played < args.rounds:
-            if not fast:
+            if step_lines:
                 print(flush=True)  # the steps of each round as a paragraph of their own
             round_task = loop.create_task(dealer.play_round())
             done, _ = await asyncio.wait(

@@ -17,14 +17,13 @@ import argparse
 import asyncio
 import datetime
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from tablectl.controller.floor.report import build_report, write_csv, write_html
-from tablectl.controller.floor.schema import READER_GROUP, SCHEMA, add_table, create_schema
-from tablectl.controller.floor.store import connect, verify_table
+from tablectl.controller.floor.schema import READER_GROUP, add_table, create_schema
+from tablectl.controller.floor.store import connect, rows_relation, verify_table
 from tablectl.controller.gaming_day import gaming_day_of
 from tablectl.simulators.pgserver import PostgresUnavailable, ThrowawayPostgres
 
@@ -44,15 +43,18 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
 
     state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-floor-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(state_dir, 0o755)  # the unprivileged PostgreSQL user goes through it
     try:
-        server = ThrowawayPostgres(state_dir)
+        server = ThrowawayPostgres(server_base(state_dir))
         server.init()
         server.start()
     except PostgresUnavailable as error:
         print(f"tablectl demo --floor: {error}", flush=True)
         return 1
     print(f"floor store: PostgreSQL in {server.root} (as {server.run_as or 'this user'})")
+    reader_dsn = f"host={server.sockets} port={server.port} user={SURVEILLANCE} dbname={DATABASE}"
+    stop = _stop_command(server)
+    # written at once: a demo interrupted while it plays still says how to stop its server
+    _write_server_info(state_dir, server, reader_dsn, stop)
     server.create_database(DATABASE)
     passfile = state_dir / "floor.pgpass"
     with connect(server.admin_dsn(DATABASE)) as conn:
@@ -76,7 +78,6 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
         table_args.floor_passfile = passfile
         plays.append(play_demo(table_args, seed + index, "127.0.0.1", 0))
     statuses = await asyncio.gather(*plays)
-    reader_dsn = f"host={server.sockets} port={server.port} user={SURVEILLANCE} dbname={DATABASE}"
     with connect(reader_dsn) as conn:
         for table_id in FLOOR_TABLES:
             print(f"floor verify {table_id}: {verify_table(conn, table_id).message}")
@@ -85,7 +86,7 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
         csv_path = write_csv(report, state_dir / f"floor-report-{day}.csv")
         html_path = write_html(report, state_dir / f"floor-report-{day}.html")
         voided = conn.execute(
-            f"SELECT table_id, round FROM {SCHEMA}.journal_rows WHERE kind = 'decision'"
+            f"SELECT table_id, round FROM {rows_relation(conn)} WHERE kind = 'decision'"
             " AND body::jsonb ->> 'decision' = 'void_round' ORDER BY table_id, seq LIMIT 1"
         ).fetchone()
     print(f"report (gaming day {day}): {html_path}")
@@ -97,12 +98,56 @@ async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
         )
     else:
         print("no round was voided this time (run again, or with more --rounds)")
-    stop = _stop_command(server)
-    (state_dir / "floor-server.json").write_text(
-        json.dumps({"reader_dsn": reader_dsn, "stop": stop, "data": str(server.data)}) + "\n"
-    )
     print(f"the floor server keeps running for these commands; stop it with:\n  {stop}")
     return max(statuses) if statuses else 0
+
+
+def _write_server_info(
+    state_dir: Path, server: ThrowawayPostgres, reader_dsn: str, stop: str
+) -> None:
+    info = {
+        "reader_dsn": reader_dsn,
+        "stop": stop,
+        "data": str(server.data),
+        "root": str(server.root),
+    }
+    (state_dir / "floor-server.json").write_text(json.dumps(info) + "\n")
+
+
+def server_base(state_dir: Path) -> Path | None:
+    """Where the throwaway server's dir goes: in the state dir when the server's user (nobody,
+    when this runs as root) can reach it as it is; else in the system's temp dir (a state dir
+    under a private parent, such as one made by mktemp -d). Nothing of the caller's is made
+    more open than it was."""
+    user = ThrowawayPostgres.server_user()
+    if user is None or traversable_by(state_dir, user):
+        return state_dir
+    print(
+        f"floor store: {state_dir} is not reachable by the server's user {user} "
+        "(a private directory above it): its PostgreSQL goes in the system's temp dir",
+        flush=True,
+    )
+    return None
+
+
+def traversable_by(path: Path, user: str) -> bool:
+    """Whether `user` may search every directory from / down to `path` (and write in it)."""
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    groups = {entry.pw_gid}
+    current = path.resolve()
+    for directory in [current, *current.parents]:
+        info = directory.stat()
+        if info.st_uid == entry.pw_uid:
+            bits = info.st_mode >> 6
+        elif info.st_gid in groups:
+            bits = info.st_mode >> 3
+        else:
+            bits = info.st_mode
+        if not bits & 0o1:
+            return False
+    return True
 
 
 def _stop_command(server: ThrowawayPostgres) -> str:

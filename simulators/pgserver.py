@@ -60,13 +60,18 @@ class ThrowawayPostgres:
         self.sockets = self.root / "sockets"
         self.log = self.root / "postgres.log"
         self.port = free_port()
-        self.run_as = user or ("nobody" if os.geteuid() == 0 else None)
+        self.run_as = user or self.server_user()
         self._uid: int | None = None
         self._gid: int | None = None
         if self.run_as is not None:
             entry = pwd.getpwnam(self.run_as)
             self._uid, self._gid = entry.pw_uid, entry.pw_gid
         self.running = False
+
+    @staticmethod
+    def server_user() -> str | None:
+        """The user the server runs as: `nobody` when this process is root, else this user."""
+        return "nobody" if os.geteuid() == 0 else None
 
     # -- life ---------------------------------------------------------------------------------
 

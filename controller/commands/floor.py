@@ -66,10 +66,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ROLE",
-        help="grant the read-only floor reader role to an existing role (repeatable)",
+        help="grant the read-only floor reader role to an existing role (repeatable): "
+        "the rows of ended rounds only",
+    )
+    init.add_argument(
+        "--auditor",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help="grant the auditor role (the regulator's lab: every row, rounds in play "
+        "included) to an existing role (repeatable)",
     )
     verify = command("verify", "check every table's chain on the floor (as journal verify)")
     verify.add_argument("--table", metavar="ID", help="only this table")
+    verify.add_argument(
+        "--from-start",
+        action="store_true",
+        help="walk from row 1, not from the last row a verify proved (rows still on the floor)",
+    )
     cmp = command("compare", "the local journal against the floor's copy")
     cmp.add_argument("--journal", required=True, type=Path, metavar="PATH")
     cmp.add_argument("--table", metavar="ID", help="default: the table whose row 1 matches")
@@ -77,6 +91,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rnd.add_argument("--table", required=True, metavar="ID")
     rnd.add_argument("--round", required=True, type=int, metavar="N")
     rnd.add_argument("--json", action="store_true", help="cards and decisions as JSON")
+    retire = command(
+        "retire",
+        "archive a verified gaming day's partition (a proved COPY and its hashes), then drop it",
+    )
+    retire.add_argument("--gaming-day", required=True, type=_date, metavar="YYYY-MM-DD")
+    retire.add_argument("--archive", required=True, type=Path, metavar="DIR")
+    maintain = command(
+        "maintain", "make the partitions of the coming gaming days; retire the old verified ones"
+    )
+    maintain.add_argument("--days-ahead", type=int, default=7, metavar="N")
+    maintain.add_argument(
+        "--retire-before",
+        type=_date,
+        default=None,
+        metavar="YYYY-MM-DD",
+        help="retire every gaming day before this one (each verified first, else refused)",
+    )
+    maintain.add_argument("--archive", type=Path, default=None, metavar="DIR")
+    migrate = command(
+        "migrate", "copy an earlier, unpartitioned floor (its schema renamed) into this one"
+    )
+    migrate.add_argument("--from", dest="old_schema", required=True, metavar="SCHEMA")
     report = command("report", "the gaming day's report: CSV and one HTML page")
     report.add_argument(
         "--gaming-day", required=True, type=_date, metavar="YYYY-MM-DD", help="the gaming day"
@@ -109,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
             "compare": _compare,
             "round": _round,
             "report": _report,
+            "retire": _retire,
+            "maintain": _maintain,
+            "migrate": _migrate,
         }[args.action]
         return handler(args)
     except (FloorError, JournalError) as error:
@@ -127,6 +166,7 @@ def _init(args: argparse.Namespace) -> int:
     from psycopg.conninfo import conninfo_to_dict
 
     from tablectl.controller.floor.schema import (
+        AUDITOR_GROUP,
         READER_GROUP,
         WRITER_GROUP,
         FloorSetupError,
@@ -147,7 +187,10 @@ def _init(args: argparse.Namespace) -> int:
             print(f"table {done.table_id}: ships as role {done.role} (INSERT only){where}")
         for role in args.reader:
             add_reader(conn, role)
-            print(f"{role}: reads the floor (SELECT only)")
+            print(f"{role}: reads the floor (SELECT only, rounds once they are over)")
+        for role in args.auditor:
+            add_reader(conn, role, group=AUDITOR_GROUP)
+            print(f"{role}: audits the floor (SELECT only, every row)")
     except (psycopg.Error, FloorSetupError) as error:
         print(f"tablectl floor init: {str(error).strip()}", file=sys.stderr)
         return EXIT_ERROR
@@ -157,16 +200,24 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from tablectl.controller.floor.store import require_table, table_ids, verify_table
+    from tablectl.controller.floor.store import (
+        require_table,
+        rows_relation,
+        table_ids,
+        verify_table,
+    )
 
     conn = _connect(args)
     try:
         if args.table:
             require_table(conn, args.table)
         tables = [args.table] if args.table else table_ids(conn)
+        # the DBA's and the auditor's verify (every row) moves the verified mark; a reader's
+        # (ended rounds only) does not
+        record = rows_relation(conn).endswith(".journal_rows")
         bad = 0
         for table_id in tables:
-            result = verify_table(conn, table_id)
+            result = verify_table(conn, table_id, from_start=args.from_start, record=record)
             if result.ok:
                 print(f"{table_id}: {result.message}")
             else:
@@ -194,12 +245,12 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _round(args: argparse.Namespace) -> int:
-    from tablectl.controller.floor.store import floor_rows, require_table
+    from tablectl.controller.floor.store import require_table, round_rows
 
     conn = _connect(args)
     try:
         require_table(conn, args.table)
-        rows = list(_through_round(floor_rows(conn, args.table), args.round))
+        rows = list(_through_round(round_rows(conn, args.table, args.round), args.round))
     finally:
         conn.close()
     where = f"floor table {args.table}"
@@ -262,4 +313,86 @@ def _report(args: argparse.Namespace) -> int:
     print(f"gaming day {args.gaming_day}: {len(report.tables)} tables")
     print(f"csv:  {csv_path}")
     print(f"html: {html_path}")
+    return EXIT_OK
+
+
+def _retire(args: argparse.Namespace) -> int:
+    from tablectl.controller.floor.retention import RetireRefused, retire_day
+
+    conn = _connect(args)
+    try:
+        done = retire_day(conn, args.gaming_day, args.archive)
+    except RetireRefused as refused:
+        print(f"tablectl floor retire: {refused}", file=sys.stderr)
+        return EXIT_FINDING
+    finally:
+        conn.close()
+    print(
+        f"gaming day {done.gaming_day}: {done.rows} rows archived to {done.archive} "
+        f"(sha256 {done.sha256}, manifest {done.manifest}); {done.partition} dropped"
+    )
+    return EXIT_OK
+
+
+def _maintain(args: argparse.Namespace) -> int:
+    from tablectl.controller.floor.retention import (
+        RetireRefused,
+        ensure_days,
+        partition_name,
+        retire_day,
+    )
+    from tablectl.controller.floor.schema import SCHEMA
+
+    conn = _connect(args)
+    refused = 0
+    try:
+        today = datetime.datetime.now(datetime.UTC).date()
+        made = ensure_days(conn, today - datetime.timedelta(days=1), args.days_ahead + 2)
+        print(f"partitions made ahead: {made} new")
+        if args.retire_before is not None:
+            if args.archive is None:
+                print("tablectl floor maintain: --retire-before needs --archive", file=sys.stderr)
+                return EXIT_ERROR
+            names = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+                    " JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n"
+                    " ON n.oid = p.relnamespace WHERE n.nspname = %s"
+                    " AND p.relname = 'journal_rows' ORDER BY 1",
+                    (SCHEMA,),
+                )
+            ]
+            for name in names:
+                if not name[len("journal_rows_") :].isdigit():
+                    continue
+                day = datetime.datetime.strptime(name[-8:], "%Y%m%d").date()
+                if day >= args.retire_before or partition_name(day) != name:
+                    continue
+                try:
+                    done = retire_day(conn, day, args.archive)
+                    print(f"gaming day {day}: {done.rows} rows archived to {done.archive}")
+                except RetireRefused as error:
+                    refused += 1
+                    print(f"gaming day {day}: kept: {error}", file=sys.stderr)
+    finally:
+        conn.close()
+    return EXIT_FINDING if refused else EXIT_OK
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    import psycopg
+
+    from tablectl.controller.floor.retention import migrate_from
+
+    conn = _connect(args)
+    try:
+        copied = migrate_from(conn, args.old_schema)
+    except psycopg.Error as error:
+        print(f"tablectl floor migrate: {str(error).strip()}", file=sys.stderr)
+        return EXIT_FINDING
+    finally:
+        conn.close()
+    for table_id, rows in copied.items():
+        print(f"table {table_id}: {rows} rows copied through the chain check")
     return EXIT_OK

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.floor.schema import SCHEMA
+from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
 from tablectl.controller.gaming_day import (
     DEFAULT_START,
     gaming_day_of,
@@ -166,24 +166,22 @@ def summarize_table(
 
 def build_report(conn: Any, day: datetime.date) -> FloorReport:
     """Every table's gaming day, read from the floor (rows within a day either side only)."""
+    from tablectl.controller.floor.store import rows_relation
+
+    relation = rows_relation(conn)
     tables = [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
-    # recorded_at is UTC; a generous window around the day keeps the scan to a few days' rows
-    low = (datetime.datetime.combine(day, datetime.time()) - datetime.timedelta(days=2)).isoformat()
-    high = (
-        datetime.datetime.combine(day, datetime.time()) + datetime.timedelta(days=3)
-    ).isoformat()
+    low, high = day_window(conn, day)
     days: list[TableDay] = []
     for table_id in tables:
         first = conn.execute(
-            f"SELECT body FROM {SCHEMA}.journal_rows WHERE table_id = %s AND kind = 'table'"
-            " ORDER BY seq LIMIT 1",
+            f"SELECT table_row FROM {SCHEMA}.tables WHERE table_id = %s AND table_row IS NOT NULL",
             (table_id,),
         ).fetchone()
         if first is None:
             continue
         table_row = json.loads(first[0])
         start = _day_start(table_row)
-        rows = _rows_between(conn, table_id, low, high)
+        rows = _rows_between(conn, relation, table_id, low, high)
         summary = summarize_table(table_id, rows, day, start)
         summary.game = str(table_row.get("game", ""))
         days.append(summary)
@@ -191,12 +189,30 @@ def build_report(conn: Any, day: datetime.date) -> FloorReport:
     return FloorReport(day, generated, days)
 
 
-def _rows_between(conn: Any, table_id: str, low: str, high: str) -> Iterable[JournalRow]:
+#: rows read either side of the gaming day's bounds: a table's clock a little off, and the
+#: decisions recorded just after the day's last event (the exact rule is applied per row)
+WINDOW_MARGIN = datetime.timedelta(hours=1)
+
+
+def day_window(conn: Any, day: datetime.date) -> tuple[datetime.datetime, datetime.datetime]:
+    """The gaming day's bounds on the floor's clock (its partition's), with the margin: the
+    report reads one day's rows, not the floor's."""
+    row = conn.execute(
+        f"SELECT (%s::date + gaming_day_start) AT TIME ZONE time_zone,"
+        f" (%s::date + 1 + gaming_day_start) AT TIME ZONE time_zone FROM {SCHEMA}.settings",
+        (day, day),
+    ).fetchone()
+    return row[0] - WINDOW_MARGIN, row[1] + WINDOW_MARGIN
+
+
+def _rows_between(
+    conn: Any, relation: str, table_id: str, low: datetime.datetime, high: datetime.datetime
+) -> Iterable[JournalRow]:
     with conn.transaction(), conn.cursor(name=f"report_{table_id}") as cursor:
         cursor.itersize = 2000
         cursor.execute(
-            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash"
-            f" FROM {SCHEMA}.journal_rows WHERE table_id = %s"
+            f"SELECT seq, kind, round, {RECORDED_AT_SQL}, body, prev_hash, hash"
+            f" FROM {relation} WHERE table_id = %s"
             " AND recorded_at >= %s AND recorded_at < %s ORDER BY seq",
             (table_id, low, high),
         )

@@ -26,80 +26,269 @@ from tablectl.controller.journal import fsync_directory
 SCHEMA = "floor"
 WRITER_GROUP = "tablectl_floor_writer"
 READER_GROUP = "tablectl_floor_reader"
+#: the regulator's lab: reads every row, a round in play included (H7: grant it sparingly)
+AUDITOR_GROUP = "tablectl_floor_auditor"
+#: what readers query: the rows of ended rounds (and table rows), joined on the release mark
+RELEASED_VIEW = "released_rows"
 #: the SQLSTATE the floor's triggers raise (class "TF": tablectl floor)
 SQLSTATE_DIVERGED = "TF001"
 SQLSTATE_CHAIN = "TF002"
 SQLSTATE_APPEND_ONLY = "TF003"
 #: the columns every journal row has, hashed into its chain (docs/journal.md)
 CHAIN_COLUMNS = ("seq", "kind", "round", "recorded_at", "body", "prev_hash", "hash")
+#: recorded_at as the journal writes it (Python's isoformat of a UTC time, microseconds
+#: always): the floor keeps a timestamptz and, only when the journal's text is not this form
+#: of it, that text beside it (recorded_at_text); readers rebuild the hashed text with this
+RECORDED_AT_SQL = (
+    "coalesce(recorded_at_text, to_char(recorded_at AT TIME ZONE 'UTC',"
+    " 'YYYY-MM-DD\"T\"HH24:MI:SS.US') || '+00:00')"
+)
+RECORDED_AT_SQL_DOC = "YYYY-MM-DDTHH:MM:SS.ffffff+00:00"
+#: a table role's statement_timeout on the server (the shipper asks the same at connecting)
+STATEMENT_TIMEOUT_MS = 30_000
+#: gaming days made ahead (the current one, the day before, and these many after)
+DAYS_AHEAD = 3
 
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
 REVOKE ALL ON SCHEMA {SCHEMA} FROM PUBLIC;
 
+-- The casino's gaming day: the partitions' boundaries (one partition per gaming day).
+CREATE TABLE IF NOT EXISTS {SCHEMA}.settings (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    gaming_day_start time NOT NULL DEFAULT '06:00',
+    time_zone text NOT NULL DEFAULT 'UTC'
+);
+INSERT INTO {SCHEMA}.settings DEFAULT VALUES ON CONFLICT DO NOTHING;
+
 CREATE TABLE IF NOT EXISTS {SCHEMA}.tables (
     table_id text PRIMARY KEY,
     writer_role name NOT NULL UNIQUE,
-    registered_at timestamptz NOT NULL DEFAULT now()
+    registered_at timestamptz NOT NULL DEFAULT now(),
+    -- the chain's head on the floor (what an insert must continue; what a shipper resumes from)
+    head_seq bigint NOT NULL DEFAULT 0,
+    head_hash text NOT NULL DEFAULT repeat('0', 64),
+    -- the last row of the table's last ended round: what a reader may see (H7)
+    released_seq bigint NOT NULL DEFAULT 0,
+    pending_collection bigint,
+    -- the last row `floor verify` proved (a later verify starts after it)
+    verified_seq bigint NOT NULL DEFAULT 0,
+    verified_hash text NOT NULL DEFAULT repeat('0', 64),
+    verified_at timestamptz,
+    -- the table's row 1 (its game): kept when row 1's partition is retired
+    table_row text
 );
 
+-- One partition per gaming day (by recorded_at, the table's UTC clock at the row's commit),
+-- made ahead by `floor init`/`floor maintain` and by every shipper as it connects; a row
+-- outside every day made (a table clock far off) goes to the default partition.
 CREATE TABLE IF NOT EXISTS {SCHEMA}.journal_rows (
-    table_id text NOT NULL REFERENCES {SCHEMA}.tables (table_id),
+    table_id text NOT NULL,
     seq bigint NOT NULL CHECK (seq >= 1),
     kind text NOT NULL,
     round bigint,
-    recorded_at text NOT NULL,
+    recorded_at timestamptz NOT NULL,
+    -- the journal's own text of recorded_at when it is not {RECORDED_AT_SQL_DOC}
+    recorded_at_text text,
     body text NOT NULL,
     prev_hash text NOT NULL,
     hash text NOT NULL,
     columns jsonb NOT NULL DEFAULT '{{}}'::jsonb,
     shipped_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (table_id, seq)
+    PRIMARY KEY (table_id, seq, recorded_at)
+) PARTITION BY RANGE (recorded_at);
+CREATE TABLE IF NOT EXISTS {SCHEMA}.journal_rows_default
+    PARTITION OF {SCHEMA}.journal_rows DEFAULT;
+-- a dispute: a table's round; the floor at a moment; a day's report: one table's rows by time
+CREATE INDEX IF NOT EXISTS journal_rows_round ON {SCHEMA}.journal_rows (table_id, round, seq);
+CREATE INDEX IF NOT EXISTS journal_rows_time ON {SCHEMA}.journal_rows (recorded_at);
+CREATE INDEX IF NOT EXISTS journal_rows_landmarks ON {SCHEMA}.journal_rows (table_id, seq)
+    WHERE kind IN ('table', 'checkpoint', 'segment');
+
+-- Each round's span per table (kept by check_batch, one upsert per round a batch touches): a
+-- dispute names a table and a round; this gives its rows' time span, so the lookup reads the
+-- one or two gaming days' partitions that hold it, not every day's index.
+CREATE TABLE IF NOT EXISTS {SCHEMA}.rounds (
+    table_id text NOT NULL,
+    round bigint NOT NULL,
+    first_seq bigint NOT NULL,
+    last_seq bigint NOT NULL,
+    first_at timestamptz NOT NULL,
+    last_at timestamptz NOT NULL,
+    PRIMARY KEY (table_id, round)
 );
-CREATE INDEX IF NOT EXISTS journal_rows_kind ON {SCHEMA}.journal_rows (table_id, kind, seq);
 
--- The table a writer role writes for (used by the row-level security policies).
-CREATE OR REPLACE FUNCTION {SCHEMA}.table_of(role name) RETURNS text
-    LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
-    AS $$ SELECT table_id FROM {SCHEMA}.tables WHERE writer_role = role $$;
+-- Retired gaming days: archived (a verified COPY with its hashes), then detached and dropped.
+CREATE TABLE IF NOT EXISTS {SCHEMA}.retired (
+    partition name PRIMARY KEY,
+    gaming_day date NOT NULL,
+    rows bigint NOT NULL,
+    archive text NOT NULL,
+    sha256 text NOT NULL,
+    retired_at timestamptz NOT NULL DEFAULT now()
+);
 
--- An insert continues the table's chain; an identical re-send is skipped (idempotent).
-CREATE OR REPLACE FUNCTION {SCHEMA}.continue_chain() RETURNS trigger
+-- The partitions of the gaming days from `first_day` on, `days` of them (idempotent); a day
+-- retired is not made again; a day whose rows already sit in the default partition is left
+-- to `floor maintain` (said in a notice). Returns how many were made.
+CREATE OR REPLACE FUNCTION {SCHEMA}.ensure_partitions(first_day date, days integer)
+    RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
 AS $$
 DECLARE
-    held text;
+    cfg {SCHEMA}.settings;
+    day date;
+    name text;
+    made integer := 0;
 BEGIN
-    SELECT hash INTO held FROM {SCHEMA}.journal_rows
-        WHERE table_id = NEW.table_id AND seq = NEW.seq;
-    IF FOUND THEN
-        IF held = NEW.hash THEN
-            RETURN NULL;  -- shipped already: nothing to do
+    SELECT * INTO cfg FROM {SCHEMA}.settings;
+    FOR offset_days IN 0 .. days - 1 LOOP
+        day := first_day + offset_days;
+        name := 'journal_rows_' || to_char(day, 'YYYYMMDD');
+        CONTINUE WHEN to_regclass('{SCHEMA}.' || name) IS NOT NULL;
+        CONTINUE WHEN EXISTS (SELECT 1 FROM {SCHEMA}.retired r WHERE r.partition = name);
+        BEGIN
+            EXECUTE format(
+                'CREATE TABLE {SCHEMA}.%I PARTITION OF {SCHEMA}.journal_rows'
+                ' FOR VALUES FROM (%L) TO (%L)', name,
+                (day + cfg.gaming_day_start) AT TIME ZONE cfg.time_zone,
+                (day + 1 + cfg.gaming_day_start) AT TIME ZONE cfg.time_zone);
+            made := made + 1;
+        EXCEPTION WHEN check_violation THEN
+            RAISE NOTICE 'gaming day %: its rows are in the default partition', day;
+        END;
+    END LOOP;
+    RETURN made;
+END
+$$;
+
+-- The current gaming day (the floor's clock) and the next ones: what a shipper makes ahead.
+CREATE OR REPLACE FUNCTION {SCHEMA}.ensure_partitions_ahead(days integer) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+    SELECT {SCHEMA}.ensure_partitions(
+        ((now() AT TIME ZONE cfg.time_zone) - cfg.gaming_day_start)::date - 1, days + 2)
+    FROM {SCHEMA}.settings AS cfg
+$$;
+
+-- H7 on the floor: a round's rows reach readers once the round is over. A round ends at an
+-- accepted collection (hands_collected, not refused by a `rejected` decision naming it); its
+-- rows are released up to the first row after the collection's own decisions. Everything
+-- later (the between-round rows, a burn card, the next round) waits for the next collection:
+-- a round that ends without one (voided and followed by the next deal) is released with the
+-- next round's collection, late rather than early. Computed in check_batch below over the
+-- statement's rows (and a collection the previous batch ended on), in one pass.
+-- One check per INSERT statement (a shipper's batch), over its rows at once (a transition
+-- table): the rows of each table are its own (a table's role), continue the floor's head
+-- (the next seq, prev_hash its hash), form one run and link to each other; then the head
+-- and the release mark advance. A row the floor holds already is refused (the shipper never
+-- sends one: its INSERT skips rows at or below the head, which it verified on connecting).
+CREATE OR REPLACE FUNCTION {SCHEMA}.check_batch() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    own text;
+    batch record;
+    held {SCHEMA}.tables;
+    broken bigint;
+    last_hash text;
+    released bigint;
+    waiting bigint;
+BEGIN
+    SELECT table_id INTO own FROM {SCHEMA}.tables WHERE writer_role = session_user;
+    FOR batch IN
+        SELECT table_id, min(seq) AS first, max(seq) AS last, count(*) AS n
+            FROM inserted GROUP BY table_id
+    LOOP
+        -- a table's role: its own rows only, refused before another table is looked at
+        IF own IS NOT NULL AND batch.table_id IS DISTINCT FROM own THEN
+            RAISE EXCEPTION 'a table''s role inserts only its own table''s rows'
+                USING ERRCODE = 'insufficient_privilege';
         END IF;
-        RAISE EXCEPTION 'table %: row % differs from the floor''s copy (hash % here, % sent):'
-            ' the local journal diverged from what it shipped', NEW.table_id, NEW.seq,
-            left(held, 12), left(NEW.hash, 12) USING ERRCODE = '{SQLSTATE_DIVERGED}';
-    END IF;
-    IF NEW.seq = 1 THEN
-        IF NEW.prev_hash <> repeat('0', 64) THEN
-            RAISE EXCEPTION 'table %: row 1 must follow the genesis hash', NEW.table_id
-                USING ERRCODE = '{SQLSTATE_CHAIN}';
-        END IF;
-    ELSE
-        SELECT hash INTO held FROM {SCHEMA}.journal_rows
-            WHERE table_id = NEW.table_id AND seq = NEW.seq - 1;
+        SELECT * INTO held FROM {SCHEMA}.tables WHERE table_id = batch.table_id FOR UPDATE;
         IF NOT FOUND THEN
+            RAISE EXCEPTION 'table %: not registered on the floor (tablectl floor init --table)',
+                batch.table_id USING ERRCODE = '{SQLSTATE_CHAIN}';
+        END IF;
+        IF batch.first <= held.head_seq THEN
+            RAISE EXCEPTION 'table %: row % differs from or repeats the floor''s copy (the floor'
+                ' holds rows up to %): the local journal diverged from what it shipped',
+                batch.table_id, batch.first, held.head_seq USING ERRCODE = '{SQLSTATE_DIVERGED}';
+        END IF;
+        IF batch.first > held.head_seq + 1 THEN
             RAISE EXCEPTION 'table %: row % sent before row %: the floor keeps no gap',
-                NEW.table_id, NEW.seq, NEW.seq - 1 USING ERRCODE = '{SQLSTATE_CHAIN}';
+                batch.table_id, batch.first, held.head_seq + 1 USING ERRCODE = '{SQLSTATE_CHAIN}';
         END IF;
-        IF held <> NEW.prev_hash THEN
-            RAISE EXCEPTION 'table %: row % does not follow row % on the floor (prev_hash % is'
-                ' not %)', NEW.table_id, NEW.seq, NEW.seq - 1, left(NEW.prev_hash, 12),
-                left(held, 12) USING ERRCODE = '{SQLSTATE_DIVERGED}';
+        IF batch.n <> batch.last - batch.first + 1 THEN
+            RAISE EXCEPTION 'table %: rows % to % are not one run of seqs: the floor keeps no gap',
+                batch.table_id, batch.first, batch.last USING ERRCODE = '{SQLSTATE_CHAIN}';
         END IF;
+        SELECT seq INTO broken FROM (
+            SELECT seq, prev_hash,
+                   coalesce(lag(hash) OVER (ORDER BY seq), held.head_hash) AS before
+                FROM inserted WHERE table_id = batch.table_id
+        ) AS links WHERE prev_hash <> before ORDER BY seq LIMIT 1;
+        IF broken IS NOT NULL THEN
+            RAISE EXCEPTION 'table %: row % does not follow row % on the floor (its prev_hash is'
+                ' not that row''s hash)', batch.table_id, broken, broken - 1
+                USING ERRCODE = '{SQLSTATE_DIVERGED}';
+        END IF;
+        SELECT hash INTO last_hash FROM inserted
+            WHERE table_id = batch.table_id AND seq = batch.last;
+        UPDATE {SCHEMA}.tables SET head_seq = batch.last, head_hash = last_hash,
+            table_row = coalesce(table_row, (
+                SELECT body FROM inserted WHERE table_id = batch.table_id AND seq = 1))
+            WHERE table_id = batch.table_id;
+        INSERT INTO {SCHEMA}.rounds AS r (table_id, round, first_seq, last_seq, first_at, last_at)
+            SELECT table_id, round, min(seq), max(seq), min(recorded_at), max(recorded_at)
+                FROM inserted WHERE table_id = batch.table_id AND round IS NOT NULL
+                GROUP BY table_id, round
+            ON CONFLICT (table_id, round) DO UPDATE SET
+                first_seq = least(r.first_seq, excluded.first_seq),
+                last_seq = greatest(r.last_seq, excluded.last_seq),
+                first_at = least(r.first_at, excluded.first_at),
+                last_at = greatest(r.last_at, excluded.last_at);
+        -- H7: the release mark (see above)
+        WITH marks AS (
+            SELECT held.pending_collection AS seq, true AS collected, false AS refusal
+                WHERE held.pending_collection IS NOT NULL
+            UNION ALL
+            SELECT seq,
+                   kind = 'event' AND body LIKE '%"type":"hands_collected"%',
+                   kind = 'decision'
+                FROM inserted
+                WHERE table_id = batch.table_id
+                  AND (kind <> 'decision' OR body LIKE '%"decision":"rejected"%')
+        ), followed AS (
+            SELECT seq, collected, lead(seq) OVER w AS next_seq, lead(refusal) OVER w AS refused
+                FROM marks WINDOW w AS (ORDER BY seq)
+        )
+        SELECT max(next_seq - 1) FILTER (WHERE next_seq IS NOT NULL AND NOT refused),
+               max(seq) FILTER (WHERE next_seq IS NULL)
+            INTO released, waiting
+            FROM followed WHERE collected;
+        UPDATE {SCHEMA}.tables
+            SET released_seq = greatest(released_seq, coalesce(released, 0)),
+                pending_collection = waiting
+            WHERE table_id = batch.table_id;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+-- `floor verify` (the DBA's or the auditor's) marks the last row it proved: the next verify
+-- starts after it, and a gaming day is retired only once its rows are behind the mark.
+CREATE OR REPLACE FUNCTION {SCHEMA}.record_verified(tid text, upto bigint, digest text)
+    RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {SCHEMA}.journal_rows
+                   WHERE table_id = tid AND seq = upto AND hash = digest) THEN
+        RAISE EXCEPTION 'table %: no row % with that hash on the floor', tid, upto;
     END IF;
-    NEW.shipped_at := now();
-    RETURN NEW;
+    UPDATE {SCHEMA}.tables SET verified_seq = upto, verified_hash = digest, verified_at = now()
+        WHERE table_id = tid AND verified_seq < upto;
 END
 $$;
 
@@ -111,9 +300,10 @@ BEGIN
 END
 $$;
 
-DROP TRIGGER IF EXISTS continue_chain ON {SCHEMA}.journal_rows;
-CREATE TRIGGER continue_chain BEFORE INSERT ON {SCHEMA}.journal_rows
-    FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.continue_chain();
+DROP TRIGGER IF EXISTS check_batch ON {SCHEMA}.journal_rows;
+CREATE TRIGGER check_batch AFTER INSERT ON {SCHEMA}.journal_rows
+    REFERENCING NEW TABLE AS inserted
+    FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.check_batch();
 DROP TRIGGER IF EXISTS append_only ON {SCHEMA}.journal_rows;
 CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON {SCHEMA}.journal_rows
     FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.refuse_change();
@@ -124,8 +314,14 @@ CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON {SCHEMA}.journal_rows
 ALTER TABLE {SCHEMA}.journal_rows ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {SCHEMA}.tables ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC;
-REVOKE ALL ON FUNCTION {SCHEMA}.table_of(name) FROM PUBLIC;
-REVOKE ALL ON FUNCTION {SCHEMA}.continue_chain() FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {SCHEMA} FROM PUBLIC;
+
+-- What readers query: a join on the release mark (the planner's, not a check per row).
+CREATE OR REPLACE VIEW {SCHEMA}.{RELEASED_VIEW} WITH (security_barrier) AS
+    SELECT rows.* FROM {SCHEMA}.journal_rows AS rows
+        JOIN {SCHEMA}.tables AS released USING (table_id)
+        WHERE rows.seq <= released.released_seq OR rows.round IS NULL;
+REVOKE ALL ON {SCHEMA}.{RELEASED_VIEW} FROM PUBLIC;
 """
 
 # Roles are cluster-wide: created when missing (a second database on the server reuses them).
@@ -137,30 +333,48 @@ DO $$ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{READER_GROUP}') THEN
         CREATE ROLE {READER_GROUP} NOLOGIN;
     END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{AUDITOR_GROUP}') THEN
+        CREATE ROLE {AUDITOR_GROUP} NOLOGIN;
+    END IF;
 END $$;
 """
 
 _GRANTS = f"""
-GRANT USAGE ON SCHEMA {SCHEMA} TO {WRITER_GROUP}, {READER_GROUP};
--- writers: INSERT, and of their own rows only the chain's head (to resume after an outage)
+GRANT USAGE ON SCHEMA {SCHEMA} TO {WRITER_GROUP}, {READER_GROUP}, {AUDITOR_GROUP};
+-- writers: INSERT, and of their own table only the chain's head (to resume after an outage)
 GRANT INSERT ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
 GRANT SELECT (table_id, seq, hash) ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
-GRANT EXECUTE ON FUNCTION {SCHEMA}.table_of(name) TO {WRITER_GROUP};
--- readers (surveillance, the pit, the regulator's inspectors): SELECT, nothing else
-GRANT SELECT ON {SCHEMA}.journal_rows, {SCHEMA}.tables TO {READER_GROUP};
-GRANT EXECUTE ON FUNCTION {SCHEMA}.table_of(name) TO {READER_GROUP};
+GRANT SELECT (table_id, writer_role, head_seq, head_hash) ON {SCHEMA}.tables TO {WRITER_GROUP};
+GRANT EXECUTE ON FUNCTION {SCHEMA}.ensure_partitions_ahead(integer) TO {WRITER_GROUP};
+GRANT EXECUTE ON FUNCTION {SCHEMA}.record_verified(text, bigint, text) TO {AUDITOR_GROUP};
+-- readers (surveillance, the pit, reports): SELECT of ended rounds, nothing else (H7). They
+-- may query the rows table itself (its policy below holds back the rounds in play) or the
+-- released view (the same rows, joined once rather than checked row by row).
+GRANT SELECT ON {SCHEMA}.journal_rows, {SCHEMA}.{RELEASED_VIEW}, {SCHEMA}.tables,
+    {SCHEMA}.settings, {SCHEMA}.retired, {SCHEMA}.rounds TO {READER_GROUP}, {AUDITOR_GROUP};
 
+-- a table's role is named after its table (writer_role()): the check is an expression on
+-- the row, not a function called per row
 DROP POLICY IF EXISTS writer_inserts_own_table ON {SCHEMA}.journal_rows;
 CREATE POLICY writer_inserts_own_table ON {SCHEMA}.journal_rows FOR INSERT TO {WRITER_GROUP}
-    WITH CHECK (table_id = {SCHEMA}.table_of(current_user));
+    WITH CHECK ('tablectl_table_' || table_id = current_user);
 DROP POLICY IF EXISTS writer_sees_own_head ON {SCHEMA}.journal_rows;
 CREATE POLICY writer_sees_own_head ON {SCHEMA}.journal_rows FOR SELECT TO {WRITER_GROUP}
-    USING (table_id = {SCHEMA}.table_of(current_user));
-DROP POLICY IF EXISTS reader_reads_all ON {SCHEMA}.journal_rows;
-CREATE POLICY reader_reads_all ON {SCHEMA}.journal_rows FOR SELECT TO {READER_GROUP}
+    USING ('tablectl_table_' || table_id = current_user);
+DROP POLICY IF EXISTS writer_sees_own_table ON {SCHEMA}.tables;
+CREATE POLICY writer_sees_own_table ON {SCHEMA}.tables FOR SELECT TO {WRITER_GROUP}
+    USING (writer_role = current_user);
+DROP POLICY IF EXISTS reader_reads_ended_rounds ON {SCHEMA}.journal_rows;
+CREATE POLICY reader_reads_ended_rounds ON {SCHEMA}.journal_rows FOR SELECT TO {READER_GROUP}
+    USING (round IS NULL OR seq <= (
+        SELECT released.released_seq FROM {SCHEMA}.tables AS released
+            WHERE released.table_id = journal_rows.table_id));
+DROP POLICY IF EXISTS auditor_reads_all ON {SCHEMA}.journal_rows;
+CREATE POLICY auditor_reads_all ON {SCHEMA}.journal_rows FOR SELECT TO {AUDITOR_GROUP}
     USING (true);
 DROP POLICY IF EXISTS reader_reads_tables ON {SCHEMA}.tables;
-CREATE POLICY reader_reads_tables ON {SCHEMA}.tables FOR SELECT TO {READER_GROUP} USING (true);
+CREATE POLICY reader_reads_tables ON {SCHEMA}.tables FOR SELECT
+    TO {READER_GROUP}, {AUDITOR_GROUP} USING (true);
 """
 
 
@@ -185,11 +399,32 @@ class Provisioned:
 
 
 def create_schema(conn: Any) -> None:
-    """Schema, functions, triggers, group roles, grants and policies (idempotent)."""
+    """Schema, functions, triggers, group roles, grants and policies (idempotent), and the
+    partitions of the gaming days around today."""
+    refuse_old_layout(conn)
     with conn.transaction():
         conn.execute(_ROLES)
         conn.execute(_DDL)
         conn.execute(_GRANTS)
+        conn.execute(f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (DAYS_AHEAD,))
+
+
+def refuse_old_layout(conn: Any) -> None:
+    """A floor made by an earlier tablectl (one unpartitioned rows table): refused with what
+    to run, rather than changed in place under the tables shipping to it."""
+    row = conn.execute(
+        "SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = 'journal_rows'",
+        (SCHEMA,),
+    ).fetchone()
+    if row is not None and row[0] != "p":
+        raise FloorSetupError(
+            f"{SCHEMA}.journal_rows is the earlier, unpartitioned layout: stop the tables' "
+            "shipping, then `ALTER SCHEMA floor RENAME TO floor_v1`, run `tablectl floor init` "
+            "again (with --table for every table), and `tablectl floor migrate --from floor_v1` "
+            "(it copies every table's rows through the new chain check); the tables resume "
+            "from the new floor's head"
+        )
 
 
 def add_table(conn: Any, table_id: str, *, passfile: Path | None, dbname: str) -> Provisioned:
@@ -211,10 +446,17 @@ def add_table(conn: Any, table_id: str, *, passfile: Path | None, dbname: str) -
         conn.execute(
             sql.SQL("GRANT {} TO {}").format(sql.Identifier(WRITER_GROUP), sql.Identifier(role))
         )
+        # the role's own limit: it holds through a pooler that drops the client's startup
+        # options (PgBouncer's ignore_startup_parameters = options)
+        conn.execute(
+            sql.SQL("ALTER ROLE {} SET statement_timeout = {}").format(
+                sql.Identifier(role), sql.Literal(f"{STATEMENT_TIMEOUT_MS}ms")
+            )
+        )
         if password is not None:
             conn.execute(
                 sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                    sql.Identifier(role), sql.Literal(password)
+                    sql.Identifier(role), sql.Literal(scram_verifier(conn, role, password))
                 )
             )
         registered = conn.execute(
@@ -232,8 +474,19 @@ def add_table(conn: Any, table_id: str, *, passfile: Path | None, dbname: str) -
     return Provisioned(table_id, role, password is not None)
 
 
-def add_reader(conn: Any, role: str) -> None:
-    """Grant the reader group to an existing role (a person's login, a report job's)."""
+def scram_verifier(conn: Any, role: str, password: str) -> str:
+    """The password as a SCRAM-SHA-256 verifier (RFC 5802/7677: salt, iterations, stored and
+    server keys), computed here by libpq's own PQencryptPasswordConn (psycopg's `pq` binding):
+    the server stores it as given and the password itself never crosses the wire, so no
+    `log_statement` setting can write it to the server's log. libpq's implementation rather
+    than our own hashlib one: the format and iteration count are the server's."""
+    verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
+    return bytes(verifier).decode("ascii")
+
+
+def add_reader(conn: Any, role: str, *, group: str = READER_GROUP) -> None:
+    """Grant the reader group (or the auditor group: every row, rounds in play included) to
+    an existing role (a person's login, a report job's)."""
     from psycopg import sql
 
     if not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$", role):
@@ -241,9 +494,7 @@ def add_reader(conn: Any, role: str) -> None:
     with conn.transaction():
         if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
             raise FloorSetupError(f"reader role {role!r} does not exist: CREATE ROLE it first")
-        conn.execute(
-            sql.SQL("GRANT {} TO {}").format(sql.Identifier(READER_GROUP), sql.Identifier(role))
-        )
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(role)))
 
 
 def _passfile_field(text: str) -> str:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
+import socket
 import sqlite3
 import threading
 import time
@@ -28,9 +30,11 @@ from tablectl.controller.config import FloorConfig
 from tablectl.controller.floor.local import LocalJournal
 from tablectl.controller.floor.schema import (
     CHAIN_COLUMNS,
+    DAYS_AHEAD,
     SCHEMA,
     SQLSTATE_CHAIN,
     SQLSTATE_DIVERGED,
+    STATEMENT_TIMEOUT_MS,
 )
 from tablectl.controller.logs import get_logger
 
@@ -44,16 +48,47 @@ LINGER_SECONDS = 0.1
 #: how long a clean stop keeps shipping what is left before it gives up (the rest goes next start)
 DRAIN_SECONDS = 2.0
 CONNECT_TIMEOUT = 5
-STATEMENT_TIMEOUT_MS = 30_000
-#: while caught up the thread sleeps until the journal commits; this wakes it now and then to
-#: refresh the gauges (seconds behind) even if a notification was somehow missed
+#: while caught up the thread sleeps until the journal commits; this wakes it now and then
+#: even if a notification was somehow missed
 IDLE_WAKE_SECONDS = 30.0
+#: how often the daemon's loop recomputes rows and seconds behind from its own side (the
+#: journal's head and the last acknowledged row), whatever the thread is doing: well inside
+#: one scrape interval (15 s)
+GAUGE_SECONDS = 1.0
+#: a statement the floor has not answered for this long is abandoned from the daemon's side
+#: (its socket shut down): a backend that is stopped or hung cannot time itself out
+STUCK_SECONDS = STATEMENT_TIMEOUT_MS / 1000 + 5
+#: beside the journal: the last seq the floor acknowledged, as last seen (a hint for the
+#: gauges after a restart while the floor is away; shipping always resumes from the floor's
+#: own head). Fixed width, rewritten in place: no rename, nothing to fsync.
+ACK_HINT_SUFFIX = ".floor-acked"
 
+#: One statement per batch: the rows as arrays, unnested by the server (one statement to
+#: plan and check, not one per row); rows at or below the floor's head are skipped (the
+#: shipper verified that head's row on connecting, and the chain links every row before it).
 _INSERT = (
-    f"INSERT INTO {SCHEMA}.journal_rows"
-    " (table_id, seq, kind, round, recorded_at, body, prev_hash, hash, columns)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    f"INSERT INTO {SCHEMA}.journal_rows (table_id, seq, kind, round, recorded_at,"
+    " recorded_at_text, body, prev_hash, hash, columns)"
+    " SELECT %(table)s, b.* FROM unnest(%(seq)b::bigint[], %(kind)b::text[],"
+    " %(round)b::bigint[], %(at)b::timestamptz[], %(at_text)b::text[], %(body)b::text[],"
+    " %(prev)b::text[], %(hash)b::text[], %(columns)b::jsonb[])"
+    " AS b (seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash, columns)"
+    f" WHERE b.seq > (SELECT head_seq FROM {SCHEMA}.tables WHERE table_id = %(table)s)"
 )
+
+
+def floor_time(recorded_at: str) -> tuple[datetime.datetime, str | None]:
+    """The journal's recorded_at as the floor keeps it: a UTC time, and the journal's text
+    only when it is not that time's standard form (schema.RECORDED_AT_SQL rebuilds it)."""
+    try:
+        moment = datetime.datetime.fromisoformat(recorded_at)
+    except ValueError:
+        return datetime.datetime.now(datetime.UTC), recorded_at  # kept as written
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    moment = moment.astimezone(datetime.UTC)
+    standard = moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "+00:00"
+    return moment, (None if standard == recorded_at else recorded_at)
 
 
 class FloorDiverged(RuntimeError):
@@ -135,6 +170,9 @@ class FloorShipper:
         retry_min: float = RETRY_MIN,
         retry_max: float = RETRY_MAX,
         linger: float = LINGER_SECONDS,
+        statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
+        connect_timeout: int = CONNECT_TIMEOUT,
+        stuck_seconds: float = STUCK_SECONDS,
     ) -> None:
         self.table_id = table_id
         self.journal_path = Path(journal_path)
@@ -149,6 +187,9 @@ class FloorShipper:
         self.retry_min = retry_min
         self.retry_max = retry_max
         self.linger = linger
+        self.statement_timeout_ms = statement_timeout_ms
+        self.connect_timeout = connect_timeout
+        self.stuck_seconds = stuck_seconds
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._drain_until = 0.0
@@ -163,7 +204,14 @@ class FloorShipper:
         self.shipped_rows = 0
         self.last_error: str | None = None
         self.last_error_at: float | None = None
-        self._oldest_waiting_at: float | None = None
+        # the oldest row not acknowledged: (its seq, its recorded time), read by whichever
+        # side needs it first; valid while its seq is acknowledged_seq + 1
+        self._oldest_waiting: tuple[int, float | None] | None = None
+        # the statement in flight: (its connection, since when, monotonic)
+        self._in_flight: tuple[Any, float] | None = None
+        self._gauge_journal: LocalJournal | None = None
+        self._ack_hint = self.journal_path.with_name(self.journal_path.name + ACK_HINT_SUFFIX)
+        self.acknowledged_seq = self._read_ack_hint()
 
     # -- the table's side ---------------------------------------------------------------------
 
@@ -184,8 +232,11 @@ class FloorShipper:
         self._stopping.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(drain_seconds + CONNECT_TIMEOUT + 1)
+            self._thread.join(drain_seconds + self.connect_timeout + 1)
             self._thread = None
+        if self._gauge_journal is not None:
+            self._gauge_journal.close()
+            self._gauge_journal = None
 
     def confirmed_seq(self) -> int:
         """The last row the floor store holds for sure (0 when unknown): what retention may
@@ -201,9 +252,67 @@ class FloorShipper:
         return max(0, self.committed_seq - self.acknowledged_seq)
 
     def seconds_behind(self) -> float:
-        if self.rows_behind == 0 or self._oldest_waiting_at is None:
+        oldest = self._oldest_waiting
+        if self.rows_behind == 0 or oldest is None or oldest[0] != self.acknowledged_seq + 1:
             return 0.0
-        return max(0.0, self.clock() - self._oldest_waiting_at)
+        if oldest[1] is None:
+            return 0.0
+        return max(0.0, self.clock() - oldest[1])
+
+    def refresh(self) -> None:
+        """On the daemon's loop, every GAUGE_SECONDS: rows and seconds behind from the table's
+        side (the journal's head against the last row the floor acknowledged, and the recorded
+        time of the oldest row not acknowledged, read from the local journal), published
+        whatever the thread is doing: a floor that hangs, crawls or is away moves the gauges.
+        A statement unanswered for `stuck_seconds` is abandoned (its socket shut down) so the
+        thread reconnects rather than wait on a stopped backend."""
+        waiting = self.acknowledged_seq + 1
+        known = self._oldest_waiting
+        if self.rows_behind and (known is None or known[0] != waiting):
+            self._oldest_waiting = (waiting, self._recorded_time(waiting))
+        self._publish()
+        flight = self._in_flight
+        if flight is not None and time.monotonic() - flight[1] > self.stuck_seconds:
+            self._in_flight = None
+            self._abandon(flight[0])
+
+    def _recorded_time(self, seq: int) -> float | None:
+        try:
+            if self._gauge_journal is None:
+                self._gauge_journal = LocalJournal(self.journal_path)
+            rows = self._gauge_journal.rows_after(seq - 1, 1)
+        except (sqlite3.Error, OSError):
+            if self._gauge_journal is not None:
+                self._gauge_journal.close()
+                self._gauge_journal = None
+            return None
+        return _unix_time(str(rows[0]["recorded_at"])) if rows else None
+
+    def _abandon(self, conn: Any) -> None:
+        """Shut the stuck connection's socket down under the thread's blocked read: it fails
+        at once with a connection error and the thread starts over on a new connection."""
+        try:
+            duplicate = socket.socket(fileno=os.dup(conn.fileno()))
+        except (OSError, ValueError, AttributeError):
+            return
+        with contextlib.suppress(OSError):
+            duplicate.shutdown(socket.SHUT_RDWR)
+        duplicate.close()
+        self._log.warning("floor_statement_abandoned", after_seconds=self.stuck_seconds)
+
+    def _read_ack_hint(self) -> int:
+        try:
+            return max(0, int(self._ack_hint.read_text().strip() or 0))
+        except (OSError, ValueError):
+            return 0
+
+    def _write_ack_hint(self, seq: int) -> None:
+        with contextlib.suppress(OSError):
+            descriptor = os.open(self._ack_hint, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.pwrite(descriptor, f"{seq:>20}\n".encode(), 0)
+            finally:
+                os.close(descriptor)
 
     def status(self) -> dict[str, Any]:
         """For `tablectl status`: the ship state in plain words and figures (no row content)."""
@@ -260,7 +369,7 @@ class FloorShipper:
                         self.acknowledged_seq = batch[-1].seq
                         self.committed_seq = max(self.committed_seq, self.acknowledged_seq)
                         self.shipped_rows += len(batch)
-                        self._oldest_waiting_at = None
+                    self._write_ack_hint(self.acknowledged_seq)
                     self._publish()
                     if len(batch) < self.floor.batch_rows and self.linger:
                         # not a backlog: the table is playing; gather its next rows a while
@@ -288,6 +397,7 @@ class FloorShipper:
             if local is not None:
                 local.close()
             self._set_state("stopped")
+            self._in_flight = None
 
     def _set_state(self, state: str) -> None:
         with self._lock:
@@ -298,7 +408,7 @@ class FloorShipper:
 
         self._set_state("connecting")
         options: dict[str, Any] = {
-            "connect_timeout": CONNECT_TIMEOUT,
+            "connect_timeout": self.connect_timeout,
             "application_name": f"tablectl {self.table_id}",
             "keepalives": 1,
             "keepalives_idle": 5,
@@ -306,20 +416,32 @@ class FloorShipper:
             "keepalives_count": 3,
             # a floor that accepts the connection but never answers fails the batch, which is
             # tried again, rather than hang the shipper with its gauges frozen
-            "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+            "options": f"-c statement_timeout={self.statement_timeout_ms}",
         }
         if self.floor.passfile is not None:
             options["passfile"] = str(self.floor.passfile)
-        return psycopg.connect(self.floor.dsn, **options)
+        conn = psycopg.connect(self.floor.dsn, **options)
+        # no server-side prepared statements: a pooler in transaction mode (PgBouncer before
+        # 1.21) may hand the next transaction to another server connection
+        conn.prepare_threshold = None
+        return conn
 
     def _resume(self, conn: Any, local: LocalJournal) -> None:
         """Read the floor's head for this table; the local row there must be the same row."""
+        self._in_flight = (conn, time.monotonic())
+        conn.execute(f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (DAYS_AHEAD,))
         row = conn.execute(
-            f"SELECT seq, hash FROM {SCHEMA}.journal_rows WHERE table_id = %s"
-            " ORDER BY seq DESC LIMIT 1",
+            f"SELECT head_seq, head_hash FROM {SCHEMA}.tables WHERE table_id = %s",
             (self.table_id,),
         ).fetchone()
         conn.commit()
+        if row is None:
+            raise RuntimeError(
+                f"table {self.table_id} is not registered on the floor "
+                "(tablectl floor init --table)"
+            )
+        row = row if row[0] else None
+        self._in_flight = None
         head_seq, head_hash = (int(row[0]), str(row[1])) if row else (0, None)
         if head_seq:
             mine = local.hash_at(head_seq)
@@ -337,6 +459,7 @@ class FloorShipper:
         with self._lock:
             self.acknowledged_seq = head_seq
             self.head_known = True
+        self._write_ack_hint(head_seq)
         self._log.info("floor_connected", acknowledged_seq=head_seq)
 
     def _read_batch(self, local: LocalJournal) -> list[LocalRow]:
@@ -351,38 +474,45 @@ class FloorShipper:
     def _insert(self, conn: Any, batch: list[LocalRow]) -> None:
         from psycopg.types.json import Jsonb
 
-        params = []
+        columns: dict[str, list[Any]] = {
+            name: [] for name in ("seq", "kind", "round", "at", "at_text", "body", "prev", "hash")
+        }
+        extras = []
         for row in batch:
             values = row.values
+            moment, text = floor_time(str(values["recorded_at"]))
+            for name, value in (
+                ("seq", row.seq),
+                ("kind", values["kind"]),
+                ("round", values["round"]),
+                ("at", moment),
+                ("at_text", text),
+                ("body", values["body"]),
+                ("prev", values["prev_hash"]),
+                ("hash", values["hash"]),
+            ):
+                columns[name].append(value)
             extra = {k: _json_value(v) for k, v in values.items() if k not in CHAIN_COLUMNS}
-            params.append(
-                (
-                    self.table_id,
-                    row.seq,
-                    values["kind"],
-                    values["round"],
-                    values["recorded_at"],
-                    values["body"],
-                    values["prev_hash"],
-                    values["hash"],
-                    Jsonb(extra),
-                )
-            )
-        with conn.transaction(), conn.cursor() as cursor:
-            cursor.executemany(_INSERT, params)
+            extras.append(Jsonb(extra))
+        params = {"table": self.table_id, "columns": extras, **columns}
+        self._in_flight = (conn, time.monotonic())
+        try:
+            with conn.transaction():
+                conn.execute(_INSERT, params)
+        finally:
+            self._in_flight = None
 
     def _note_waiting(self, first: LocalRow) -> None:
-        with self._lock:
-            if self._oldest_waiting_at is None:
-                self._oldest_waiting_at = _unix_time(first.recorded_at)
+        if self._oldest_waiting is None or self._oldest_waiting[0] != first.seq:
+            self._oldest_waiting = (first.seq, _unix_time(first.recorded_at))
 
     def _refresh_waiting(self, local: LocalJournal) -> None:
         """While the floor is away: the oldest row waiting, for seconds behind."""
         with contextlib.suppress(sqlite3.Error, OSError):
             rows = local.rows_after(self.acknowledged_seq, 1)
             self.committed_seq = max(self.committed_seq, local.last_seq())
-            with self._lock:
-                self._oldest_waiting_at = _unix_time(str(rows[0]["recorded_at"])) if rows else None
+            if rows:
+                self._note_waiting(LocalRow(int(rows[0]["seq"]), rows[0]))
 
     def _failed(self, error: BaseException) -> None:
         kind = error_kind(error)

@@ -7,15 +7,24 @@ run over the floor's rows exactly as over the local file's.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from tablectl.controller.floor.local import journal_chain_rows
-from tablectl.controller.floor.schema import CHAIN_COLUMNS, SCHEMA
+from tablectl.controller.floor.schema import (
+    AUDITOR_GROUP,
+    CHAIN_COLUMNS,
+    RECORDED_AT_SQL,
+    RELEASED_VIEW,
+    SCHEMA,
+)
 from tablectl.controller.journal import (
+    GENESIS_HASH,
     JournalError,
     JournalRow,
     RawRow,
@@ -25,6 +34,7 @@ from tablectl.controller.journal import (
 )
 
 FETCH_ROWS = 2000
+_RELATIONS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 class FloorError(RuntimeError):
@@ -44,6 +54,25 @@ def connect(dsn: str, *, passfile: str | Path | None = None) -> Any:
         raise FloorError(f"cannot reach the floor store: {str(error).strip()}") from error
 
 
+def rows_relation(conn: Any) -> str:
+    """Where this login reads rows: the rows table for the DBA and the auditor, the released
+    view (ended rounds only, H7) for a reader. Asked once per connection."""
+    cached = _RELATIONS.get(conn)
+    if cached is not None:
+        return cached
+    row = conn.execute(
+        "SELECT r.rolsuper OR r.rolbypassrls OR pg_has_role(current_user, t.tableowner, 'USAGE')"
+        " OR pg_has_role(current_user, %s, 'USAGE')"
+        " FROM pg_roles AS r, pg_tables AS t WHERE r.rolname = current_user"
+        " AND t.schemaname = %s AND t.tablename = 'journal_rows'",
+        (AUDITOR_GROUP, SCHEMA),
+    ).fetchone()
+    reader_only = not (row and row[0])
+    relation = f"{SCHEMA}.{RELEASED_VIEW}" if reader_only else f"{SCHEMA}.journal_rows"
+    _RELATIONS[conn] = relation
+    return relation
+
+
 def table_ids(conn: Any) -> list[str]:
     """Every table registered on the floor."""
     return [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
@@ -51,7 +80,7 @@ def table_ids(conn: Any) -> list[str]:
 
 def head(conn: Any, table_id: str) -> tuple[int, str | None]:
     row = conn.execute(
-        f"SELECT seq, hash FROM {SCHEMA}.journal_rows WHERE table_id = %s"
+        f"SELECT seq, hash FROM {rows_relation(conn)} WHERE table_id = %s"
         " ORDER BY seq DESC LIMIT 1",
         (table_id,),
     ).fetchone()
@@ -66,14 +95,32 @@ def require_table(conn: Any, table_id: str) -> None:
         )
 
 
+def round_span_rows(conn: Any, table_id: str, round_number: int) -> list[RawRow]:
+    """A dispute's lookup: the rows of one table's round, read from the partitions of its
+    time span only (floor.rounds), not every gaming day's index."""
+    span = conn.execute(
+        f"SELECT first_at, last_at FROM {SCHEMA}.rounds WHERE table_id = %s AND round = %s",
+        (table_id, round_number),
+    ).fetchone()
+    if span is None:
+        return []
+    columns = ", ".join(RECORDED_AT_SQL if c == "recorded_at" else c for c in CHAIN_COLUMNS)
+    rows = conn.execute(
+        f"SELECT {columns} FROM {rows_relation(conn)} WHERE table_id = %s AND round = %s"
+        " AND recorded_at BETWEEN %s AND %s ORDER BY seq",
+        (table_id, round_number, span[0], span[1]),
+    ).fetchall()
+    return [cast(RawRow, tuple(row)) for row in rows]
+
+
 def floor_raw_rows(conn: Any, table_id: str, *, after: int = 0) -> Iterator[RawRow]:
     """The table's rows in seq order, as the local journal stores them (body as text)."""
-    columns = ", ".join(CHAIN_COLUMNS)
+    columns = ", ".join(RECORDED_AT_SQL if c == "recorded_at" else c for c in CHAIN_COLUMNS)
+    relation = rows_relation(conn)
     with conn.transaction(), conn.cursor(name=f"floor_rows_{table_id}") as cursor:
         cursor.itersize = FETCH_ROWS
         cursor.execute(
-            f"SELECT {columns} FROM {SCHEMA}.journal_rows"
-            " WHERE table_id = %s AND seq > %s ORDER BY seq",
+            f"SELECT {columns} FROM {relation} WHERE table_id = %s AND seq > %s ORDER BY seq",
             (table_id, after),
         )
         for seq, kind, rnd, at, body, prev, digest in cursor:
@@ -84,10 +131,70 @@ def floor_rows(conn: Any, table_id: str) -> Iterator[JournalRow]:
     return (parse_row(raw) for raw in floor_raw_rows(conn, table_id))
 
 
-def verify_table(conn: Any, table_id: str) -> VerifyResult:
-    """The journal's chain check over the floor's copy of one table."""
+def round_rows(conn: Any, table_id: str, round_number: int) -> Iterator[JournalRow]:
+    """What a replay of one round needs, not the table's history: the table row (kept in
+    floor.tables, whatever was retired), then the rows from the last engine checkpoint before
+    the round (a journal writes one at each gaming day's start and at each clean stop; found
+    by the landmarks index) or from row 1 when there is none."""
+    relation = rows_relation(conn)
+    table = conn.execute(
+        f"SELECT table_row FROM {SCHEMA}.tables WHERE table_id = %s", (table_id,)
+    ).fetchone()
+    mark = conn.execute(
+        f"SELECT seq FROM {relation} WHERE table_id = %s AND kind = 'checkpoint'"
+        " AND round < %s ORDER BY seq DESC LIMIT 1",
+        (table_id, round_number),
+    ).fetchone()
+    start = int(mark[0]) - 1 if mark else 0
+    if start and table and table[0] is not None:
+        yield parse_row((1, "table", None, "", table[0], GENESIS_HASH, ""))
+    yield from (parse_row(raw) for raw in floor_raw_rows(conn, table_id, after=start))
+
+
+def verified_mark(conn: Any, table_id: str) -> tuple[int, str]:
+    """The last row a `floor verify` proved: (seq, hash), (0, genesis) before any."""
+    row = conn.execute(
+        f"SELECT verified_seq, verified_hash FROM {SCHEMA}.tables WHERE table_id = %s",
+        (table_id,),
+    ).fetchone()
+    return (int(row[0]), str(row[1])) if row else (0, GENESIS_HASH)
+
+
+def verify_table(
+    conn: Any, table_id: str, *, from_start: bool = False, record: bool = False
+) -> VerifyResult:
+    """The journal's chain check over the floor's copy of one table: from the last row a
+    verify proved (rows before it may be retired) or, `from_start`, from row 1; `record`
+    moves the mark to the last row proved now (the DBA's or the auditor's verify)."""
     highest, _ = head(conn, table_id)
-    return verify_chain(floor_raw_rows(conn, table_id), highest)
+    mark = (0, GENESIS_HASH) if from_start else verified_mark(conn, table_id)
+    rows = _tracking_last(floor_raw_rows(conn, table_id, after=mark[0]))
+    result = verify_chain(rows, highest, after=mark)
+    last = rows.last
+    if result.ok and record and last is not None and last[0] > mark[0]:
+        conn.execute(f"SELECT {SCHEMA}.record_verified(%s, %s, %s)", (table_id, *last))
+    if result.ok and mark[0] and not from_start:
+        return dataclasses.replace(
+            result,
+            message=f"intact: {rows.count} rows after row {mark[0]} (verified before), "
+            f"last hash {last[1] if last else mark[1]}",
+        )
+    return result
+
+
+class _tracking_last:
+    """Rows passed through, remembering the last (seq, hash) and the count."""
+
+    def __init__(self, rows: Iterator[RawRow]) -> None:
+        self._rows = rows
+        self.last: tuple[int, str] | None = None
+        self.count = 0
+
+    def __iter__(self) -> Iterator[RawRow]:
+        for raw in self._rows:
+            self.last = (raw[0], raw[6])
+            self.count += 1
+            yield raw
 
 
 @dataclass(frozen=True)
@@ -118,7 +225,7 @@ def identify_table(conn: Any, journal: str | Path) -> str:
     found = [
         row[0]
         for row in conn.execute(
-            f"SELECT table_id FROM {SCHEMA}.journal_rows WHERE seq = %s AND hash = %s",
+            f"SELECT table_id FROM {rows_relation(conn)} WHERE seq = %s AND hash = %s",
             (first[0], first[6]),
         )
     ]
@@ -190,6 +297,9 @@ __all__ = [
     "floor_rows",
     "head",
     "identify_table",
+    "round_rows",
+    "round_span_rows",
+    "rows_relation",
     "table_ids",
     "verify_table",
 ]

@@ -53,6 +53,7 @@ from tests.bench import (
     device_latency,
     engine,
     floor,
+    floor_scale,
     history,
     latency,
     ready,
@@ -91,6 +92,7 @@ GOALS: dict[str, Goal] = {
     # every trial; false alarms below one a table-year (the bound, and the honest rounds run)
     "shuffle_detection_within_goal": Goal(">=", 1.0),
     "shuffle_false_alarms_bound_per_table_year": Goal("<=", 1.0, ("shuffle_honest_rounds",)),
+    **{key: Goal(sense, bound) for key, (sense, bound) in floor_scale.GOALS.items()},
 }
 
 
@@ -265,6 +267,18 @@ def verifier_section(run: Run) -> Part:
     return Part(results, figures, lines)
 
 
+def floor_scale_section(run: Run) -> Part:
+    """The floor at casino scale: 400 tables, 1x and 10x rows (tests/bench/floor_scale.py)."""
+    figures = floor_scale.measure(run.quick)
+    results = {key: figures[key] for key in floor_scale.RESULT_KEYS}
+    sizes = (
+        f"at {figures['lookups']['rows_1x']:,} and {figures['lookups']['rows_10x']:,} rows, "
+        f"{figures['tables']} tables; report read {figures['report']['rows_read']:,} rows; "
+        f"catch-up of {figures['outage']['rows']:,} rows"
+    )
+    return Part(results, figures, [f"floor at scale: {results} ({sizes})"])
+
+
 SECTIONS: list[Section] = [
     Section("latency", "one event through the daemon, pty and commit floors", latency_section),
     Section("engine", "engine vs bare transitions trigger", engine_section),
@@ -274,6 +288,11 @@ SECTIONS: list[Section] = [
     Section("device", "device layer, journal, service", device_section),
     Section("floor", "floor store: twenty tables shipping to PostgreSQL", floor_section),
     Section("shuffle", "shuffle integrity: false alarms, rounds to detection", shuffle_section),
+    Section(
+        "floor_scale",
+        "floor at casino scale: 400 tables, 1x/10x rows, report, verify, catch-up",
+        floor_scale_section,
+    ),
     Section(
         "history", "READY and RSS against history size (1k, 10k, 100k rounds)", history_section
     ),

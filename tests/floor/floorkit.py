@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from tablectl.controller.config import FloorConfig
-from tablectl.controller.floor.schema import add_table, writer_role
+from tablectl.controller.floor.schema import RECORDED_AT_SQL, add_table, writer_role
 from tablectl.controller.journal import GENESIS_HASH, row_hash
 from tablectl.simulators.pgserver import ThrowawayPostgres
 
@@ -61,7 +61,7 @@ class FloorDb:
         with self.admin() as conn:
             return list(
                 conn.execute(
-                    "SELECT seq, kind, round, recorded_at, body, prev_hash, hash"
+                    f"SELECT seq, kind, round, {RECORDED_AT_SQL}, body, prev_hash, hash"
                     " FROM floor.journal_rows WHERE table_id = %s ORDER BY seq",
                     (table_id,),
                 )

@@ -173,7 +173,9 @@ def test_unknown_table_and_unreachable_store_are_named(floor_db: FloorDb) -> Non
 
 def test_demo_floor_prints_the_report_and_a_round_command_that_works() -> None:
     state = Path(tempfile.mkdtemp(prefix="tablectl-demo-floor-"))
-    done = tablectl("demo", "--floor", "--rounds", "5", "--seed", "4", "--state-dir", str(state))
+    done = tablectl(
+        "demo", "--floor", "--fast", "--rounds", "5", "--seed", "4", "--state-dir", str(state)
+    )
     try:
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         html = re.search(r"^report \(gaming day .*\): (\S+\.html)$", done.stdout, re.MULTILINE)
@@ -189,4 +191,72 @@ def test_demo_floor_prints_the_report_and_a_round_command_that_works() -> None:
         assert done.stdout.count(": intact:") == 3
     finally:
         stop_floor_server(state)
+        shutil.rmtree(json.loads((state / "floor-server.json").read_text())["root"], True)
         shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.mark.long
+def test_demo_floor_from_a_state_dir_under_a_private_parent_plays_at_its_pace() -> None:
+    """`mktemp -d` makes a 0700 directory: the server's user cannot go through it, so the
+    server goes to the system's temp dir (nothing of the caller's is opened up); the three
+    tables deal at --pace, step after step, not all at once."""
+    parent = Path(tempfile.mkdtemp(prefix="tablectl-private-"))
+    state = parent / "demo"
+    pace = 0.1
+    done = tablectl(
+        "demo", "--floor", "--rounds", "2", "--seed", "3", "--pace", str(pace),
+        "--state-dir", str(state),
+    )  # fmt: skip
+    try:
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert stat.S_IMODE(parent.stat().st_mode) == 0o700  # left as it was
+        assert done.stdout.count(": intact:") == 3
+        rows = list(read_rows(state / "t-3c21" / "journal.sqlite"))
+        events = [row for row in rows if row.kind == "event" and row.round]
+        span = datetime.datetime.fromisoformat(
+            events[-1].recorded_at
+        ) - datetime.datetime.fromisoformat(events[0].recorded_at)
+        # each round is a dozen steps or more, each followed by the pace's pause
+        assert span.total_seconds() >= 2 * 10 * pace, span
+    finally:
+        info = state / "floor-server.json"
+        if info.exists():
+            stop_floor_server(state)
+            shutil.rmtree(json.loads(info.read_text())["root"], ignore_errors=True)
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_verify_and_round_start_from_their_marks_not_row_1(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """Two sessions of one table (the first's clean stop writes an engine checkpoint): a round
+    of the second is rebuilt from that checkpoint and the table row kept in floor.tables, not
+    from row 1; a second verify starts after the row the first one proved."""
+    from tablectl.controller.floor.store import connect, round_rows
+
+    table_id = unique_table_id()
+    floor_db.provision(table_id)
+    state = tmp_path / "table"
+    for seed in (31, 32):
+        assert (
+            asyncio.run(
+                demo.play_demo(demo_args(state, 3, floor_db, table_id), seed, "127.0.0.1", 0)
+            )
+            == 0
+        )
+    journal = state / "journal.sqlite"
+    rows = list(read_rows(journal))
+    checkpoint = max(r.seq for r in rows if r.kind == "checkpoint" and (r.round or 0) < 5)
+    with connect(floor_db.admin_dsn) as conn:
+        read = list(round_rows(conn, table_id, 5))
+    assert read[0].kind == "table" and read[1].seq == checkpoint  # not rows 2 .. checkpoint
+    shown = tablectl(
+        "floor", "round", "--dsn", floor_db.admin_dsn, "--table", table_id, "--round", "5",
+        "--json",
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["cards"] == round_cards(journal, 5)
+    first = tablectl("floor", "verify", "--dsn", floor_db.admin_dsn, "--table", table_id)
+    assert f"intact: {len(rows)} rows" in first.stdout, first.stdout
+    again = tablectl("floor", "verify", "--dsn", floor_db.admin_dsn, "--table", table_id)
+    assert f"intact: 0 rows after row {rows[-1].seq} (verified before)" in again.stdout

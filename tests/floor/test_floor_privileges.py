@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from tablectl.controller.floor.schema import READER_GROUP, SCHEMA
+from tablectl.controller.floor.schema import (
+    AUDITOR_GROUP,
+    READER_GROUP,
+    RELEASED_VIEW,
+    SCHEMA,
+    writer_role,
+)
 from tests.floor.floorkit import FloorDb, shipped_journal, unique_table_id
 
 INSERT = (
@@ -50,7 +58,9 @@ def test_the_writer_role_is_refused_another_tables_rows(floor_db: FloorDb, tmp_p
     with floor_db.as_writer(mine) as conn:
         # a row for the other table, continuing its chain: row-level security refuses it
         forged = (other, row[0] + 1, "event", 1, row[3], "{}", row[6], "f" * 64)
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+        with pytest.raises(
+            psycopg.errors.InsufficientPrivilege, match=r"row-level security|its own table"
+        ):
             conn.execute(INSERT, forged)
         # and it sees none of the other table's rows, not even their head
         seen = conn.execute(
@@ -66,12 +76,16 @@ def test_the_floor_keeps_the_chain_even_against_its_own_table(
     table_id, _ = _shipped_table(floor_db, tmp_path)
     rows = floor_db.floor_rows(table_id)
     with floor_db.as_writer(table_id) as conn:
-        # an identical re-send is a no-op (idempotent by table and seq)
-        conn.execute(INSERT, (table_id, *rows[2]))
-        # a different row under a shipped seq: refused, named
+        # a row the floor holds, sent again as it is or changed: refused (the shipper's own
+        # statement skips the rows at or below the floor's head, which it verified)
+        with pytest.raises(psycopg.Error, match=r"duplicate key|repeats the floor's copy"):
+            conn.execute(INSERT, (table_id, *rows[2]))
         changed = (table_id, *rows[2][:4], json.dumps({"type": "edited"}), rows[2][5], "a" * 64)
-        with pytest.raises(psycopg.Error, match="differs from the floor's copy"):
+        with pytest.raises(psycopg.Error, match=r"duplicate key|differs from"):
             conn.execute(INSERT, changed)
+        moved = (table_id, 3, "event", 1, rows[0][3], json.dumps({"type": "x"}), "f" * 64, "a" * 64)
+        with pytest.raises(psycopg.Error, match="differs from or repeats the floor's copy"):
+            conn.execute(INSERT, moved)
         # a gap: refused
         gap = (table_id, 7, "event", 1, rows[0][3], "{}", "b" * 64, "c" * 64)
         with pytest.raises(psycopg.Error, match="floor keeps no gap"):
@@ -90,13 +104,30 @@ def test_readers_select_and_nothing_else(floor_db: FloorDb, tmp_path: Path) -> N
         conn.execute(f"CREATE ROLE {reader} LOGIN IN ROLE {READER_GROUP}")
     dsn = f"host={floor_db.server.sockets} port={floor_db.server.port} dbname={floor_db.name}"
     with psycopg.connect(f"{dsn} user={reader}", autocommit=True) as conn:
-        count = conn.execute(
-            f"SELECT count(*) FROM {SCHEMA}.journal_rows WHERE table_id = %s", (table_id,)
-        ).fetchone()
-        assert count == (5,)
+        # no round of this journal ended (no collection): only its table row is released
+        for relation in ("journal_rows", RELEASED_VIEW):
+            count = conn.execute(
+                f"SELECT count(*) FROM {SCHEMA}.{relation} WHERE table_id = %s", (table_id,)
+            ).fetchone()
+            assert count == (1,)
         row = floor_db.floor_rows(table_id)[-1]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(INSERT, (table_id, 6, "event", 1, row[3], "{}", row[6], "f" * 64))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"DELETE FROM {SCHEMA}.journal_rows")
+
+
+def test_the_auditor_reads_every_row_and_writes_none(floor_db: FloorDb, tmp_path: Path) -> None:
+    table_id, _ = _shipped_table(floor_db, tmp_path)
+    auditor = unique_table_id("lab_")
+    with floor_db.admin() as conn:
+        conn.execute(f"CREATE ROLE {auditor} LOGIN IN ROLE {AUDITOR_GROUP}")
+    dsn = f"host={floor_db.server.sockets} port={floor_db.server.port} dbname={floor_db.name}"
+    with psycopg.connect(f"{dsn} user={auditor}", autocommit=True) as conn:
+        count = conn.execute(
+            f"SELECT count(*) FROM {SCHEMA}.journal_rows WHERE table_id = %s", (table_id,)
+        ).fetchone()
+        assert count == (5,)  # the round in play included
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(f"DELETE FROM {SCHEMA}.journal_rows")
 
@@ -113,3 +144,63 @@ def test_even_the_owner_cannot_rewrite_the_floor(floor_db: FloorDb, tmp_path: Pa
             with pytest.raises(psycopg.Error, match="append-only"):
                 conn.execute(statement)
     assert len(floor_db.floor_rows(table_id)) == 5
+
+
+def test_a_writers_bad_row_for_another_table_learns_nothing_of_it(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """Rows that would meet the other table's chain check (a seq it holds, a seq after its
+    head with a wrong link): the error names no seq, hash or id of the other table."""
+    mine, _ = _shipped_table(floor_db, tmp_path)
+    other, _ = _shipped_table(floor_db, tmp_path)
+    theirs = floor_db.floor_rows(other)
+    with floor_db.as_writer(mine) as conn:
+        for forged in (
+            (other, 3, "event", 1, theirs[2][3], "{}", theirs[1][6], "a" * 64),  # held seq
+            (other, 6, "event", 1, theirs[2][3], "{}", "b" * 64, "c" * 64),  # bad link
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
+                conn.execute(INSERT, forged)
+            said = str(refused.value) + str(refused.value.diag.message_detail or "")
+            assert other not in said
+            for row in theirs:
+                assert row[6][:8] not in said  # no hash prefix of theirs
+            assert "row 5" not in said and "row 3" not in said
+
+
+def test_no_table_password_reaches_the_server_log(floor_db: FloorDb, tmp_path: Path) -> None:
+    """floor init with log_statement = all: the passwords it writes to the passfile are sent
+    as SCRAM verifiers; the log holds none of them, and the tables still log in."""
+    server = floor_db.server
+    with floor_db.admin() as conn:
+        conn.execute("ALTER SYSTEM SET log_statement = 'all'")
+        conn.execute("SELECT pg_reload_conf()")
+    passfile = tmp_path / "init.pgpass"
+    tables = [unique_table_id(), unique_table_id()]
+    try:
+        argv = ["floor", "init", "--dsn", floor_db.admin_dsn, "--write-passfile", str(passfile)]
+        for table_id in tables:
+            argv += ["--table", table_id]
+        done = subprocess.run(
+            [sys.executable, "-m", "tablectl.controller", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        with floor_db.admin() as conn:
+            conn.execute("ALTER SYSTEM RESET log_statement")
+            conn.execute("SELECT pg_reload_conf()")
+    passwords = [line.rsplit(":", 1)[1] for line in passfile.read_text().splitlines()]
+    assert len(passwords) == 2
+    log = server.log.read_text(errors="replace")
+    assert "ALTER ROLE" in log  # the statements were logged
+    for password in passwords:
+        assert password not in log
+    assert "SCRAM-SHA-256$" in log  # as verifiers
+    for table_id in tables:
+        dsn = server.table_dsn(floor_db.name, writer_role(table_id))
+        with psycopg.connect(dsn, passfile=str(passfile)) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == (writer_role(table_id),)

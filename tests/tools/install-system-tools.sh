@@ -34,6 +34,7 @@ need faketime faketime  # the daemon's clock across a gaming-day boundary (tests
 # power cuts (tests/powercut): lossyfs is a FUSE filesystem over libfuse 3 (mfusepy loads
 # libfuse3.so.3 from Debian's libfuse3-3, a dependency of fuse3, which brings fusermount3)
 need fusermount3 fuse3
+need pgbouncer pgbouncer  # the floor: many table connections on a few server ones (tests/floor, bench)
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         # Not root: say what is missing and go on; the tests that need a tool skip
