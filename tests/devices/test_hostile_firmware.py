@@ -40,8 +40,9 @@ KIND_EVENTS = {
         "dispensing_locked",
     },
     "hole_card_reader": {"reader_inserted", "reader_result", "reader_fault", "reader_self_test"},
-    # device_fault: a frame it cannot decode (the rack has no fault event of its own)
-    "discard_rack": {"rack_level", "rack_cleared", "device_fault"},
+    # rack_fault: a fault it reports, or a frame it cannot decode; device_fault is kept for
+    # journals written before the rack had a fault event of its own
+    "discard_rack": {"rack_level", "rack_cleared", "rack_fault", "device_fault"},
 }
 
 frames = st.lists(
@@ -98,6 +99,7 @@ def test_status_and_alarm_events_are_exactly_what_the_engine_does_not_take():
         "reader_fault",
         "rack_level",
         "rack_cleared",  # the engine takes it as a rack level of 0
+        "rack_fault",  # the engine takes it (R1: the round's reconciliation dropped)
         "device_lost",
         "device_connected",
     }

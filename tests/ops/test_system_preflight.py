@@ -47,6 +47,7 @@ product_id = 0x7a02
 serial = "ADS-1"
 [journal]
 path = "{state}/journal.sqlite"
+sealing = "off"
 [metrics]
 listen = "127.0.0.1:0"
 [operator]
@@ -69,6 +70,7 @@ type = "serial"
 port = "{port}"
 [journal]
 path = "{state}/journal.sqlite"
+sealing = "off"
 [metrics]
 listen = "127.0.0.1:0"
 [operator]
