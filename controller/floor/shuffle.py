@@ -206,6 +206,8 @@ class FloorReplayCheck:
     runs_checked: int = 0
     rounds_read: int = 0
     not_watched: list[str] = field(default_factory=list)
+    #: rounds that ended before this gaming day are replayed (the engine's state) not checked
+    first_day: datetime.date | None = None
 
     def check_table(self, events: Iterator[EndedRound | NewShoe], table_id: str) -> None:
         index = len(self.tables)
@@ -216,6 +218,10 @@ class FloorReplayCheck:
             if isinstance(item, NewShoe):
                 self.serials += 1
                 shoes[item.deck] = _Shoe(self.serials)
+                continue
+            if self.first_day is not None and item.gaming_day < self.first_day:
+                if item.deck in shoes:  # no run joins cards across the rounds skipped
+                    shoes[item.deck].window.clear()
                 continue
             self.rounds_read += 1
             table_days = self.days[index]
@@ -267,10 +273,11 @@ class FloorReplayCheck:
 
 
 def floor_shuffle_check(
-    conn: Any, since: datetime.datetime | None = None
+    conn: Any, since: datetime.datetime | None = None, first_day: datetime.date | None = None
 ) -> tuple[FloorReplayCheck, list[ReplayFinding]]:
-    """Q1 over every table's ended rounds (those recorded since `since`, or all)."""
-    check = FloorReplayCheck()
+    """Q1 over every table's ended rounds: those of gaming day `first_day` on (the engine
+    replayed from the last checkpoint before `since`, that day's start), or all."""
+    check = FloorReplayCheck(first_day=first_day)
     tables = [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
     for table_id in tables:
         info = TableReplay(table_id)
