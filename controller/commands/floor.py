@@ -453,6 +453,7 @@ def _shuffle_check(args: argparse.Namespace) -> int:
                     "rounds": check.rounds_read,
                     "runs_checked": check.runs_checked,
                     "not_watched": check.not_watched,
+                    "not_checked": check.unreadable,
                     "findings": [
                         {
                             "rule_id": "Q1",
@@ -465,7 +466,7 @@ def _shuffle_check(args: argparse.Namespace) -> int:
                 }
             )
         )
-        return EXIT_FINDING if findings else EXIT_OK
+        return _shuffle_exit(findings, check.unreadable)
     window = f"the last {args.days} gaming days"
     print(
         f"Q1 across the floor ({window}): {len(check.tables)} tables, {check.rounds_read} "
@@ -473,6 +474,8 @@ def _shuffle_check(args: argparse.Namespace) -> int:
     )
     for table_id in check.not_watched:
         print(f"  {table_id}: not watched (a Bart Carter shoe is never shuffled whole)")
+    for table_id, why in check.unreadable.items():
+        print(f"  {table_id}: NOT CHECKED: {why}", file=sys.stderr)
     for f in findings:
         print(
             f"Q1 replayed order: table {f.first.table_id} round {f.first.round} (gaming day "
@@ -482,8 +485,15 @@ def _shuffle_check(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if not findings:
-        print("no replayed order")
-    return EXIT_FINDING if findings else EXIT_OK
+        print("no replayed order" + (" among the tables checked" if check.unreadable else ""))
+    return _shuffle_exit(findings, check.unreadable)
+
+
+def _shuffle_exit(findings: list[Any], unreadable: dict[str, str]) -> int:
+    """1 a finding; else 2 when a table could not be replayed (cannot say for it); else 0."""
+    if findings:
+        return EXIT_FINDING
+    return EXIT_ERROR if unreadable else EXIT_OK
 
 
 def _where_json(where: Any) -> dict[str, Any]:

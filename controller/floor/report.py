@@ -37,7 +37,7 @@ from tablectl.controller.gaming_day import (
     local_wall_clock,
     parse_start,
 )
-from tablectl.controller.journal import JournalRow, parse_row
+from tablectl.controller.journal import JournalError, JournalRow, parse_row
 from tablectl.controller.shuffle_integrity import SEAT_BIAS_ALPHA
 
 FAULT_EVENTS = frozenset(
@@ -71,6 +71,7 @@ class TableDay:
     # too few cards to test) and how many cards that was
     seat_bias: dict[str, Any] | None = None
     seat_cards: int = 0
+    seat_untested: str = ""  # why Q3 could not run at all (the replay failed)
 
 
 @dataclass
@@ -194,9 +195,14 @@ def build_report(conn: Any, day: datetime.date) -> FloorReport:
         rows = _rows_between(conn, relation, table_id, low, high)
         summary = summarize_table(table_id, rows, day, start)
         summary.game = str(table_row.get("game", ""))
-        summary.seat_bias, summary.seat_cards = day_seat_bias(
-            conn, table_id, table_row, day, low + WINDOW_MARGIN
-        )
+        try:
+            summary.seat_bias, summary.seat_cards = day_seat_bias(
+                conn, table_id, table_row, day, low + WINDOW_MARGIN
+            )
+        except (ValueError, JournalError) as error:
+            # a table row no engine here knows (a game not installed), a checkpoint it cannot
+            # restore: that table's Q3 says why; the day's counts are still reported
+            summary.seat_untested = f"cannot replay: {error}"
         days.append(summary)
     generated = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return FloorReport(day, generated, days)
@@ -264,6 +270,8 @@ SEAT_COLUMNS = ("seat_cards", "seat_chi_square", "seat_dof", "seat_p_value", "se
 
 def seat_verdict(table: TableDay) -> str:
     """flagged | ok | not tested (a cell would expect fewer than 5 cards)."""
+    if table.seat_untested:
+        return f"not tested ({table.seat_untested})"
     if table.seat_bias is None:
         return "not tested"
     return "flagged" if table.seat_bias["flagged"] else "ok"
@@ -512,7 +520,9 @@ def write_html(report: FloorReport, path: Path) -> Path:
     )
     for table in report.tables:
         cards, statistic, dof, p_value, verdict = _seat_cells(table)
-        shown = f"<span class='alert'>{verdict}</span>" if verdict == "flagged" else verdict
+        shown = esc(str(verdict))
+        if verdict == "flagged":
+            shown = f"<span class='alert'>{shown}</span>"
         out.append(
             f"<tr><td>{esc(table.table_id)}</td><td>{cards}</td><td>{statistic}</td>"
             f"<td>{dof}</td><td>{p_value}</td><td class='text'>{shown}</td></tr>"

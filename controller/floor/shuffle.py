@@ -30,6 +30,7 @@ from typing import Any
 from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
 from tablectl.controller.journal import (
     RANDOM_DRAW,
+    JournalError,
     ReplayedDraws,
     engine_from_checkpoint,
     engine_from_table_row,
@@ -113,11 +114,16 @@ def replay_table(
     table = conn.execute(
         f"SELECT table_row, released_seq FROM {SCHEMA}.tables WHERE table_id = %s", (table_id,)
     ).fetchone()
-    if table is None or table[0] is None or not table[1]:
+    if table is None or table[0] is None:
         return
     table_row = json.loads(table[0])
     info.game = str(table_row.get("game", ""))
+    draws = ReplayedDraws(())
+    engine: Any = engine_from_table_row(table_row, draws)  # a game unknown here: ValueError
+    info.shuffled_whole = bool(engine._shoe_shuffled_whole())
     released = int(table[1])
+    if not released:
+        return
     start = 0
     if since is not None:
         mark = conn.execute(
@@ -126,9 +132,6 @@ def replay_table(
             (table_id, since, released),
         ).fetchone()
         start = int(mark[0]) - 1 if mark else 0
-    draws = ReplayedDraws(())
-    engine: Any = engine_from_table_row(table_row, draws)
-    info.shuffled_whole = bool(engine._shoe_shuffled_whole())
     marks = _Marks(engine)
     engine.shuffle_watch = marks
     fresh = True  # no event replayed yet: a checkpoint row may set the engine
@@ -206,6 +209,7 @@ class FloorReplayCheck:
     runs_checked: int = 0
     rounds_read: int = 0
     not_watched: list[str] = field(default_factory=list)
+    unreadable: dict[str, str] = field(default_factory=dict)  # table -> why it was not replayed
     #: rounds that ended before this gaming day are replayed (the engine's state) not checked
     first_day: datetime.date | None = None
 
@@ -281,14 +285,18 @@ def floor_shuffle_check(
     tables = [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
     for table_id in tables:
         info = TableReplay(table_id)
-        events = replay_table(conn, table_id, since, info=info)
-        first = next(events, None)
-        if not info.shuffled_whole:
-            check.not_watched.append(table_id)
-            continue
-        if first is None:
-            continue
-        check.check_table(_chain(first, events), table_id)
+        try:
+            events = replay_table(conn, table_id, since, info=info)
+            first = next(events, None)
+            if not info.shuffled_whole:
+                check.not_watched.append(table_id)
+                continue
+            if first is not None:
+                check.check_table(_chain(first, events), table_id)
+        except (ValueError, JournalError) as error:
+            # a game no engine here knows, a checkpoint it cannot restore: said, not skipped
+            # silently; the other tables are still checked
+            check.unreadable[table_id] = str(error)
     return check, check.results()
 
 

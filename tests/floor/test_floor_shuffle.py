@@ -95,7 +95,7 @@ def tablectl(*args: str) -> subprocess.CompletedProcess[str]:
 
 def shuffle_check(floor_db: FloorDb, *extra: str) -> tuple[int, dict[str, Any], str]:
     done = tablectl("floor", "shuffle-check", "--dsn", floor_db.admin_dsn, "--json", *extra)
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode in (0, 1, 2), done.stderr
     text = tablectl("floor", "shuffle-check", "--dsn", floor_db.admin_dsn, *extra)
     assert text.returncode == done.returncode, text.stderr
     return done.returncode, json.loads(done.stdout), text.stdout + text.stderr
@@ -154,6 +154,70 @@ def test_Q1_honest_tables_are_no_finding(floor_db: FloorDb, tmp_path: Path) -> N
     code, report, text = shuffle_check(floor_db)
     assert code == 0, text
     assert report["findings"] == [] and report["rounds"] == 24 and "no replayed order" in text
+
+
+def test_a_surveillance_reader_runs_the_check(floor_db: FloorDb, tmp_path: Path) -> None:
+    """A reader login (ended rounds only, row-level security) finds it as the DBA does."""
+    from tablectl.controller.floor.schema import READER_GROUP
+
+    rng = random.Random(16)
+    first, second = shuffled(rng, 3), shuffled(rng, 3)
+    second[2] = list(first[0])
+    table_a = ship(floor_db, tmp_path, first)
+    table_b = ship(floor_db, tmp_path, second)
+    reader = unique_table_id("reader_")
+    with floor_db.admin() as conn:
+        conn.execute(f"CREATE ROLE {reader} LOGIN IN ROLE {READER_GROUP}")
+    local = f"host={floor_db.server.sockets} port={floor_db.server.port} dbname={floor_db.name}"
+    done = tablectl("floor", "shuffle-check", "--dsn", f"{local} user={reader}", "--json")
+    assert done.returncode == 1, done.stderr
+    [found] = json.loads(done.stdout)["findings"]
+    assert {(w["table"], w["round"]) for w in (found["first"], found["second"])} == {
+        (table_a, 1),
+        (table_b, 3),
+    }
+
+
+def test_a_table_that_cannot_be_replayed_is_named_not_skipped(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """A table whose game this install does not know: named as not checked; with no finding
+    the answer is "cannot say" (exit 2); the other tables are still checked (exit 1 on a
+    replay among them); the report still counts its day and says why Q3 did not run."""
+    from tests.floor.floorkit import shipped_journal
+
+    stranger, _ = shipped_journal(floor_db, tmp_path, 30, "no_such_game")
+    code, report, text = shuffle_check(floor_db)
+    assert code == 2 and f"{stranger}: NOT CHECKED" in text and "no_such_game" in text, text
+    assert list(report["not_checked"]) == [stranger]
+
+    rng = random.Random(17)
+    first, second = shuffled(rng, 3), shuffled(rng, 3)
+    second[1] = list(first[2])
+    ship(floor_db, tmp_path, first)
+    ship(floor_db, tmp_path, second)
+    code, report, text = shuffle_check(floor_db)
+    assert code == 1 and len(report["findings"]) == 1, text
+    assert list(report["not_checked"]) == [stranger]
+
+    out = tmp_path / "report"
+    made = tablectl(
+        "floor", "report", "--dsn", floor_db.admin_dsn, "--gaming-day", _floor_day(floor_db),
+        "--output", str(out),
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    lines = {row["table"]: row for row in csv.DictReader(next(out.glob("*.csv")).open())}
+    assert lines[stranger]["seat_bias"].startswith("not tested (cannot replay: game")
+
+
+def _floor_day(floor_db: FloorDb) -> str:
+    """The floor's current gaming day (its settings' start and zone)."""
+    with floor_db.admin() as conn:
+        day = conn.execute(
+            "SELECT ((now() AT TIME ZONE time_zone) - gaming_day_start)::date FROM floor.settings"
+        ).fetchone()[0]
+    assert isinstance(day, datetime.date)
+    return day.isoformat()
 
 
 def test_Q1_a_round_not_yet_released_on_the_floor_is_never_read(
@@ -240,14 +304,9 @@ def test_Q3_the_floor_report_flags_a_biased_seat_and_says_not_tested_when_too_fe
     biased = ship(floor_db, tmp_path, _biased(rng, 60))
     honest = ship(floor_db, tmp_path, shuffled(rng, 60))
     few = ship(floor_db, tmp_path, shuffled(rng, 2))
-    with floor_db.admin() as conn:
-        day = conn.execute(
-            "SELECT ((now() AT TIME ZONE time_zone) - gaming_day_start)::date FROM floor.settings"
-        ).fetchone()[0]
-    assert isinstance(day, datetime.date)
     out = tmp_path / "report"
     made = tablectl(
-        "floor", "report", "--dsn", floor_db.admin_dsn, "--gaming-day", day.isoformat(),
+        "floor", "report", "--dsn", floor_db.admin_dsn, "--gaming-day", _floor_day(floor_db),
         "--output", str(out),
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
