@@ -285,6 +285,93 @@ def _continue_with_open_round(path: Path, deck: list[str]) -> int:
     return added
 
 
+def append_rounds(path: Path, decks: list[list[str]], *, checkpoint_after: int = 0) -> None:
+    """Append rounds to a journal written by write_table (the engine rebuilt from its events),
+    each dealing its deck, and the next shuffle; with `checkpoint_after` an engine checkpoint
+    row, as the table service writes one at a gaming day's start, after that many rounds."""
+    from tablectl.controller.journal import ReplayedDraws, engine_from_table_row, read_rows
+
+    engine = engine_from_table_row(TABLE, ReplayedDraws(()))
+    for row in read_rows(path):
+        if row.kind == "event":
+            engine.handle(row.body, row.seq)
+    with Journal(path) as journal:
+
+        def feed(event: dict[str, Any]) -> None:
+            seq = journal.append("event", event, round_number=engine.round_number)
+            for decision in engine.handle(event, seq):
+                journal.append("decision", decision.to_dict(), round_number=engine.round_number)
+
+        for number, deck in enumerate(decks):
+            if checkpoint_after and number == checkpoint_after:
+                body = {"type": "checkpoint", "engine": engine.snapshot()}
+                journal.append("checkpoint", body, round_number=engine.round_number)
+            feed({"type": "bets_closed", "positions": PLAYERS})
+            for card in deck[: len(ORDER)]:
+                feed({"type": "card_drawn", "card": card})
+            feed({"type": "deal_completed"})
+            feed({"type": "stub_counted", "count": 52 - len(ORDER)})
+            feed({"type": "hands_collected"})
+            feed({"type": "shuffle_completed", "count": 52})
+        journal.flush()
+
+
+_APPEND_THEN = """
+import json, sys
+from pathlib import Path
+from tests.floor.test_floor_shuffle import append_rounds, write_table
+path, decks = Path(sys.argv[1]), json.loads(sys.argv[2])
+write_table(path, decks[:1])
+append_rounds(path, decks[1:], checkpoint_after=2)
+"""
+
+
+def test_Q1_reads_the_last_N_gaming_days_from_the_checkpoint_before_them(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """Rounds 1-4 dealt three days ago (a checkpoint before round 4), rounds 5-7 today:
+    round 6 deals round 4's order, round 7 round 2's. `--days 1` checks today's rounds only
+    (no finding: both earlier shoes are outside); `--days 5` finds both. The replay of a
+    window starts at the last checkpoint before it, not at row 1."""
+    from tablectl.controller.floor.shuffle import EndedRound, TableReplay, replay_table
+
+    rng = random.Random(18)
+    decks = shuffled(rng, 7)
+    decks[5], decks[6] = list(decks[3]), list(decks[1])
+    table_id = unique_table_id()
+    config = floor_db.provision(table_id)
+    path = tmp_path / f"{table_id}.sqlite"
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        ["faketime", "-f", "-3d", sys.executable, "-c", _APPEND_THEN, str(path),
+         json.dumps(decks[:4])],
+        capture_output=True, text=True, timeout=60, cwd=root,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    append_rounds(path, decks[4:])
+    ship_until_caught_up(table_id, path, config)
+
+    code, report, text = shuffle_check(floor_db, "--days", "1")
+    assert code == 0 and report["rounds"] == 3, text
+    code, report, text = shuffle_check(floor_db, "--days", "5")
+    assert code == 1 and report["rounds"] == 7, text
+    pairs = {
+        tuple((w["round"], w["gaming_day"]) for w in (f["first"], f["second"]))
+        for f in report["findings"]
+    }
+    today = datetime.date.fromisoformat(_floor_day(floor_db))
+    before = (today - datetime.timedelta(days=3)).isoformat()
+    assert pairs == {((4, before), (6, today.isoformat())), ((2, before), (7, today.isoformat()))}
+
+    with floor_db.admin() as conn:
+        since = conn.execute(
+            "SELECT (%s::date + gaming_day_start) AT TIME ZONE time_zone FROM floor.settings",
+            (today,),
+        ).fetchone()[0]
+        read = replay_table(conn, table_id, since, info=TableReplay(table_id))
+        assert [r.number for r in read if isinstance(r, EndedRound)] == [4, 5, 6, 7]
+
+
 def _biased(rng: random.Random, rounds: int) -> list[list[str]]:
     """Position 1's five cards are low ones far more often than a shuffle gives."""
     decks = []
