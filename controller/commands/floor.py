@@ -5,9 +5,11 @@
     floor compare --dsn DSN --journal PATH [--table ID]
     floor round   --dsn DSN --table ID --round N [--json]
     floor report  --dsn DSN --gaming-day YYYY-MM-DD [--out DIR]
+    floor shuffle-check --dsn DSN [--days N (7)] [--json]
 
 Exit status: 0 good, 1 a finding (a broken chain, a local journal that left the floor's copy),
-2 cannot say (unreachable store, unknown table, bad arguments).
+2 cannot say (unreachable store, unknown table, bad arguments); `shuffle-check`: 1 a replayed
+order (Q1) found.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ EVENT_FIELDS_SHOWN = ("time", "device", "fault", "positions", "by", "deck", "cou
 EXIT_OK = 0
 EXIT_FINDING = 1
 EXIT_ERROR = 2
+#: `floor shuffle-check`'s window: a week of a 400-table floor is ~8 GB of fingerprints
+DEFAULT_SHUFFLE_DAYS = 7
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -126,6 +130,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the directory to write the CSV and the HTML page into (default .)",
     )
     add_old_option_name(report, "--out", "output", type=Path, metavar="DIR")
+    shuffle = command(
+        "shuffle-check",
+        "Q1 across the floor: a run of 12 cards dealt, in the same order, after two different "
+        "shuffles of any tables (ended rounds only; prints tables and rounds, never a card)",
+    )
+    shuffle.add_argument(
+        "--days",
+        type=_positive,
+        default=DEFAULT_SHUFFLE_DAYS,
+        metavar="N",
+        help="the rounds of the last N gaming days, today's included (default "
+        f"{DEFAULT_SHUFFLE_DAYS}); memory grows with them: about 1.1 GB a gaming day of 400 "
+        "busy tables (docs/shuffle-integrity.md)",
+    )
+    shuffle.add_argument("--json", action="store_true", help="the findings as JSON")
 
 
 def _date(text: str) -> datetime.date:
@@ -133,6 +152,16 @@ def _date(text: str) -> datetime.date:
         return datetime.date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days, 1 or more")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
             "retire": _retire,
             "maintain": _maintain,
             "migrate": _migrate,
+            "shuffle-check": _shuffle_check,
         }[args.action]
         return handler(args)
     except (FloorError, JournalError) as error:
@@ -396,3 +426,79 @@ def _migrate(args: argparse.Namespace) -> int:
     for table_id, rows in copied.items():
         print(f"table {table_id}: {rows} rows copied through the chain check")
     return EXIT_OK
+
+
+def _shuffle_check(args: argparse.Namespace) -> int:
+    from tablectl.controller.floor.schema import SCHEMA
+    from tablectl.controller.floor.shuffle import floor_shuffle_check
+
+    conn = _connect(args)
+    try:
+        # the start of the gaming day N - 1 days before the floor's current one
+        first_day, since = conn.execute(
+            "SELECT day, (day + gaming_day_start) AT TIME ZONE time_zone FROM ("
+            " SELECT ((now() AT TIME ZONE time_zone) - gaming_day_start)::date - %s AS day,"
+            f" gaming_day_start, time_zone FROM {SCHEMA}.settings) AS floor_day",
+            (args.days - 1,),
+        ).fetchone()
+        check, findings = floor_shuffle_check(conn, since, first_day)
+    finally:
+        conn.close()
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "run": check.run,
+                    "tables": len(check.tables),
+                    "rounds": check.rounds_read,
+                    "runs_checked": check.runs_checked,
+                    "not_watched": check.not_watched,
+                    "not_checked": check.unreadable,
+                    "findings": [
+                        {
+                            "rule_id": "Q1",
+                            "runs": f.runs,
+                            "first": _where_json(f.first),
+                            "second": _where_json(f.second),
+                        }
+                        for f in findings
+                    ],
+                }
+            )
+        )
+        return _shuffle_exit(findings, check.unreadable)
+    window = f"the last {args.days} gaming days"
+    print(
+        f"Q1 across the floor ({window}): {len(check.tables)} tables, {check.rounds_read} "
+        f"ended rounds, {check.runs_checked} runs of {check.run} cards checked"
+    )
+    for table_id in check.not_watched:
+        print(f"  {table_id}: not watched (a Bart Carter shoe is never shuffled whole)")
+    for table_id, why in check.unreadable.items():
+        print(f"  {table_id}: NOT CHECKED: {why}", file=sys.stderr)
+    for f in findings:
+        print(
+            f"Q1 replayed order: table {f.first.table_id} round {f.first.round} (gaming day "
+            f"{f.first.gaming_day}) and table {f.second.table_id} round {f.second.round} "
+            f"(gaming day {f.second.gaming_day}) dealt {f.runs} run(s) of {check.run} cards "
+            "in the same order after two different shuffles",
+            file=sys.stderr,
+        )
+    if not findings:
+        print("no replayed order" + (" among the tables checked" if check.unreadable else ""))
+    return _shuffle_exit(findings, check.unreadable)
+
+
+def _shuffle_exit(findings: list[Any], unreadable: dict[str, str]) -> int:
+    """1 a finding; else 2 when a table could not be replayed (cannot say for it); else 0."""
+    if findings:
+        return EXIT_FINDING
+    return EXIT_ERROR if unreadable else EXIT_OK
+
+
+def _where_json(where: Any) -> dict[str, Any]:
+    return {
+        "table": where.table_id,
+        "round": where.round,
+        "gaming_day": where.gaming_day.isoformat(),
+    }

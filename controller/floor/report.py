@@ -7,6 +7,11 @@ rounds (accepted `bets_closed`), voided rounds (`void_round` decisions), misdeal
 `misdeal_reported`), deck removals (`remove_deck` decisions), device faults (`*_fault` and
 `device_lost` events), stub counts (accepted `stub_counted`) and every decision by rule.
 
+Q3, a biased seat (docs/shuffle-integrity.md): per table, the chi-square of the ranks each
+player position received in the rounds that ended on the floor's gaming day (its partition's
+day), replayed through the engine from the rows of ended rounds only (floor/shuffle.py);
+flagged at SEAT_BIAS_ALPHA, "not tested" when a cell would expect fewer than 5 cards.
+
 The HTML page is one self-contained file (inline CSS and SVG plots, no script, nothing
 fetched) that a shift manager opens from a share or a mail. Nothing face-down is in either
 file: counts, rule ids and citations only (docs/rules.md H7).
@@ -32,7 +37,8 @@ from tablectl.controller.gaming_day import (
     local_wall_clock,
     parse_start,
 )
-from tablectl.controller.journal import JournalRow, parse_row
+from tablectl.controller.journal import JournalError, JournalRow, parse_row
+from tablectl.controller.shuffle_integrity import SEAT_BIAS_ALPHA
 
 FAULT_EVENTS = frozenset(
     {"shuffler_fault", "shoe_fault", "reader_fault", "rack_fault", "device_lost"}
@@ -61,6 +67,11 @@ class TableDay:
     voided_rounds: list[int] = field(default_factory=list)
     first_event: str | None = None
     last_event: str | None = None
+    # Q3: shuffle_integrity.seat_bias over the players' cards of the day's ended rounds (None:
+    # too few cards to test) and how many cards that was
+    seat_bias: dict[str, Any] | None = None
+    seat_cards: int = 0
+    seat_untested: str = ""  # why Q3 could not run at all (the replay failed)
 
 
 @dataclass
@@ -184,9 +195,40 @@ def build_report(conn: Any, day: datetime.date) -> FloorReport:
         rows = _rows_between(conn, relation, table_id, low, high)
         summary = summarize_table(table_id, rows, day, start)
         summary.game = str(table_row.get("game", ""))
+        try:
+            summary.seat_bias, summary.seat_cards = day_seat_bias(
+                conn, table_id, table_row, day, low + WINDOW_MARGIN
+            )
+        except (ValueError, JournalError) as error:
+            # a table row no engine here knows (a game not installed), a checkpoint it cannot
+            # restore: that table's Q3 says why; the day's counts are still reported
+            summary.seat_untested = f"cannot replay: {error}"
         days.append(summary)
     generated = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return FloorReport(day, generated, days)
+
+
+def day_seat_bias(
+    conn: Any,
+    table_id: str,
+    table_row: Mapping[str, Any],
+    day: datetime.date,
+    day_start: datetime.datetime,
+) -> tuple[dict[str, Any] | None, int]:
+    """Q3 for one table's gaming day: the players' (position, card) of the rounds that ended
+    on that day, replayed from the day's first checkpoint (or row 1); ended rounds only."""
+    from tablectl.controller.floor.shuffle import EndedRound, TableReplay, replay_table
+    from tablectl.controller.journal import ReplayedDraws, engine_from_table_row
+    from tablectl.controller.shuffle_integrity import seat_bias
+
+    copies = engine_from_table_row(table_row, ReplayedDraws(())).composition.copies
+    dealt: list[tuple[int, str]] = []
+    for item in replay_table(conn, table_id, day_start, info=TableReplay(table_id)):
+        if isinstance(item, EndedRound) and item.gaming_day == day:
+            dealt += [(e["to"], str(e["card"])) for e in item.dealt if isinstance(e.get("to"), int)]
+        elif isinstance(item, EndedRound) and item.gaming_day > day:
+            break
+    return seat_bias(copies, dealt), len(dealt)
 
 
 #: rows read either side of the gaming day's bounds: a table's clock a little off, and the
@@ -222,11 +264,44 @@ def _rows_between(
 
 # -- CSV -----------------------------------------------------------------------------------------
 
+#: Q3's columns: the players' cards tested, the chi-square, its dof, its p-value, the verdict
+SEAT_COLUMNS = ("seat_cards", "seat_chi_square", "seat_dof", "seat_p_value", "seat_bias")
+
+
+def seat_verdict(table: TableDay) -> str:
+    """flagged | ok | not tested (a cell would expect fewer than 5 cards)."""
+    if table.seat_untested:
+        return f"not tested ({table.seat_untested})"
+    if table.seat_bias is None:
+        return "not tested"
+    return "flagged" if table.seat_bias["flagged"] else "ok"
+
+
+def _seat_cells(table: TableDay) -> list[object]:
+    test = table.seat_bias
+    if test is None:
+        return [table.seat_cards, "", "", "", seat_verdict(table)]
+    return [
+        table.seat_cards,
+        test["statistic"],
+        test["dof"],
+        f"{test['p_value']:.3g}",
+        seat_verdict(table),
+    ]
+
 
 def write_csv(report: FloorReport, path: Path) -> Path:
     """One line per table and one for the floor; a column per count and per rule id."""
     rules = sorted(report.decisions())
-    header = ["gaming_day", "table", "game", *COUNTS, "decisions", *(f"rule_{r}" for r in rules)]
+    header = [
+        "gaming_day",
+        "table",
+        "game",
+        *COUNTS,
+        "decisions",
+        *(f"rule_{r}" for r in rules),
+        *SEAT_COLUMNS,
+    ]
     with path.open("w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(header)
@@ -239,6 +314,7 @@ def write_csv(report: FloorReport, path: Path) -> Path:
                     *(table.counts[name] for name in COUNTS),
                     sum(table.decisions.values()),
                     *(table.decisions[rule] for rule in rules),
+                    *_seat_cells(table),
                 ]
             )
         floor = report.decisions()
@@ -250,6 +326,7 @@ def write_csv(report: FloorReport, path: Path) -> Path:
                 *(report.total(name) for name in COUNTS),
                 sum(floor.values()),
                 *(floor[rule] for rule in rules),
+                *([""] * len(SEAT_COLUMNS)),
             ]
         )
     return path
@@ -433,6 +510,23 @@ def write_html(report: FloorReport, path: Path) -> Path:
         out.append(f"<tr><td>{esc(rule)}</td><td class='text'>{esc(names.get(rule, ''))}</td>")
         out += [f"<td>{t.decisions[rule]}</td>" for t in report.tables]
         out.append(f"<td>{decisions[rule]}</td></tr>")
+    out.append("</table>")
+    out.append(
+        "<h2>Seat bias (Q3)</h2><p>The ranks each player position received in the day's "
+        "ended rounds against the deck's composition: a chi-square, flagged below p = "
+        f"{SEAT_BIAS_ALPHA:g} (docs/shuffle-integrity.md). Counts only, never a card.</p>"
+        "<table><tr><th>Table</th><th>Players' cards</th><th>Chi-square</th><th>dof</th>"
+        "<th>p-value</th><th class='text'>Seat bias</th></tr>"
+    )
+    for table in report.tables:
+        cards, statistic, dof, p_value, verdict = _seat_cells(table)
+        shown = esc(str(verdict))
+        if verdict == "flagged":
+            shown = f"<span class='alert'>{shown}</span>"
+        out.append(
+            f"<tr><td>{esc(table.table_id)}</td><td>{cards}</td><td>{statistic}</td>"
+            f"<td>{dof}</td><td>{p_value}</td><td class='text'>{shown}</td></tr>"
+        )
     out.append("</table>")
     voided = [(t.table_id, r) for t in report.tables for r in sorted(set(t.voided_rounds))]
     if voided:

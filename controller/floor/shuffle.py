@@ -1,0 +1,305 @@
+"""Shuffle integrity across the floor (docs/shuffle-integrity.md): Q1 over every table's
+ended rounds, and the rounds each gaming day's Q3 (a biased seat) is computed from.
+
+Each table's rows are replayed through the engine, as the table ran them, with a recorder in
+the place of the table's shuffle watch: the engine itself says when a shuffled deck goes into
+play (a `shuffle_completed` of that deck, the event's `deck` or A; in three card 21 the
+shuffled batch at its `shoe_loaded`; a discard rack reshuffled mid-round begins a new shoe
+too) and hands over a round's cards only once the round is over. The rows read stop at the
+table's release mark (floor.tables.released_seq): a round in play is never fetched, whoever
+runs the check (the auditor's login sees every row; this check asks for ended rounds only).
+
+Q1 here is the table's Q1 with a year's memory: every run of FLOOR_RUN consecutive cards of a
+shoe is fingerprinted (80 bits, see FINGERPRINT_BYTES) and looked up among the runs of every
+earlier shoe of every table; a run found in a different shoe is a finding. Only fingerprints
+and where they came from are held, never a card, and a finding names tables, rounds and
+gaming days (H7).
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime
+import hashlib
+import json
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
+from tablectl.controller.journal import (
+    RANDOM_DRAW,
+    JournalError,
+    ReplayedDraws,
+    engine_from_checkpoint,
+    engine_from_table_row,
+    parse_row,
+)
+from tablectl.controller.shuffle_integrity import FLOOR_RUN, ShuffleWatch
+
+#: the floor's fingerprint: 80 bits. The table's 48 bits are enough for its 1,024 runs, not
+#: for a floor-year: 3.65e9 runs make 6.7e18 pairs, which 48 bits would collide ~24,000
+#: times by chance; 80 bits, 5.5e-6 times (docs/shuffle-integrity.md). In Python an int of
+#: 80 bits costs what one of 48 does (three 30-bit digits).
+FINGERPRINT_BYTES = 10
+FETCH_ROWS = 2000
+#: a shoe's serial number, a table's index and a round, packed into one int (the dict's value)
+_ROUND_BITS = 40
+_TABLE_BITS = 20
+
+
+def floor_fingerprint(cards: Sequence[str]) -> int:
+    """A run's fingerprint on the floor: 80 bits of BLAKE2b over its cards, as an int."""
+    digest = hashlib.blake2b(",".join(cards).encode(), digest_size=FINGERPRINT_BYTES).digest()
+    return int.from_bytes(digest, "big")
+
+
+# -- replaying a table's ended rounds --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EndedRound:
+    """A round that is over: its deck, its cards in deal order (with their positions)."""
+
+    number: int
+    deck: str
+    dealt: list[dict[str, Any]]
+    gaming_day: datetime.date
+
+
+@dataclass(frozen=True)
+class NewShoe:
+    """A shuffled deck (or part of one) went into play: runs do not cross this mark."""
+
+    deck: str
+
+
+class _Marks(ShuffleWatch):
+    """Stands in the engine for the table's watch: records where shoes begin and which
+    rounds ended with which cards, and detects nothing (the floor does, over every table)."""
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__(engine.composition.copies)
+        self._engine = engine
+        self.marks: list[NewShoe | tuple[str, int, list[dict[str, Any]]]] = []
+
+    def shuffled(self, deck: str) -> None:
+        self.marks.append(NewShoe(deck))
+
+    def partial_shuffle(self, deck: str) -> None:
+        self.marks.append(NewShoe(deck))
+
+    def round_ended(self, deck: str, round_number: int, cards: Sequence[str]) -> list[Any]:
+        # the engine calls this before it clears the round's cards: read them now
+        self.marks.append((deck, round_number, self._engine.dealt_cards()))
+        return []
+
+
+@dataclass
+class TableReplay:
+    """What a replay of one table's rows said besides its marks."""
+
+    table_id: str
+    game: str = ""
+    shuffled_whole: bool = True  # False: a Bart Carter shoe (Q1 does not apply)
+
+
+def replay_table(
+    conn: Any, table_id: str, since: datetime.datetime | None = None, *, info: TableReplay
+) -> Iterator[EndedRound | NewShoe]:
+    """The table's ended rounds and shoe marks, in order, from its rows up to the release
+    mark: from the last engine checkpoint before `since` (a journal writes one at each gaming
+    day's start), or from row 1. Streamed: a server-side cursor, FETCH_ROWS at a time."""
+    table = conn.execute(
+        f"SELECT table_row, released_seq FROM {SCHEMA}.tables WHERE table_id = %s", (table_id,)
+    ).fetchone()
+    if table is None or table[0] is None:
+        return
+    table_row = json.loads(table[0])
+    info.game = str(table_row.get("game", ""))
+    draws = ReplayedDraws(())
+    engine: Any = engine_from_table_row(table_row, draws)  # a game unknown here: ValueError
+    info.shuffled_whole = bool(engine._shoe_shuffled_whole())
+    released = int(table[1])
+    if not released:
+        return
+    start = 0
+    if since is not None:
+        mark = conn.execute(
+            f"SELECT seq FROM {SCHEMA}.journal_rows WHERE table_id = %s AND kind = 'checkpoint'"
+            " AND recorded_at < %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
+            (table_id, since, released),
+        ).fetchone()
+        start = int(mark[0]) - 1 if mark else 0
+    marks = _Marks(engine)
+    engine.shuffle_watch = marks
+    fresh = True  # no event replayed yet: a checkpoint row may set the engine
+    with conn.transaction(), conn.cursor(name=f"shuffle_{table_id}") as cursor:
+        cursor.itersize = FETCH_ROWS
+        cursor.execute(
+            f"SELECT r.seq, r.kind, r.round, {RECORDED_AT_SQL}, r.body, r.prev_hash, r.hash,"
+            " ((r.recorded_at AT TIME ZONE s.time_zone) - s.gaming_day_start)::date"
+            f" FROM {SCHEMA}.journal_rows AS r, {SCHEMA}.settings AS s"
+            " WHERE r.table_id = %s AND r.seq > %s AND r.seq <= %s ORDER BY r.seq",
+            (table_id, start, released),
+        )
+        for *raw, day in cursor:
+            row = parse_row(tuple(raw))
+            if row.kind == "checkpoint" and fresh:
+                engine = engine_from_checkpoint(table_row, row.body["engine"], draws)
+                marks = _Marks(engine)
+                engine.shuffle_watch = marks
+                continue
+            if row.kind == "note" and row.body.get("type") == RANDOM_DRAW:
+                draws.extend([row.body])
+                continue
+            if row.kind != "event":
+                continue
+            fresh = False
+            engine.handle(row.body, row.seq)
+            for mark in marks.marks:
+                if isinstance(mark, NewShoe):
+                    yield mark
+                else:
+                    yield EndedRound(mark[1], mark[0], mark[2], day)
+            marks.marks.clear()
+
+
+# -- Q1 across the floor -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Where:
+    table_id: str
+    round: int
+    gaming_day: datetime.date
+
+
+@dataclass(frozen=True)
+class ReplayFinding:
+    """Two shoes (two shuffles) that dealt the same run(s) of FLOOR_RUN cards: where each
+    first shared run began (`first` the earlier gaming day, then table id, then round), and
+    how many runs they share; never a card."""
+
+    first: Where
+    second: Where
+    runs: int
+
+
+@dataclass
+class _Shoe:
+    serial: int
+    window: deque[tuple[str, int, datetime.date]] = field(
+        default_factory=lambda: deque(maxlen=FLOOR_RUN)
+    )
+
+
+@dataclass
+class FloorReplayCheck:
+    """The floor's memory of runs: fingerprint -> (shoe serial, table index, round), packed
+    in one int; bounded by the rows read (--days)."""
+
+    run: int = FLOOR_RUN
+    seen: dict[int, int] = field(default_factory=dict)
+    tables: list[str] = field(default_factory=list)
+    days: list[list[tuple[int, datetime.date]]] = field(default_factory=list)
+    findings: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
+    serials: int = 0
+    runs_checked: int = 0
+    rounds_read: int = 0
+    not_watched: list[str] = field(default_factory=list)
+    unreadable: dict[str, str] = field(default_factory=dict)  # table -> why it was not replayed
+    #: rounds that ended before this gaming day are replayed (the engine's state) not checked
+    first_day: datetime.date | None = None
+
+    def check_table(self, events: Iterator[EndedRound | NewShoe], table_id: str) -> None:
+        index = len(self.tables)
+        self.tables.append(table_id)
+        self.days.append([])
+        shoes: dict[str, _Shoe] = {}
+        for item in events:
+            if isinstance(item, NewShoe):
+                self.serials += 1
+                shoes[item.deck] = _Shoe(self.serials)
+                continue
+            if self.first_day is not None and item.gaming_day < self.first_day:
+                if item.deck in shoes:  # no run joins cards across the rounds skipped
+                    shoes[item.deck].window.clear()
+                continue
+            self.rounds_read += 1
+            table_days = self.days[index]
+            if not table_days or table_days[-1][1] != item.gaming_day:
+                table_days.append((item.number, item.gaming_day))
+            shoe = shoes.get(item.deck)
+            if shoe is None:  # cards before the first shuffle read: a shoe of their own
+                self.serials += 1
+                shoe = shoes[item.deck] = _Shoe(self.serials)
+            for entry in item.dealt:
+                shoe.window.append((str(entry["card"]), item.number, item.gaming_day))
+                if len(shoe.window) == self.run:
+                    self._look_up(shoe, index)
+
+    def _look_up(self, shoe: _Shoe, table_index: int) -> None:
+        self.runs_checked += 1
+        mark = floor_fingerprint([card for card, _, _ in shoe.window])
+        first_round = shoe.window[0][1]
+        value = (shoe.serial << (_TABLE_BITS + _ROUND_BITS)) | (table_index << _ROUND_BITS)
+        value |= first_round
+        earlier = self.seen.setdefault(mark, value)
+        earlier_serial = earlier >> (_TABLE_BITS + _ROUND_BITS)
+        if earlier_serial == shoe.serial:
+            return  # this run, or the same run again within one shoe: one shuffle, no finding
+        key = (earlier_serial, shoe.serial)
+        if key in self.findings:
+            self.findings[key][2] += 1
+            return
+        earlier_table = (earlier >> _ROUND_BITS) & ((1 << _TABLE_BITS) - 1)
+        earlier_round = earlier & ((1 << _ROUND_BITS) - 1)
+        self.findings[key] = [
+            self._where(earlier_table, earlier_round),
+            self._where(table_index, first_round),
+            1,
+        ]
+
+    def _where(self, table_index: int, round_number: int) -> Where:
+        table_days = self.days[table_index]
+        at = bisect.bisect_right([r for r, _ in table_days], round_number) - 1
+        day = table_days[max(0, at)][1]
+        return Where(self.tables[table_index], round_number, day)
+
+    def results(self) -> list[ReplayFinding]:
+        found = []
+        for a, b, n in self.findings.values():
+            one, other = sorted((a, b), key=lambda w: (w.gaming_day, w.table_id, w.round))
+            found.append(ReplayFinding(one, other, int(n)))
+        return sorted(found, key=lambda f: (f.first.gaming_day, f.first.table_id, f.first.round))
+
+
+def floor_shuffle_check(
+    conn: Any, since: datetime.datetime | None = None, first_day: datetime.date | None = None
+) -> tuple[FloorReplayCheck, list[ReplayFinding]]:
+    """Q1 over every table's ended rounds: those of gaming day `first_day` on (the engine
+    replayed from the last checkpoint before `since`, that day's start), or all."""
+    check = FloorReplayCheck(first_day=first_day)
+    tables = [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
+    for table_id in tables:
+        info = TableReplay(table_id)
+        try:
+            events = replay_table(conn, table_id, since, info=info)
+            first = next(events, None)
+            if not info.shuffled_whole:
+                check.not_watched.append(table_id)
+                continue
+            if first is not None:
+                check.check_table(_chain(first, events), table_id)
+        except (ValueError, JournalError) as error:
+            # a game no engine here knows, a checkpoint it cannot restore: said, not skipped
+            # silently; the other tables are still checked
+            check.unreadable[table_id] = str(error)
+    return check, check.results()
+
+
+def _chain(first: EndedRound | NewShoe, rest: Iterator[EndedRound | NewShoe]) -> Iterator[Any]:
+    yield first
+    yield from rest
