@@ -88,7 +88,8 @@ def test_the_cli_prints_the_table_and_exits_1_on_a_failure(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert good.returncode == 0, good.stdout + good.stderr
-    assert "| fault reporting | SKIP | a discard_rack has no fault report |" in good.stdout
+    # a rack reports its faults too (rack_fault, issue 24): the kit checks it like the others'
+    assert "| fault: rack_fault | PASS |" in good.stdout
     missing = subprocess.run(
         [sys.executable, "-m", "tablectl.controller", "conformance", "shoe", "--driver", "nope"],
         capture_output=True, text=True, timeout=60,
@@ -151,8 +152,13 @@ def test_the_kits_contract_is_the_event_languages_own():
     ]
     rack = {"type": "rack_level", "cards": 3, "device": "r", "kind": "discard_rack"}
     assert event_problems("discard_rack", rack) == []
-    fault = {"type": "device_fault", "fault": "undecodable_frame", "device": "r"}
+    fault = {"type": "rack_fault", "fault": "undecodable_frame", "device": "r"}
     assert event_problems("discard_rack", {**fault, "kind": "discard_rack"}) == []
+    # another kind's fault is not a rack's
+    shoe_fault = {**fault, "type": "shoe_fault", "kind": "discard_rack"}
+    assert event_problems("discard_rack", shoe_fault) == [
+        "'shoe_fault' is not an event of a discard_rack"
+    ]
 
 
 def test_a_device_on_a_port_is_checked_through_the_relay_without_its_hands():

@@ -34,15 +34,18 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tablectl.controller.daemon import Interlocks
 from tablectl.controller.journal import JournalError, live_segments, read_rows, verify_journal
 from tablectl.controller.sealing import VerificationKey, setup_keys
 from tests.powercut.lossyfs import LossyMount
 from tests.powercut.player import event_digest
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
@@ -345,7 +348,17 @@ class PoweredTable:
 
     def holds_from_journal(self, last_seq: int) -> dict[str, list[str]]:
         """The holds a restart would restore from the journal's rows up to `last_seq`."""
-        rows = [r for r in read_rows(self.state / "journal.sqlite") if r.seq <= last_seq]
+        # every segment, in seq order: a roll-over may have closed the file that holds them
+        # (and, between its rename and the new live file, there is no journal.sqlite at all)
+        rows = sorted(
+            (
+                r
+                for path in live_segments(self.state / "journal.sqlite")
+                for r in read_rows(path)
+                if r.seq <= last_seq
+            ),
+            key=lambda r: r.seq,
+        )
         checkpoints = [i for i, r in enumerate(rows) if r.kind == "checkpoint"]
         interlocks = Interlocks()
         start = 0
@@ -394,11 +407,23 @@ class PoweredTable:
         said = (verified.stdout + verified.stderr).strip().replace("\n", " | ")
         return verified.returncode, said
 
+    @staticmethod
+    def _settled(read: Callable[[], T]) -> T:
+        """`read()` of the running daemon's journal, tried again when a file it listed was
+        renamed under it (a roll-over closing the live segment between the listing and the
+        read): three tries, 0.2 s apart."""
+        for _ in range(2):
+            try:
+                return read()
+            except JournalError:
+                time.sleep(0.2)
+        return read()
+
     def check(self, number: int, *, command: bool = True) -> None:
         """After a restart: the promises above, each failure a Finding."""
         acknowledged = self.acknowledged()  # read before the journal: all committed by then
         try:
-            journaled = self.journaled()
+            journaled = self._settled(self.journaled)
         except JournalError as error:
             self.fail(number, f"the journal cannot be read: {error}")
             return
@@ -415,7 +440,7 @@ class PoweredTable:
         if holds is None:
             self.fail(number, "the restarted daemon played no round (no holds recorded)")
             return
-        expected = self.holds_from_journal(int(holds["last_seq"]))
+        expected = self._settled(lambda: self.holds_from_journal(int(holds["last_seq"])))
         if holds["holds"] != expected:
             self.fail(number, f"the daemon holds {holds['holds']}, the journal gives {expected}")
         devices = holds["devices"]
