@@ -20,6 +20,7 @@ in docs/drivers.md, "The simulator".
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,21 +51,22 @@ COMMANDS: dict[str, Msg] = {
 }
 
 
-class VendorSimulator(SimulatedDevice):
-    """A device of tablectl's model on a vendor's wire; the vendor overrides the `on_*`."""
+class VendorSimulator(SimulatedDevice, abc.ABC):
+    """A device of tablectl's model on a vendor's wire; the vendor overrides the `on_*`
+    (`on_bytes` and `on_report` are abstract: a simulator without them cannot be made)."""
 
     # -- what a vendor overrides -----------------------------------------------------------
 
     def on_connect(self) -> None:
         """The host opened the line: reset the wire's state (framing, queues)."""
 
+    @abc.abstractmethod
     def on_bytes(self, data: bytes) -> None:
         """Bytes from the host, as they arrive (late by `answer_delay` when a test asks)."""
-        raise NotImplementedError(f"{type(self).__name__} must override on_bytes")
 
+    @abc.abstractmethod
     def on_report(self, report: Report) -> None:
         """The model reports something once the host has identified the device: send it."""
-        raise NotImplementedError(f"{type(self).__name__} must override on_report")
 
     # -- what a vendor calls ---------------------------------------------------------------
 

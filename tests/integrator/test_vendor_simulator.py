@@ -66,3 +66,16 @@ def test_reports_arrive_in_the_words_of_docs_events_md() -> None:
     fault = next(r for r in reports if r.type == "shoe_fault")
     assert fault.fields["fault"] == "jam"
     assert p.card_to_wire(drawn.fields["card"])  # the vendor's wire takes it as is
+
+
+def test_a_simulator_without_the_wire_methods_cannot_be_made() -> None:
+    """on_bytes and on_report are abstract: a vendor class that forgot one fails when it is
+    made, naming the method, not later when the host first speaks."""
+    import pytest
+
+    class Forgetful(VendorSimulator, ShoeSim):
+        def on_bytes(self, data: bytes) -> None:
+            self.identified()
+
+    with pytest.raises(TypeError, match="on_report"):
+        Forgetful(seed=1)
