@@ -66,7 +66,7 @@ HHMM_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 TOP_LEVEL_KEYS = ("table", "journal", "metrics", "operator", "devices", "floor")
 FLOOR_KEYS = ("dsn", "passfile", "batch_rows")
-DEFAULT_FLOOR_BATCH_ROWS = 500
+DEFAULT_FLOOR_BATCH_ROWS = 2000
 MAX_FLOOR_BATCH_ROWS = 10_000
 # A password written into the DSN (key=value or URI form): refused, it belongs in a passfile.
 _DSN_PASSWORD = re.compile(r"(?:^|\s)password\s*=|^[a-z]+://[^/@\s]*:[^/@\s]*@", re.IGNORECASE)

@@ -18,7 +18,9 @@ from typing import Any
 from tablectl.controller.floor.schema import CHAIN_COLUMNS
 from tablectl.controller.journal import closed_segment_first_seq
 
-Row = dict[str, Any]
+#: a journal row, every column by name (row["seq"]) and in order; made by sqlite3 itself, in
+#: C (a shipper reads every row it sends: a dict a row cost it a third of its time)
+Row = sqlite3.Row
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -28,9 +30,11 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def _rows_after(db: sqlite3.Connection, seq: int, limit: int) -> list[Row]:
-    cursor = db.execute("SELECT * FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
-    names = [column[0] for column in cursor.description]
-    return [dict(zip(names, raw, strict=True)) for raw in cursor]
+    cursor = db.cursor()
+    cursor.row_factory = sqlite3.Row
+    return cursor.execute(
+        "SELECT * FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+    ).fetchall()
 
 
 def _hash_at(db: sqlite3.Connection, seq: int) -> str | None:

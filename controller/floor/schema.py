@@ -4,11 +4,12 @@ One table, `floor.journal_rows`, holds every table's rows keyed by (table_id, se
 the columns the local journal hashed (so the floor can verify the chain on its own) and, in
 `columns`, any further column of the local row by name: a new journal column or row kind flows
 without a change here. The store is append-only three times over: roles (writers hold INSERT
-only, readers SELECT only), row-level security (a table's writer may insert only rows of its
-own table), and triggers (no UPDATE, DELETE or TRUNCATE, even for a role granted them by
-mistake; an insert must continue the table's chain: the next seq, its prev_hash the floor's
-last hash). Re-sending a row the floor already holds, identical, is a no-op: shipping is
-idempotent by (table_id, seq), and a different row under a shipped seq is refused loudly.
+only, readers SELECT of the released view only), a check on every row (a table's login may
+insert only rows of its own table), and triggers (no UPDATE, DELETE or TRUNCATE, even for a
+role granted them by mistake; an insert must continue the table's chain: the next seq, its
+prev_hash the floor's last hash). A row the floor already holds is refused (the shipper sends
+only rows after the floor's head, which it verified on connecting), and a different row under
+a shipped seq is refused loudly.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ RELEASED_VIEW = "released_rows"
 SQLSTATE_DIVERGED = "TF001"
 SQLSTATE_CHAIN = "TF002"
 SQLSTATE_APPEND_ONLY = "TF003"
+#: the rows table's check that a table's login inserts its own table's rows only
+OWN_TABLE_CHECK = "table_role_writes_own_table"
 #: the columns every journal row has, hashed into its chain (docs/journal.md)
 CHAIN_COLUMNS = ("seq", "kind", "round", "recorded_at", "body", "prev_hash", "hash")
 #: recorded_at as the journal writes it (Python's isoformat of a UTC time, microseconds
@@ -99,15 +102,35 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.journal_rows (
 ) PARTITION BY RANGE (recorded_at);
 CREATE TABLE IF NOT EXISTS {SCHEMA}.journal_rows_default
     PARTITION OF {SCHEMA}.journal_rows DEFAULT;
--- a dispute: a table's round; the floor at a moment; a day's report: one table's rows by time
-CREATE INDEX IF NOT EXISTS journal_rows_round ON {SCHEMA}.journal_rows (table_id, round, seq);
+-- A table's login inserts its own table's rows only, checked on each row before it reaches
+-- an index (so a forged row for another table meets no unique key that would confirm the
+-- other table's row): an expression on the row and the login (a table's role is named after
+-- its table, writer_role()), not a function call. session_user, not current_user: a SET ROLE
+-- does not change it, and the chain's trigger runs as its definer. Other logins (the DBA's,
+-- `floor migrate`) are not table roles. Row-level security is not the tool here: the rows
+-- table has none (COPY, the shippers' statement, refuses a table with it); readers read the
+-- released view, writers read nothing.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_constraint
+                   WHERE conrelid = '{SCHEMA}.journal_rows'::regclass
+                     AND conname = '{OWN_TABLE_CHECK}') THEN
+        ALTER TABLE {SCHEMA}.journal_rows ADD CONSTRAINT {OWN_TABLE_CHECK}
+            CHECK (session_user::text NOT LIKE 'tablectl\\_table\\_%'
+                   OR session_user::text = 'tablectl_table_' || table_id);
+    END IF;
+END $$;
+-- a dispute: a table's round (its seqs and times from floor.rounds, read by the primary
+-- key); the floor at a moment; a day's report: one table's rows by time. No index by
+-- (table_id, round): floor.rounds gives the same rows by the key, and 400 tables inserting
+-- into one more index at once cost their shipping a quarter of its rate (docs/floor.md).
+DROP INDEX IF EXISTS {SCHEMA}.journal_rows_round;
 CREATE INDEX IF NOT EXISTS journal_rows_time ON {SCHEMA}.journal_rows (recorded_at);
 CREATE INDEX IF NOT EXISTS journal_rows_landmarks ON {SCHEMA}.journal_rows (table_id, seq)
     WHERE kind IN ('table', 'checkpoint', 'segment');
 
 -- Each round's span per table (kept by check_batch, one upsert per round a batch touches): a
--- dispute names a table and a round; this gives its rows' time span, so the lookup reads the
--- one or two gaming days' partitions that hold it, not every day's index.
+-- dispute names a table and a round; this gives its rows' seqs and time span, so the lookup
+-- reads them by the primary key in the one or two gaming days' partitions that hold them.
 CREATE TABLE IF NOT EXISTS {SCHEMA}.rounds (
     table_id text NOT NULL,
     round bigint NOT NULL,
@@ -178,11 +201,13 @@ $$;
 -- a round that ends without one (voided and followed by the next deal) is released with the
 -- next round's collection, late rather than early. Computed in check_batch below over the
 -- statement's rows (and a collection the previous batch ended on), in one pass.
--- One check per INSERT statement (a shipper's batch), over its rows at once (a transition
--- table): the rows of each table are its own (a table's role), continue the floor's head
--- (the next seq, prev_hash its hash), form one run and link to each other; then the head
--- and the release mark advance. A row the floor holds already is refused (the shipper never
--- sends one: its INSERT skips rows at or below the head, which it verified on connecting).
+-- One check per statement (a shipper's COPY of a batch, or an INSERT), over its rows at once
+-- (a transition table): the rows of each table are its own (a table's role), continue the
+-- floor's head (the next seq, prev_hash its hash), form one run and link to each other; then
+-- the head and the release mark advance. A row the floor holds already is refused (the
+-- shipper never sends one: it sends the rows after the head it verified on connecting).
+-- Four reads of the batch's rows per table (its span; its links, last hash and row 1; its
+-- rounds; its release marks) and one update of its floor.tables row.
 CREATE OR REPLACE FUNCTION {SCHEMA}.check_batch() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
 AS $$
@@ -190,8 +215,7 @@ DECLARE
     own text;
     batch record;
     held {SCHEMA}.tables;
-    broken bigint;
-    last_hash text;
+    chain record;
     released bigint;
     waiting bigint;
 BEGIN
@@ -223,22 +247,20 @@ BEGIN
             RAISE EXCEPTION 'table %: rows % to % are not one run of seqs: the floor keeps no gap',
                 batch.table_id, batch.first, batch.last USING ERRCODE = '{SQLSTATE_CHAIN}';
         END IF;
-        SELECT seq INTO broken FROM (
-            SELECT seq, prev_hash,
-                   coalesce(lag(hash) OVER (ORDER BY seq), held.head_hash) AS before
-                FROM inserted WHERE table_id = batch.table_id
-        ) AS links WHERE prev_hash <> before ORDER BY seq LIMIT 1;
-        IF broken IS NOT NULL THEN
+        -- one read: the first row whose prev_hash is not the hash before it, the last row's
+        -- hash (the new head), and row 1's body (the table's game, kept past retirement)
+        SELECT min(seq) FILTER (WHERE prev_hash <> before) AS broken,
+               min(hash) FILTER (WHERE seq = batch.last) AS last_hash,
+               min(body) FILTER (WHERE seq = 1) AS first_body
+            INTO chain
+            FROM (SELECT seq, prev_hash, hash, body,
+                         coalesce(lag(hash) OVER (ORDER BY seq), held.head_hash) AS before
+                      FROM inserted WHERE table_id = batch.table_id) AS links;
+        IF chain.broken IS NOT NULL THEN
             RAISE EXCEPTION 'table %: row % does not follow row % on the floor (its prev_hash is'
-                ' not that row''s hash)', batch.table_id, broken, broken - 1
+                ' not that row''s hash)', batch.table_id, chain.broken, chain.broken - 1
                 USING ERRCODE = '{SQLSTATE_DIVERGED}';
         END IF;
-        SELECT hash INTO last_hash FROM inserted
-            WHERE table_id = batch.table_id AND seq = batch.last;
-        UPDATE {SCHEMA}.tables SET head_seq = batch.last, head_hash = last_hash,
-            table_row = coalesce(table_row, (
-                SELECT body FROM inserted WHERE table_id = batch.table_id AND seq = 1))
-            WHERE table_id = batch.table_id;
         INSERT INTO {SCHEMA}.rounds AS r (table_id, round, first_seq, last_seq, first_at, last_at)
             SELECT table_id, round, min(seq), max(seq), min(recorded_at), max(recorded_at)
                 FROM inserted WHERE table_id = batch.table_id AND round IS NOT NULL
@@ -268,7 +290,9 @@ BEGIN
             INTO released, waiting
             FROM followed WHERE collected;
         UPDATE {SCHEMA}.tables
-            SET released_seq = greatest(released_seq, coalesce(released, 0)),
+            SET head_seq = batch.last, head_hash = chain.last_hash,
+                table_row = coalesce(table_row, chain.first_body),
+                released_seq = greatest(released_seq, coalesce(released, 0)),
                 pending_collection = waiting
             WHERE table_id = batch.table_id;
     END LOOP;
@@ -311,7 +335,13 @@ DROP TRIGGER IF EXISTS append_only_truncate ON {SCHEMA}.journal_rows;
 CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON {SCHEMA}.journal_rows
     FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.refuse_change();
 
-ALTER TABLE {SCHEMA}.journal_rows ENABLE ROW LEVEL SECURITY;
+-- no row-level security on the rows table (COPY refuses it; see the check above): nobody
+-- but the auditor and the DBA may SELECT it, readers get the released view below
+DROP POLICY IF EXISTS writer_inserts_own_table ON {SCHEMA}.journal_rows;
+DROP POLICY IF EXISTS writer_sees_own_head ON {SCHEMA}.journal_rows;
+DROP POLICY IF EXISTS reader_reads_ended_rounds ON {SCHEMA}.journal_rows;
+DROP POLICY IF EXISTS auditor_reads_all ON {SCHEMA}.journal_rows;
+ALTER TABLE {SCHEMA}.journal_rows DISABLE ROW LEVEL SECURITY;
 ALTER TABLE {SCHEMA}.tables ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {SCHEMA} FROM PUBLIC;
@@ -341,37 +371,24 @@ END $$;
 
 _GRANTS = f"""
 GRANT USAGE ON SCHEMA {SCHEMA} TO {WRITER_GROUP}, {READER_GROUP}, {AUDITOR_GROUP};
--- writers: INSERT, and of their own table only the chain's head (to resume after an outage)
+-- writers: INSERT (by COPY) of their own table's rows, and of floor.tables their own row's
+-- head (to resume after an outage); nothing of the rows table. A floor made by an earlier
+-- tablectl granted writers and readers SELECT on it: taken back here.
+REVOKE ALL ON {SCHEMA}.journal_rows FROM {WRITER_GROUP}, {READER_GROUP}, {AUDITOR_GROUP};
 GRANT INSERT ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
-GRANT SELECT (table_id, seq, hash) ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
 GRANT SELECT (table_id, writer_role, head_seq, head_hash) ON {SCHEMA}.tables TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.ensure_partitions_ahead(integer) TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.record_verified(text, bigint, text) TO {AUDITOR_GROUP};
--- readers (surveillance, the pit, reports): SELECT of ended rounds, nothing else (H7). They
--- may query the rows table itself (its policy below holds back the rounds in play) or the
--- released view (the same rows, joined once rather than checked row by row).
-GRANT SELECT ON {SCHEMA}.journal_rows, {SCHEMA}.{RELEASED_VIEW}, {SCHEMA}.tables,
-    {SCHEMA}.settings, {SCHEMA}.retired, {SCHEMA}.rounds TO {READER_GROUP}, {AUDITOR_GROUP};
+-- readers (surveillance, the pit, reports): the released view, ended rounds only (H7), and
+-- the floor's bookkeeping; the auditor (the regulator's lab) the rows table itself, every
+-- row, a round in play included.
+GRANT SELECT ON {SCHEMA}.{RELEASED_VIEW}, {SCHEMA}.tables, {SCHEMA}.settings, {SCHEMA}.retired,
+    {SCHEMA}.rounds TO {READER_GROUP}, {AUDITOR_GROUP};
+GRANT SELECT ON {SCHEMA}.journal_rows TO {AUDITOR_GROUP};
 
--- a table's role is named after its table (writer_role()): the check is an expression on
--- the row, not a function called per row
-DROP POLICY IF EXISTS writer_inserts_own_table ON {SCHEMA}.journal_rows;
-CREATE POLICY writer_inserts_own_table ON {SCHEMA}.journal_rows FOR INSERT TO {WRITER_GROUP}
-    WITH CHECK ('tablectl_table_' || table_id = current_user);
-DROP POLICY IF EXISTS writer_sees_own_head ON {SCHEMA}.journal_rows;
-CREATE POLICY writer_sees_own_head ON {SCHEMA}.journal_rows FOR SELECT TO {WRITER_GROUP}
-    USING ('tablectl_table_' || table_id = current_user);
 DROP POLICY IF EXISTS writer_sees_own_table ON {SCHEMA}.tables;
 CREATE POLICY writer_sees_own_table ON {SCHEMA}.tables FOR SELECT TO {WRITER_GROUP}
     USING (writer_role = current_user);
-DROP POLICY IF EXISTS reader_reads_ended_rounds ON {SCHEMA}.journal_rows;
-CREATE POLICY reader_reads_ended_rounds ON {SCHEMA}.journal_rows FOR SELECT TO {READER_GROUP}
-    USING (round IS NULL OR seq <= (
-        SELECT released.released_seq FROM {SCHEMA}.tables AS released
-            WHERE released.table_id = journal_rows.table_id));
-DROP POLICY IF EXISTS auditor_reads_all ON {SCHEMA}.journal_rows;
-CREATE POLICY auditor_reads_all ON {SCHEMA}.journal_rows FOR SELECT TO {AUDITOR_GROUP}
-    USING (true);
 DROP POLICY IF EXISTS reader_reads_tables ON {SCHEMA}.tables;
 CREATE POLICY reader_reads_tables ON {SCHEMA}.tables FOR SELECT
     TO {READER_GROUP}, {AUDITOR_GROUP} USING (true);

@@ -96,19 +96,22 @@ def require_table(conn: Any, table_id: str) -> None:
 
 
 def round_span_rows(conn: Any, table_id: str, round_number: int) -> list[RawRow]:
-    """A dispute's lookup: the rows of one table's round, read from the partitions of its
-    time span only (floor.rounds), not every gaming day's index."""
+    """A dispute's lookup: the rows of one table's round, by the primary key (table, seq,
+    time) over the round's seqs and times (floor.rounds), in the partitions of its time span
+    only, not every gaming day's index."""
     span = conn.execute(
-        f"SELECT first_at, last_at FROM {SCHEMA}.rounds WHERE table_id = %s AND round = %s",
+        f"SELECT first_seq, last_seq, first_at, last_at FROM {SCHEMA}.rounds"
+        " WHERE table_id = %s AND round = %s",
         (table_id, round_number),
     ).fetchone()
     if span is None:
         return []
     columns = ", ".join(RECORDED_AT_SQL if c == "recorded_at" else c for c in CHAIN_COLUMNS)
     rows = conn.execute(
-        f"SELECT {columns} FROM {rows_relation(conn)} WHERE table_id = %s AND round = %s"
-        " AND recorded_at BETWEEN %s AND %s ORDER BY seq",
-        (table_id, round_number, span[0], span[1]),
+        f"SELECT {columns} FROM {rows_relation(conn)} WHERE table_id = %s"
+        " AND seq BETWEEN %s AND %s AND recorded_at BETWEEN %s AND %s AND round = %s"
+        " ORDER BY seq",
+        (table_id, span[0], span[1], span[2], span[3], round_number),
     ).fetchall()
     return [cast(RawRow, tuple(row)) for row in rows]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -12,17 +13,24 @@ import pytest
 
 from tablectl.controller.floor.schema import (
     AUDITOR_GROUP,
+    OWN_TABLE_CHECK,
     READER_GROUP,
     RELEASED_VIEW,
     SCHEMA,
+    WRITER_GROUP,
     writer_role,
 )
+from tablectl.controller.floor.shipper import _COPY, _COPY_TYPES, floor_time
 from tests.floor.floorkit import FloorDb, shipped_journal, unique_table_id
 
 INSERT = (
     f"INSERT INTO {SCHEMA}.journal_rows (table_id, seq, kind, round, recorded_at, body,"
     " prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
+
+
+def _at(text: str) -> object:
+    return floor_time(text)[0]
 
 
 def _shipped_table(floor_db: FloorDb, tmp_path: Path, rows: int = 5) -> tuple[str, Path]:
@@ -43,11 +51,15 @@ def test_the_writer_role_is_refused_update_delete_and_truncate(
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
-        # nor can it read what it wrote: only its chain's head (seq and hash)
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute(f"SELECT body FROM {SCHEMA}.journal_rows")
-        head = conn.execute(f"SELECT max(seq) FROM {SCHEMA}.journal_rows").fetchone()
-        assert head == (5,)
+        # nor can it read what it wrote: only its chain's head, in floor.tables
+        for statement in (
+            f"SELECT body FROM {SCHEMA}.journal_rows",
+            f"SELECT max(seq) FROM {SCHEMA}.journal_rows",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+        heads = conn.execute(f"SELECT table_id, head_seq FROM {SCHEMA}.tables").fetchall()
+        assert heads == [(table_id, 5)]
     assert len(floor_db.floor_rows(table_id)) == 5
 
 
@@ -56,17 +68,33 @@ def test_the_writer_role_is_refused_another_tables_rows(floor_db: FloorDb, tmp_p
     other, _ = _shipped_table(floor_db, tmp_path)
     row = floor_db.floor_rows(other)[-1]
     with floor_db.as_writer(mine) as conn:
-        # a row for the other table, continuing its chain: row-level security refuses it
+        # a row for the other table, continuing its chain: the rows table's check refuses it
         forged = (other, row[0] + 1, "event", 1, row[3], "{}", row[6], "f" * 64)
-        with pytest.raises(
-            psycopg.errors.InsufficientPrivilege, match=r"row-level security|its own table"
-        ):
+        with pytest.raises(psycopg.errors.CheckViolation, match=OWN_TABLE_CHECK):
             conn.execute(INSERT, forged)
+        # by the shipper's own statement (COPY) too
+        with (
+            pytest.raises(psycopg.errors.CheckViolation, match=OWN_TABLE_CHECK),
+            conn.cursor() as cursor,
+            cursor.copy(_COPY) as copy,
+        ):
+            copy.set_types(_COPY_TYPES)
+            copy.write_row(
+                (other, row[0] + 1, "event", 1, _at(row[3]), None, "{}", row[6], "f" * 64, {})
+            )
+        # a SET ROLE to the writers' group changes nothing (the check is on the login)
+        conn.execute(f"SET ROLE {WRITER_GROUP}")
+        with pytest.raises(psycopg.errors.CheckViolation, match=OWN_TABLE_CHECK):
+            conn.execute(INSERT, forged)
+        conn.execute("RESET ROLE")
         # and it sees none of the other table's rows, not even their head
-        seen = conn.execute(
-            f"SELECT count(*) FROM {SCHEMA}.journal_rows WHERE table_id = %s", (other,)
-        ).fetchone()
-        assert seen == (0,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(
+                f"SELECT count(*) FROM {SCHEMA}.journal_rows WHERE table_id = %s", (other,)
+            )
+        assert conn.execute(
+            f"SELECT count(*) FROM {SCHEMA}.tables WHERE table_id = %s", (other,)
+        ).fetchone() == (0,)
     assert len(floor_db.floor_rows(other)) == 5
 
 
@@ -105,11 +133,13 @@ def test_readers_select_and_nothing_else(floor_db: FloorDb, tmp_path: Path) -> N
     dsn = f"host={floor_db.server.sockets} port={floor_db.server.port} dbname={floor_db.name}"
     with psycopg.connect(f"{dsn} user={reader}", autocommit=True) as conn:
         # no round of this journal ended (no collection): only its table row is released
-        for relation in ("journal_rows", RELEASED_VIEW):
-            count = conn.execute(
-                f"SELECT count(*) FROM {SCHEMA}.{relation} WHERE table_id = %s", (table_id,)
-            ).fetchone()
-            assert count == (1,)
+        count = conn.execute(
+            f"SELECT count(*) FROM {SCHEMA}.{RELEASED_VIEW} WHERE table_id = %s", (table_id,)
+        ).fetchone()
+        assert count == (1,)
+        # the rows table itself is the auditor's: refused to a reader
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"SELECT count(*) FROM {SCHEMA}.journal_rows")
         row = floor_db.floor_rows(table_id)[-1]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(INSERT, (table_id, 6, "event", 1, row[3], "{}", row[6], "f" * 64))
@@ -149,23 +179,29 @@ def test_even_the_owner_cannot_rewrite_the_floor(floor_db: FloorDb, tmp_path: Pa
 def test_a_writers_bad_row_for_another_table_learns_nothing_of_it(
     floor_db: FloorDb, tmp_path: Path
 ) -> None:
-    """Rows that would meet the other table's chain check (a seq it holds, a seq after its
-    head with a wrong link): the error names no seq, hash or id of the other table."""
+    """Rows that would meet the other table's unique key or chain check (a row it holds, seq
+    and time exactly; a seq after its head with a wrong link): refused by the own-table check
+    on the row, before any index or the chain is looked at. The error names no seq, hash or
+    id of the other table beyond the forged row's own values, echoed back."""
     mine, _ = _shipped_table(floor_db, tmp_path)
     other, _ = _shipped_table(floor_db, tmp_path)
     theirs = floor_db.floor_rows(other)
     with floor_db.as_writer(mine) as conn:
         for forged in (
-            (other, 3, "event", 1, theirs[2][3], "{}", theirs[1][6], "a" * 64),  # held seq
+            (other, 3, "event", 1, theirs[2][3], "{}", theirs[1][6], "a" * 64),  # held row
             (other, 6, "event", 1, theirs[2][3], "{}", "b" * 64, "c" * 64),  # bad link
         ):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
+            # not a duplicate key (which would confirm the other table's row 3 and its time)
+            with pytest.raises(psycopg.errors.CheckViolation, match=OWN_TABLE_CHECK) as refused:
                 conn.execute(INSERT, forged)
-            said = str(refused.value) + str(refused.value.diag.message_detail or "")
-            assert other not in said
+            primary = refused.value.diag.message_primary or ""
+            detail = refused.value.diag.message_detail or ""
+            assert other not in primary
+            assert not detail or detail.startswith("Failing row contains")
             for row in theirs:
-                assert row[6][:8] not in said  # no hash prefix of theirs
-            assert "row 5" not in said and "row 3" not in said
+                if row[6] not in forged:
+                    assert row[6][:8] not in primary + detail  # no hash of theirs not sent
+            assert "row 5" not in primary + detail and "row 3" not in primary + detail
 
 
 def test_no_table_password_reaches_the_server_log(floor_db: FloorDb, tmp_path: Path) -> None:
@@ -204,3 +240,67 @@ def test_no_table_password_reaches_the_server_log(floor_db: FloorDb, tmp_path: P
         dsn = server.table_dsn(floor_db.name, writer_role(table_id))
         with psycopg.connect(dsn, passfile=str(passfile)) as conn:
             assert conn.execute("SELECT current_user").fetchone() == (writer_role(table_id),)
+
+
+def test_an_earlier_floor_is_brought_to_these_privileges(floor_db: FloorDb, tmp_path: Path) -> None:
+    """`floor init` on a floor made by the previous tablectl (row-level security on the rows
+    table, readers granted it, no own-table check, an index by round): the shippers' COPY is
+    refused there ("COPY FROM not supported with row-level security") until init runs again;
+    after it, readers are refused the rows table, a table's role is refused another table's
+    row by the check, the round index is gone, and shipping goes on from the floor's head."""
+    from tablectl.controller.floor.schema import create_schema
+    from tablectl.controller.floor.shipper import FloorShipper
+
+    table_id, journal = _shipped_table(floor_db, tmp_path)
+    with floor_db.admin() as conn:
+        conn.execute(f"ALTER TABLE {SCHEMA}.journal_rows DROP CONSTRAINT {OWN_TABLE_CHECK}")
+        conn.execute(f"ALTER TABLE {SCHEMA}.journal_rows ENABLE ROW LEVEL SECURITY")
+        conn.execute(
+            f"CREATE POLICY writer_inserts_own_table ON {SCHEMA}.journal_rows FOR INSERT"
+            f" TO {WRITER_GROUP} WITH CHECK ('tablectl_table_' || table_id = current_user)"
+        )
+        conn.execute(f"GRANT SELECT ON {SCHEMA}.journal_rows TO {READER_GROUP}")
+        conn.execute(
+            f"CREATE INDEX journal_rows_round ON {SCHEMA}.journal_rows (table_id, round, seq)"
+        )
+    with (
+        floor_db.as_writer(table_id) as conn,
+        pytest.raises(psycopg.errors.FeatureNotSupported),
+        conn.cursor() as cursor,
+        cursor.copy(_COPY) as copy,
+    ):
+        copy.set_types(_COPY_TYPES)
+    with floor_db.admin() as conn:
+        create_schema(conn)
+        assert conn.execute(
+            "SELECT relrowsecurity FROM pg_class WHERE oid = 'floor.journal_rows'::regclass"
+        ).fetchone() == (False,)
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM pg_constraint WHERE conname = %s", (OWN_TABLE_CHECK,)
+            ).fetchone()[0]
+            >= 1
+        )
+        assert conn.execute("SELECT to_regclass('floor.journal_rows_round')").fetchone() == (None,)
+        reader = f"reader_{table_id}"
+        conn.execute(f"CREATE ROLE {reader} LOGIN IN ROLE {READER_GROUP}")
+    dsn = f"host={floor_db.server.sockets} port={floor_db.server.port} dbname={floor_db.name}"
+    with (
+        psycopg.connect(f"{dsn} user={reader}", autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute(f"SELECT count(*) FROM {SCHEMA}.journal_rows")
+    # the table's next rows ship by COPY again
+    from tablectl.controller.journal import Journal
+
+    with Journal(journal) as local:
+        local.append("note", {"type": "after_the_upgrade"}, durable=True)
+    shipper = FloorShipper(table_id, journal, floor_db.config(table_id), publish_metrics=False)
+    shipper.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(floor_db.floor_rows(table_id)) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        shipper.stop(1)
+    assert len(floor_db.floor_rows(table_id)) == 6
