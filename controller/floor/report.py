@@ -223,13 +223,20 @@ def day_seat_bias(
 
     copies = engine_from_table_row(table_row, ReplayedDraws(())).composition.copies
     dealt: list[tuple[int, str]] = []
-    for item in replay_table(conn, table_id, day_start, info=TableReplay(table_id)):
+    reach = day_start - CHECKPOINT_REACH
+    for item in replay_table(conn, table_id, day_start, info=TableReplay(table_id), reach=reach):
         if isinstance(item, EndedRound) and item.gaming_day == day:
             dealt += [(e["to"], str(e["card"])) for e in item.dealt if isinstance(e.get("to"), int)]
         elif isinstance(item, EndedRound) and item.gaming_day > day:
             break
     return seat_bias(copies, dealt), len(dealt)
 
+
+#: how far before a gaming day's start Q3's replay may begin: a journal writes an engine
+#: checkpoint at each gaming day's start, so the day's own (or the day before's, a table that
+#: was down at the roll-over) is within it; past it Q3 says why it is untested rather than
+#: replay the table's history (the report reads its day, not the floor)
+CHECKPOINT_REACH = datetime.timedelta(days=1, hours=12)
 
 #: rows read either side of the gaming day's bounds: a table's clock a little off, and the
 #: decisions recorded just after the day's last event (the exact rule is applied per row)

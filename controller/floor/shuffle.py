@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
+from tablectl.controller.floor.store import rows_relation
 from tablectl.controller.journal import (
     RANDOM_DRAW,
     JournalError,
@@ -106,11 +107,20 @@ class TableReplay:
 
 
 def replay_table(
-    conn: Any, table_id: str, since: datetime.datetime | None = None, *, info: TableReplay
+    conn: Any,
+    table_id: str,
+    since: datetime.datetime | None = None,
+    *,
+    info: TableReplay,
+    reach: datetime.datetime | None = None,
 ) -> Iterator[EndedRound | NewShoe]:
     """The table's ended rounds and shoe marks, in order, from its rows up to the release
     mark: from the last engine checkpoint before `since` (a journal writes one at each gaming
-    day's start), or from row 1. Streamed: a server-side cursor, FETCH_ROWS at a time."""
+    day's start), or from row 1. Streamed: a server-side cursor, FETCH_ROWS at a time.
+
+    With `reach`, a replay never starts before it: no checkpoint at or after `reach` (and
+    before `since`) and a row 1 older than `reach` raise ValueError rather than read the
+    table's whole history (what a day's report must not do: it reads its day)."""
     table = conn.execute(
         f"SELECT table_row, released_seq FROM {SCHEMA}.tables WHERE table_id = %s", (table_id,)
     ).fetchone()
@@ -127,11 +137,22 @@ def replay_table(
     start = 0
     if since is not None:
         mark = conn.execute(
-            f"SELECT seq FROM {SCHEMA}.journal_rows WHERE table_id = %s AND kind = 'checkpoint'"
+            f"SELECT seq FROM {rows_relation(conn)} WHERE table_id = %s AND kind = 'checkpoint'"
             " AND recorded_at < %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
             (table_id, since, released),
         ).fetchone()
         start = int(mark[0]) - 1 if mark else 0
+    if reach is not None:
+        oldest = conn.execute(
+            f"SELECT min(recorded_at) FROM {rows_relation(conn)} WHERE table_id = %s AND seq = %s",
+            (table_id, start + 1),
+        ).fetchone()
+        if oldest is None or oldest[0] is None or oldest[0] < reach:
+            raise ValueError(
+                f"no engine checkpoint on the floor between {reach.isoformat()} and "
+                f"{(since or reach).isoformat()}: the replay would start at row {start + 1}, "
+                "before the day; `tablectl journal seat-bias` on the table's journal runs it"
+            )
     marks = _Marks(engine)
     engine.shuffle_watch = marks
     fresh = True  # no event replayed yet: a checkpoint row may set the engine
@@ -140,7 +161,7 @@ def replay_table(
         cursor.execute(
             f"SELECT r.seq, r.kind, r.round, {RECORDED_AT_SQL}, r.body, r.prev_hash, r.hash,"
             " ((r.recorded_at AT TIME ZONE s.time_zone) - s.gaming_day_start)::date"
-            f" FROM {SCHEMA}.journal_rows AS r, {SCHEMA}.settings AS s"
+            f" FROM {rows_relation(conn)} AS r, {SCHEMA}.settings AS s"
             " WHERE r.table_id = %s AND r.seq > %s AND r.seq <= %s ORDER BY r.seq",
             (table_id, start, released),
         )

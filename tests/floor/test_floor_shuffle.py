@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tablectl.controller.cards import STANDARD_DECK
 from tablectl.controller.engine import Engine
 from tablectl.controller.journal import Journal
@@ -333,6 +335,7 @@ def test_Q1_reads_the_last_N_gaming_days_from_the_checkpoint_before_them(
     round 6 deals round 4's order, round 7 round 2's. `--days 1` checks today's rounds only
     (no finding: both earlier shoes are outside); `--days 5` finds both. The replay of a
     window starts at the last checkpoint before it, not at row 1."""
+    from tablectl.controller.floor.report import CHECKPOINT_REACH as REPORT_REACH
     from tablectl.controller.floor.shuffle import EndedRound, TableReplay, replay_table
 
     rng = random.Random(18)
@@ -370,6 +373,19 @@ def test_Q1_reads_the_last_N_gaming_days_from_the_checkpoint_before_them(
         ).fetchone()[0]
         read = replay_table(conn, table_id, since, info=TableReplay(table_id))
         assert [r.number for r in read if isinstance(r, EndedRound)] == [4, 5, 6, 7]
+        # a day's report reaches back a day and a half for its checkpoint, no further: the
+        # checkpoint three days back is out of reach, and it says so rather than read the
+        # table's older rows (with a reach of four days it replays as above)
+        far = replay_table(
+            conn, table_id, since, info=TableReplay(table_id), reach=since - REPORT_REACH
+        )
+        with pytest.raises(ValueError, match="no engine checkpoint on the floor between"):
+            list(far)
+        near = replay_table(
+            conn, table_id, since, info=TableReplay(table_id),
+            reach=since - datetime.timedelta(days=4),
+        )  # fmt: skip
+        assert [r.number for r in near if isinstance(r, EndedRound)] == [4, 5, 6, 7]
 
 
 def _biased(rng: random.Random, rounds: int) -> list[list[str]]:
