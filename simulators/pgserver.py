@@ -53,7 +53,16 @@ def free_port() -> int:
 class ThrowawayPostgres:
     """initdb + pg_ctl in a temp dir; `start`, `stop`, `destroy`; DSNs for the DBA and tables."""
 
-    def __init__(self, base: Path | None = None, *, user: str | None = None) -> None:
+    def __init__(
+        self,
+        base: Path | None = None,
+        *,
+        user: str | None = None,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        #: server settings over the throwaway defaults (a bench's floor sized like a floor's)
+        self.settings = {"fsync": "off", "max_connections": "200", "shared_buffers": "32MB"}
+        self.settings.update(settings or {})
         self.bindir = server_bindir()
         self.root = Path(tempfile.mkdtemp(prefix="tablectl-pg-", dir=base))
         self.data = self.root / "data"
@@ -115,9 +124,8 @@ class ThrowawayPostgres:
             raise PostgresUnavailable(f"initdb failed: {done.stderr.strip() or done.stdout}")
 
     def start(self) -> None:
-        options = (
-            f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1"
-            " -c fsync=off -c max_connections=200 -c shared_buffers=32MB"
+        options = f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1" + "".join(
+            f" -c {name}={value}" for name, value in self.settings.items()
         )
         done = self._run(
             str(self.bindir / "pg_ctl"),

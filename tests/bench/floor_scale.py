@@ -3,35 +3,46 @@
 A load generator writes synthetic journals: the rows of real rounds (legal rounds of three
 games played through a TableService with its durable journal, the real engine's rows: ~31
 rows and ~7.4 KB a round) repeated with each table's own seqs, times and a valid hash chain.
-Everything goes into one throwaway PostgreSQL on this machine (simulators.pgserver); the
-tables' 400 connections go through a throwaway PgBouncer (simulators.pgbouncer, transaction
-mode, 20 server connections).
+Everything goes into one throwaway PostgreSQL on this machine (simulators.pgserver), sized as
+a floor's DBA would (FLOOR_SERVER: 500 connections, 1 GB of shared buffers); each table holds
+its own connection, as a table PC does (`--pooler`: through a throwaway PgBouncer instead,
+simulators.pgbouncer; its pools are per login role, so 400 tables' roles over 20 server
+connections open a new backend for nearly every batch: docs/floor.md). The 400 tables' real
+FloorShippers run in SHIPPER_PROCESSES processes of 50 threads each.
 
     floor_catch_up_400_seconds  400 tables, each with one hour of play waiting (a floor outage
                                 of an hour at 1,000 rounds a table a day), 400 real
-                                FloorShippers started at once through PgBouncer: until every
+                                FloorShippers started at once: 400 logins, then until every
                                 table is caught up
-    floor_ingest_vs_copy        those rows per second / a COPY of the same rows into a table of
-                                the same columns and indexes, no checks     goal >= 0.5
+    floor_ingest_vs_copy        the next hour of play committed to all 400 journals at once,
+                                shipped by the 400 connected shippers: rows per second / a
+                                COPY of the same rows (one a table, one connection) into a
+                                table of the same columns and indexes, no checks
+                                                                            goal >= 0.5
     floor_lookup_growth         dispute lookups' p99 (a table's round; the whole floor's
                                 minute) at 10x rows / at 1x, the larger of the two
                                                                             goal <= 1.5
-    floor_report_seconds_400    `floor report` of one gaming day for 400 tables (rows read:
-                                that day's window only)
+    floor_report_seconds_400    `floor report` of one gaming day for 400 tables, with the rows
+                                it read (the server's own count of rows fetched)
     floor_verify_vs_hash_floor  `floor verify` rows/s / the same rows fetched and their hashes
                                 recomputed and linked, nothing else         goal >= 0.5
 
-Between 1x and 10x the floor grows by COPY into floor.journal_rows (the same statement check
-as a shipper's INSERT), later play spread over ten gaming days.
+Between 1x and 10x the floor grows as a live floor fills, in time order (every table's rows of
+a minute side by side), later play spread over ten gaming days; the fill is set-up, written
+with the triggers off and each table's head and round spans set after it (the catch-up and
+ingest above go through every check; the verify below proves the filled chains).
 
     python -m tests.bench.floor_scale [--quick] [--base-rows N (default 500,000: 10x 5 M)]
+        [--ingest-only] [--batch-rows N] [--processes N] [--pooler]
         [--check-cost] [--catch-up-batch ROWS]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import heapq
 import json
 import random
 import re
@@ -45,7 +56,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.config import FloorConfig, parse_config
+from tablectl.controller.config import DEFAULT_FLOOR_BATCH_ROWS, FloorConfig, parse_config
 from tablectl.controller.floor.report import build_report, day_window
 from tablectl.controller.floor.retention import ensure_days
 from tablectl.controller.floor.schema import (
@@ -92,6 +103,9 @@ GAMES = (
     ("heads_up_holdem", {"dealing": "automated_shoe"}),
 )
 _TIME = re.compile(r'"time":"[^"]*"')
+#: the floor's server as a DBA would size it for 400 tables (each table PC holds one
+#: connection: 400 backends and room for readers), not the throwaway default of the tests
+FLOOR_SERVER = {"max_connections": "500", "shared_buffers": "1GB"}
 #: the real daemon's rows are ~7.4 KB a round of ~31 (~239 bytes a row: device, caller and
 #: firmware fields the generated events lack): bodies are padded to that mean
 REAL_BYTES_PER_ROW = 239
@@ -174,7 +188,9 @@ class SyntheticTable:
 
 
 def _write_journal(path: Path, rows: list[tuple]) -> None:
-    Journal(path).close()
+    """Rows into a table's journal file (made if new), as its daemon would have committed them."""
+    if not path.exists():
+        Journal(path).close()
     db = sqlite3.connect(path)
     db.executemany(
         "INSERT INTO journal (seq, kind, round, recorded_at, body, prev_hash, hash)"
@@ -242,23 +258,191 @@ def _grow(
     rows_each: int,
     first_at: datetime.datetime,
     days: float,
-    chunk: int = 5000,
+    chunk_hours: float = 2.0,
 ) -> datetime.datetime:
-    """Every table `rows_each` more rows spread over `days` gaming days, by COPY through the
-    floor's check (one statement per table per chunk). Returns the end time."""
+    """Every table `rows_each` more rows spread over `days` gaming days, written as a live
+    floor writes them: in time order, every table's rows of a moment side by side (one COPY
+    per `chunk_hours` of play holding all 400 tables' rows, sorted by time). The fill is set-up,
+    not what is measured: it goes in with the floor's triggers off (a session in replication
+    mode, the DBA's), then each table's head and the rounds' spans are set from the rows, as
+    the trigger would have; the chains themselves are proved by the verify section below.
+    Returns the end time."""
     if rows_each <= 0:
         return first_at
     spacing = days * 86400 / rows_each
+    per_chunk = max(1, int(chunk_hours * 3600 / spacing))
     done = 0
-    while done < rows_each:
-        step = min(chunk, rows_each - done)
-        at = first_at + datetime.timedelta(seconds=done * spacing)
-        for table in tables:
-            rows = list(table.rows(step, at, spacing))
+    conn.execute("SET session_replication_role = replica")
+    try:
+        while done < rows_each:
+            step = min(per_chunk, rows_each - done)
+            at = first_at + datetime.timedelta(seconds=done * spacing)
+            merged = heapq.merge(
+                *(
+                    [(r[3], table.table_id, r) for r in table.rows(step, at, spacing)]
+                    for table in tables
+                )
+            )
             with conn.transaction():
-                _copy_rows(conn, f"{SCHEMA}.journal_rows", table.table_id, rows)
-        done += step
+                _copy_rows_of_tables(conn, f"{SCHEMA}.journal_rows", merged)
+            done += step
+    finally:
+        conn.execute("RESET session_replication_role")
+    low = first_at - datetime.timedelta(seconds=1)
+    with conn.transaction():
+        conn.execute(
+            f"UPDATE {SCHEMA}.tables AS t SET head_seq = h.seq, head_hash = h.hash,"
+            " released_seq = h.seq"
+            f" FROM (SELECT DISTINCT ON (table_id) table_id, seq, hash FROM {SCHEMA}.journal_rows"
+            " WHERE recorded_at >= %s ORDER BY table_id, seq DESC) AS h"
+            " WHERE t.table_id = h.table_id",
+            (low,),
+        )
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.rounds AS r"
+            " (table_id, round, first_seq, last_seq, first_at, last_at)"
+            " SELECT table_id, round, min(seq), max(seq), min(recorded_at), max(recorded_at)"
+            f" FROM {SCHEMA}.journal_rows WHERE recorded_at >= %s AND round IS NOT NULL"
+            " GROUP BY table_id, round"
+            " ON CONFLICT (table_id, round) DO UPDATE SET"
+            " first_seq = least(r.first_seq, excluded.first_seq),"
+            " last_seq = greatest(r.last_seq, excluded.last_seq),"
+            " first_at = least(r.first_at, excluded.first_at),"
+            " last_at = greatest(r.last_at, excluded.last_at)",
+            (low,),
+        )
     return first_at + datetime.timedelta(seconds=rows_each * spacing)
+
+
+def _copy_rows_of_tables(conn: Any, target: str, rows: Iterator[tuple]) -> None:
+    """COPY (time, table_id, row) triples, in their order, into `target`."""
+    columns = "(table_id, seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash)"
+    with conn.cursor() as cursor, cursor.copy(f"COPY {target} {columns} FROM STDIN") as copy:
+        for _, table_id, (seq, kind, rnd, at, body, prev, digest) in rows:
+            moment, text = floor_time(at)
+            copy.write_row((table_id, seq, kind, rnd, moment, text, body, prev, digest))
+
+
+#: the 400 tables' shippers run in this many processes of 50 threads each: a table PC runs
+#: one shipper in its own daemon, and 400 threads under one interpreter lock measure the lock
+#: (50 threads shipped 38k rows/s, 400 threads 6.5k, on this machine), not the floor
+SHIPPER_PROCESSES = 8
+
+
+def _fleet_worker(
+    pipe: Any, slice_: list[tuple[str, str, str]], passfile: str, batch_rows: int | None
+) -> None:
+    """One process of the load generator: real FloorShippers for its tables, driven by the
+    parent: "start" (connect, resume, catch up), "notify" (rows committed: ship them), "stop".
+    Answers each with the seconds it took to have every table caught up."""
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    shippers = {
+        table_id: FloorShipper(
+            table_id,
+            Path(journal),
+            FloorConfig(dsn=dsn, passfile=Path(passfile), batch_rows=batch_rows)
+            if batch_rows
+            else FloorConfig(dsn=dsn, passfile=Path(passfile)),
+            publish_metrics=False,
+            linger=0.0,
+        )
+        for table_id, journal, dsn in slice_
+    }
+    import resource
+
+    while True:
+        command, argument = pipe.recv()
+        began = time.perf_counter()
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        if command == "start":
+            for shipper in shippers.values():
+                shipper.start()
+        elif command == "notify":
+            for table_id, seq in argument.items():
+                shippers[table_id].notify(seq)
+        elif command == "stop":
+            for shipper in shippers.values():
+                shipper.stop(0)
+            pipe.send(("stopped", 0.0, 0, 0.0))
+            return
+        _wait_caught_up(list(shippers.values()), began)
+        acknowledged = sum(s.acknowledged_seq for s in shippers.values())
+        now = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime
+        pipe.send(("caught_up", time.perf_counter() - began, acknowledged, cpu))
+
+
+class ShipperFleet:
+    """The 400 tables' real FloorShippers, in SHIPPER_PROCESSES processes."""
+
+    def __init__(
+        self,
+        tables: list[tuple[str, str, str]],
+        passfile: Path,
+        batch_rows: int | None = None,
+        processes: int = SHIPPER_PROCESSES,
+    ) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self.workers = []
+        for n in range(processes):
+            parent, child = context.Pipe()
+            process = context.Process(
+                target=_fleet_worker,
+                args=(child, tables[n::processes], str(passfile), batch_rows),
+            )
+            process.start()
+            self.workers.append((parent, process, tables[n::processes]))
+
+    def run(self, command: str, seqs: dict[str, int] | None = None) -> tuple[float, int, float]:
+        """Send a command to every process at once; wall seconds until all are caught up, the
+        sum of the rows acknowledged, and the CPU seconds the shippers' processes spent."""
+        began = time.perf_counter()
+        for pipe, _, slice_ in self.workers:
+            mine = {t[0]: seqs[t[0]] for t in slice_} if seqs else None
+            pipe.send((command, mine))
+        acknowledged, cpu = 0, 0.0
+        for pipe, _, _ in self.workers:
+            _, _, count, spent = pipe.recv()
+            acknowledged, cpu = acknowledged + count, cpu + spent
+        return time.perf_counter() - began, acknowledged, cpu
+
+    def stop(self) -> None:
+        for pipe, process, _ in self.workers:
+            with contextlib.suppress(OSError, EOFError):
+                pipe.send(("stop", None))
+                pipe.recv()
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+
+
+def _rows_fetched(conn: Any, after: int | None = None) -> int:
+    """Rows the server read from the floor's partitions so far (its statistics: sequential
+    and index fetches), or since `after`; waits for a closed backend's figures to land."""
+    query = (
+        "SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)"
+        " FROM pg_stat_user_tables WHERE schemaname = %s AND relname LIKE 'journal\\_rows\\_%%'"
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        total = int(conn.execute(query, (SCHEMA,)).fetchone()[0])
+        if after is None or total > after or time.monotonic() > deadline:
+            return total if after is None else total - after
+        time.sleep(0.2)
+
+
+def _wait_caught_up(shippers: list[FloorShipper], began: float) -> None:
+    while not all(s.head_known and s.rows_behind == 0 for s in shippers):
+        if time.perf_counter() - began > 1800:
+            raise RuntimeError("the 400 tables did not catch up in 30 minutes")
+        time.sleep(0.02)
 
 
 def _hash_floor(conn: Any, table_id: str) -> int:
@@ -272,10 +456,18 @@ def _hash_floor(conn: Any, table_id: str) -> int:
     return count
 
 
-def measure(quick: bool = False, base_rows: int | None = None) -> dict[str, Any]:
+def measure(
+    quick: bool = False,
+    base_rows: int | None = None,
+    via_pooler: bool = False,
+    *,
+    ingest_only: bool = False,
+    batch_rows: int | None = None,
+    processes: int = SHIPPER_PROCESSES,
+) -> dict[str, Any]:
     base_rows = base_rows or (400_000 if quick else 500_000)
     workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-scale-"))
-    server = ThrowawayPostgres()
+    server = ThrowawayPostgres(settings=FLOOR_SERVER)
     bouncer: ThrowawayPgBouncer | None = None
     timings: dict[str, Any] = {"tables": TABLES, "base_rows": base_rows}
     try:
@@ -309,40 +501,52 @@ def measure(quick: bool = False, base_rows: int | None = None) -> dict[str, Any]
             hour_rows[table.table_id] = rows
             _write_journal(journals / f"{table.table_id}.sqlite", rows)
         outage_rows = per_hour * TABLES
-        bouncer = ThrowawayPgBouncer(server, DATABASE, pool_size=20, clients=TABLES + 50)
-        bouncer.start([writer_role(t.table_id) for t in tables])
-        shippers = [
-            FloorShipper(
-                t.table_id,
-                journals / f"{t.table_id}.sqlite",
-                FloorConfig(dsn=bouncer.table_dsn(writer_role(t.table_id)), passfile=passfile),
-                publish_metrics=False,
-                linger=0.0,
+        if via_pooler:
+            bouncer = ThrowawayPgBouncer(server, DATABASE, pool_size=20, clients=TABLES + 50)
+            bouncer.start([writer_role(t.table_id) for t in tables])
+
+        def dsn(table_id: str) -> str:
+            role = writer_role(table_id)
+            return bouncer.table_dsn(role) if bouncer else server.table_dsn(DATABASE, role)
+
+        fleet = ShipperFleet(
+            [(t.table_id, str(journals / f"{t.table_id}.sqlite"), dsn(t.table_id)) for t in tables],
+            passfile,
+            batch_rows,
+            processes,
+        )
+        try:
+            catch_up, _, _ = fleet.run("start")
+            _say(f"catch-up of {outage_rows} rows: {catch_up:.1f} s")
+
+            # -- ingest: the next hour of play reaches 400 connected shippers at once -----------
+            # (a floor in service: every table holds its connection; the catch-up above
+            # includes 400 logins, each a new server backend: the outage's cost, not ingest's)
+            next_rows = {
+                t.table_id: list(t.rows(per_hour, START + OUTAGE, spacing)) for t in tables
+            }
+            for table in tables:
+                _write_journal(journals / f"{table.table_id}.sqlite", next_rows[table.table_id])
+            ingest_seconds, acknowledged, shippers_cpu = fleet.run(
+                "notify", {t.table_id: t.seq for t in tables}
             )
-            for t in tables
-        ]
-        began = time.perf_counter()
-        for shipper in shippers:
-            shipper.start()
-        while not all(s.head_known and s.rows_behind == 0 for s in shippers):
-            if time.perf_counter() - began > 1800:
-                raise RuntimeError("the 400 tables did not catch up in 30 minutes")
-            time.sleep(0.05)
-        catch_up = time.perf_counter() - began
-        _say(f"catch-up of {outage_rows} rows: {catch_up:.1f} s")
-        for shipper in shippers:
-            shipper.stop(0)
-        bouncer.stop()
-        bouncer = None
-        ingest = outage_rows / catch_up
-        # the same rows by COPY into the same columns and indexes, no checks, no RLS
+        finally:
+            fleet.stop()
+        if acknowledged != 2 * outage_rows:
+            raise RuntimeError(f"{acknowledged} rows acknowledged of {2 * outage_rows}")
+        if bouncer is not None:
+            bouncer.stop()
+            bouncer = None
+        ingest = outage_rows / ingest_seconds
+        _say(f"ingest of {outage_rows} rows by connected shippers: {ingest_seconds:.1f} s")
+        # the same rows by COPY into the same columns and indexes, no checks: one COPY a table
         admin.execute(
             f"CREATE TABLE {SCHEMA}.bench_copy (LIKE {SCHEMA}.journal_rows INCLUDING ALL)"
         )
         began = time.perf_counter()
         for table in tables:
             with admin.transaction():
-                _copy_rows(admin, f"{SCHEMA}.bench_copy", table.table_id, hour_rows[table.table_id])
+                _copy_rows(admin, f"{SCHEMA}.bench_copy", table.table_id, next_rows[table.table_id])
         copy_seconds = time.perf_counter() - began
         admin.execute(f"DROP TABLE {SCHEMA}.bench_copy")
         copy_rate = outage_rows / copy_seconds
@@ -351,11 +555,27 @@ def measure(quick: bool = False, base_rows: int | None = None) -> dict[str, Any]
             "rows": outage_rows,
             "rows_per_table": per_hour,
             "catch_up_seconds": round(catch_up, 2),
+            "catch_up_rows_per_second": round(outage_rows / catch_up),
+            "server_connections": "20 through PgBouncer (400 clients)"
+            if via_pooler
+            else "400, one a table",
+        }
+        timings["ingest"] = {
+            "rows": outage_rows,
+            "seconds": round(ingest_seconds, 2),
+            "shipper_processes": processes,
+            "shippers_cpu_seconds": round(shippers_cpu, 2),
+            "batch_rows": batch_rows or DEFAULT_FLOOR_BATCH_ROWS,
             "shipper_rows_per_second": round(ingest),
             "copy_rows_per_second": round(copy_rate),
-            "server_connections": "20 through PgBouncer (400 clients)",
         }
-        del hour_rows
+        del hour_rows, next_rows
+        if ingest_only:
+            return {
+                "floor_ingest_vs_copy": round(ingest / copy_rate, 3),
+                "floor_catch_up_400_seconds": round(catch_up, 2),
+                **timings,
+            }
 
         # -- 1x: the floor grown to base_rows; the lookups ---------------------------------
         # later play at one density (the 10x's: its rows over ten gaming days), so that a
@@ -365,7 +585,7 @@ def measure(quick: bool = False, base_rows: int | None = None) -> dict[str, Any]
         grown_from = START + OUTAGE
         end = _grow(admin, tables, each, grown_from, days=each / per_day)
         admin.execute("ANALYZE floor.journal_rows")
-        samples = 60 if quick else 200
+        samples = 200 if quick else 1000
         at_1x = _lookups(admin, tables, grown_from, end, samples)
         _say(f"1x: {at_1x}")
         rows_1x = admin.execute(f"SELECT sum(head_seq) FROM {SCHEMA}.tables").fetchone()[0]
@@ -397,19 +617,23 @@ def measure(quick: bool = False, base_rows: int | None = None) -> dict[str, Any]
         # -- one gaming day's report, 400 tables (a day in the middle of the ten) -------------
         day = (end - datetime.timedelta(days=4)).date()
         low, high = day_window(admin, day)
-        read = admin.execute(
+        in_window = admin.execute(
             f"SELECT count(*) FROM {SCHEMA}.journal_rows WHERE recorded_at >= %s"
             " AND recorded_at < %s",
             (low, high),
         ).fetchone()[0]
-        began = time.perf_counter()
-        report = build_report(admin, day)
-        report_seconds = time.perf_counter() - began
-        _say(f"report: {report_seconds:.1f} s, {read} rows in the window")
+        fetched_before = _rows_fetched(admin)
+        with connect(server.admin_dsn(DATABASE)) as reporting:  # its own backend: its stats
+            began = time.perf_counter()
+            report = build_report(reporting, day)
+            report_seconds = time.perf_counter() - began
+        read = _rows_fetched(admin, after=fetched_before)
+        _say(f"report: {report_seconds:.1f} s, {read} rows read, {in_window} in the window")
         timings["report"] = {
             "gaming_day": day.isoformat(),
             "seconds": round(report_seconds, 2),
-            "rows_read": int(read),
+            "rows_read": read,
+            "rows_in_the_days_window": int(in_window),
             "floor_rows": int(rows_10x),
             "tables": len(report.tables),
         }
@@ -451,6 +675,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--base-rows", type=int, default=None, help="rows at 1x (10x: ten times)")
     parser.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="only the catch-up and the ingest (no 1x/10x growth, lookups, report, verify)",
+    )
+    parser.add_argument("--batch-rows", type=int, default=None, help="the shippers' batch_rows")
+    parser.add_argument("--processes", type=int, default=SHIPPER_PROCESSES)
+    parser.add_argument(
+        "--pooler",
+        action="store_true",
+        help="the 400 tables through PgBouncer (20 server connections) rather than one "
+        "connection each",
+    )
+    parser.add_argument(
         "--check-cost",
         action="store_true",
         help="only the server's cost of the floor's checks (the shipper's statement with and "
@@ -475,19 +712,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_cost:
         print(json.dumps(check_cost(), indent=2))
         return 0
-    print(json.dumps(measure(args.quick, args.base_rows), indent=2))
+    print(
+        json.dumps(
+            measure(
+                args.quick,
+                args.base_rows,
+                args.pooler,
+                ingest_only=args.ingest_only,
+                batch_rows=args.batch_rows,
+                processes=args.processes,
+            ),
+            indent=2,
+        )
+    )
     return 0
 
 
 def check_cost(tables: int = 20, rows_each: int = 5000) -> dict[str, Any]:
-    """The server's cost of the floor's checks alone: the shipper's very statement (INSERT ...
-    SELECT unnest, batches of 500) as each table's role into floor.journal_rows (RLS, the
-    statement check, the release mark, the rounds' spans) against the same statement by the
-    DBA into a table of the same columns and indexes without any of them; and COPY into each."""
+    """The server's cost of the floor's checks alone: the shipper's very statement (a binary
+    COPY of 500 rows a transaction) as each table's role into floor.journal_rows (the row's
+    own-table check, the statement check, the release mark, the rounds' spans) against the
+    same statement by the DBA into a table of the same columns and indexes without any of
+    them; and one COPY of each table's rows into that bare table (the ingest goal's floor)."""
     import psycopg
-    from psycopg.types.json import Jsonb
 
-    from tablectl.controller.floor.shipper import _INSERT
+    from tablectl.controller.floor.shipper import _COPY, _COPY_TYPES
 
     workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-check-"))
     server = ThrowawayPostgres()
@@ -500,65 +749,50 @@ def check_cost(tables: int = 20, rows_each: int = 5000) -> dict[str, Any]:
         create_schema(admin)
         ensure_days(admin, START.date() - datetime.timedelta(days=1), 5)
         admin.execute(f"CREATE TABLE {SCHEMA}.bare (LIKE {SCHEMA}.journal_rows INCLUDING ALL)")
-        admin.execute(f"CREATE TABLE {SCHEMA}.bare_tables (table_id text, head_seq bigint)")
         passfile = workdir / "p"
         synthetic = [SyntheticTable(f"c{i:02d}", made[i % 3], i) for i in range(tables)]
         batches: dict[str, list[list[tuple]]] = {}
         for table in synthetic:
             add_table(admin, table.table_id, passfile=passfile, dbname=DATABASE)
-            admin.execute(f"INSERT INTO {SCHEMA}.bare_tables VALUES (%s, 0)", (table.table_id,))
             rows = list(table.rows(rows_each, START, 3.0))
             batches[table.table_id] = [rows[i : i + 500] for i in range(0, len(rows), 500)]
 
-        def params(table_id: str, batch: list[tuple]) -> dict[str, Any]:
-            moments = [floor_time(r[3]) for r in batch]
-            return {
-                "table": table_id,
-                "seq": [r[0] for r in batch],
-                "kind": [r[1] for r in batch],
-                "round": [r[2] for r in batch],
-                "at": [m[0] for m in moments],
-                "at_text": [m[1] for m in moments],
-                "body": [r[4] for r in batch],
-                "prev": [r[5] for r in batch],
-                "hash": [r[6] for r in batch],
-                "columns": [Jsonb({}) for _ in batch],
-            }
+        def ship(conn: Any, statement: str, table_id: str, batch: list[tuple]) -> None:
+            with conn.transaction(), conn.cursor() as cursor, cursor.copy(statement) as copy:
+                copy.set_types(_COPY_TYPES)
+                for seq, kind, rnd, at, body, prev, digest in batch:
+                    moment, text = floor_time(at)
+                    copy.write_row((table_id, seq, kind, rnd, moment, text, body, prev, digest, {}))
 
-        prepared = {t: [params(t, b) for b in bs] for t, bs in batches.items()}
-        bare = _INSERT.replace(f"{SCHEMA}.journal_rows", f"{SCHEMA}.bare").replace(
-            f"{SCHEMA}.tables", f"{SCHEMA}.bare_tables"
-        )
+        bare = _COPY.replace(f"{SCHEMA}.journal_rows", f"{SCHEMA}.bare")
         total = tables * rows_each
         began = time.perf_counter()
-        for table_id, all_params in prepared.items():
+        for table_id, table_batches in batches.items():
             with psycopg.connect(
                 server.table_dsn(DATABASE, writer_role(table_id)), passfile=str(passfile)
             ) as conn:
-                for one in all_params:
-                    with conn.transaction():
-                        conn.execute(_INSERT, one)
+                for batch in table_batches:
+                    ship(conn, _COPY, table_id, batch)
         checked = time.perf_counter() - began
         began = time.perf_counter()
-        for all_params in prepared.values():
-            for one in all_params:
-                with admin.transaction():
-                    admin.execute(bare, one)
+        for table_id, table_batches in batches.items():
+            for batch in table_batches:
+                ship(admin, bare, table_id, batch)
         unchecked = time.perf_counter() - began
         admin.execute(f"TRUNCATE {SCHEMA}.bare")
         began = time.perf_counter()
-        for table_id, bs in batches.items():
+        for table_id, table_batches in batches.items():
             with admin.transaction():
-                _copy_rows(admin, f"{SCHEMA}.bare", table_id, [r for b in bs for r in b])
+                _copy_rows(admin, f"{SCHEMA}.bare", table_id, [r for b in table_batches for r in b])
         copied = time.perf_counter() - began
         admin.close()
         return {
             "rows": total,
-            "checked_insert_rows_per_second": round(total / checked),
-            "bare_insert_rows_per_second": round(total / unchecked),
+            "checked_copy_rows_per_second": round(total / checked),
+            "bare_copy_batches_rows_per_second": round(total / unchecked),
             "copy_rows_per_second": round(total / copied),
-            "checked_vs_bare_insert": round(unchecked / checked, 3),
-            "checked_insert_vs_copy": round(copied / checked, 3),
+            "checked_vs_bare": round(unchecked / checked, 3),
+            "checked_vs_copy": round(copied / checked, 3),
         }
     finally:
         server.destroy()

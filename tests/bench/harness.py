@@ -271,12 +271,19 @@ def floor_scale_section(run: Run) -> Part:
     """The floor at casino scale: 400 tables, 1x and 10x rows (tests/bench/floor_scale.py)."""
     figures = floor_scale.measure(run.quick)
     results = {key: figures[key] for key in floor_scale.RESULT_KEYS}
-    sizes = (
-        f"at {figures['lookups']['rows_1x']:,} and {figures['lookups']['rows_10x']:,} rows, "
-        f"{figures['tables']} tables; report read {figures['report']['rows_read']:,} rows; "
-        f"catch-up of {figures['outage']['rows']:,} rows"
+    ingest, lookups, verify = figures["ingest"], figures["lookups"], figures["verify"]
+    floors = (
+        f"ingest {ingest['shipper_rows_per_second']:,} vs COPY {ingest['copy_rows_per_second']:,}"
+        f" rows/s ({ingest['rows']:,} rows, 400 connected shippers); lookups p99 round "
+        f"{lookups['at_1x']['round_p99_ms']} -> {lookups['at_10x']['round_p99_ms']} ms, minute "
+        f"{lookups['at_1x']['minute_p99_ms']} -> {lookups['at_10x']['minute_p99_ms']} ms at "
+        f"{lookups['rows_1x']:,} -> {lookups['rows_10x']:,} rows; report read "
+        f"{figures['report']['rows_read']:,} rows ({figures['report']['rows_in_the_days_window']:,}"
+        f" in the day's window); verify {verify['verify_rows_per_second']:,} vs hash walk "
+        f"{verify['hash_floor_rows_per_second']:,} rows/s; catch-up of "
+        f"{figures['outage']['rows']:,} rows with 400 logins"
     )
-    return Part(results, figures, [f"floor at scale: {results} ({sizes})"])
+    return Part(results, figures, [f"floor at scale: {results}", f"  floors: {floors}"])
 
 
 SECTIONS: list[Section] = [
