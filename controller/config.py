@@ -181,7 +181,7 @@ class FloorConfig:
 
     `dsn`: a libpq connection string without a password (e.g. "service=tablectl-floor" or
     "host=floor.casino dbname=floor user=tablectl_table_t01"); `passfile`: the libpq password
-    file (mode 0600, readable by the service user only); `batch_rows`: rows per INSERT batch.
+    file (mode 0600, readable by the service user only); `batch_rows`: rows per COPY batch.
     """
 
     dsn: str

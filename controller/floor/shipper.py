@@ -3,12 +3,13 @@
 The local journal stays the truth and the table never waits for the floor: the journal only
 tells the shipper the last committed seq (`notify`, a few hundred nanoseconds on the table's
 thread); the shipper reads the rows back from the SQLite file with its own read-only
-connection, at most `batch_rows` at a time (bounded memory, whatever the backlog), and inserts
-each batch in one transaction. It resumes from the floor's own head (the last row the floor
-acknowledged, read back at every connection), so an outage of PostgreSQL, of the network or of
-the daemon (kill -9 included) loses nothing and duplicates nothing: a row the floor already
-holds is skipped by its trigger, and one that differs under the same seq is refused, which
-stops the shipping and names the divergence (a rewritten or cut local journal).
+connection, at most `batch_rows` at a time (bounded memory, whatever the backlog), and sends
+each batch as one binary COPY in one transaction. It resumes from the floor's own head (the
+last row the floor acknowledged, read back at every connection), so an outage of PostgreSQL,
+of the network or of the daemon (kill -9 included) loses nothing and duplicates nothing: it
+sends only the rows after that head, and a row the floor holds, or one that differs under the
+same seq, is refused by the floor's check, which stops the shipping and names the divergence
+(a rewritten or cut local journal).
 """
 
 from __future__ import annotations

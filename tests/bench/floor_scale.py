@@ -32,7 +32,7 @@ a minute side by side), later play spread over ten gaming days; the fill is set-
 with the triggers off and each table's head and round spans set after it (the catch-up and
 ingest above go through every check; the verify below proves the filled chains).
 
-    python -m tests.bench.floor_scale [--quick] [--base-rows N (default 500,000: 10x 5 M)]
+    python -m tests.bench.floor_scale [--quick] [--base-rows N (default 900,000: 10x 9 M)]
         [--ingest-only] [--batch-rows N] [--processes N] [--pooler]
         [--check-cost] [--catch-up-batch ROWS]
 """
@@ -465,7 +465,7 @@ def measure(
     batch_rows: int | None = None,
     processes: int = SHIPPER_PROCESSES,
 ) -> dict[str, Any]:
-    base_rows = base_rows or (400_000 if quick else 500_000)
+    base_rows = base_rows or 900_000  # 1x: the two hours (756,000 rows) and ~4 h of play
     workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-scale-"))
     server = ThrowawayPostgres(settings=FLOOR_SERVER)
     bouncer: ThrowawayPgBouncer | None = None
@@ -581,8 +581,10 @@ def measure(
         # later play at one density (the 10x's: its rows over ten gaming days), so that a
         # minute of the floor holds as many rows at 1x as at 10x
         per_day = base_rows // TABLES
-        each = max(0, base_rows // TABLES - per_hour)
-        grown_from = START + OUTAGE
+        each = max(0, base_rows // TABLES - 2 * per_hour)
+        # (after the outage's hour and the ingest's: their rows sit table by table, as a
+        # catch-up writes them, and the lookups measure the floor as it fills in play)
+        grown_from = START + 2 * OUTAGE
         end = _grow(admin, tables, each, grown_from, days=each / per_day)
         admin.execute("ANALYZE floor.journal_rows")
         samples = 200 if quick else 1000

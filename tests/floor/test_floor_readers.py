@@ -1,8 +1,8 @@
 """H7 on the floor: a reader polling during real play sees no card of a round in play.
 
 Three real daemons (the demo's, one per game) deal at the demo's pace and ship to a real
-PostgreSQL; a reader login polls the floor every 50 ms, both the rows table itself (its
-row-level security) and the released view. Afterwards each local journal says when every
+PostgreSQL; a reader login polls the floor every 50 ms through the released view (the rows
+table itself is refused to it). Afterwards each local journal says when every
 round ended (the recorded time of its accepted collection): a card row seen by a poll that
 began before its round ended is a leak. Every ended round must also reach the reader.
 """

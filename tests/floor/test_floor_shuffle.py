@@ -159,7 +159,7 @@ def test_Q1_honest_tables_are_no_finding(floor_db: FloorDb, tmp_path: Path) -> N
 
 
 def test_a_surveillance_reader_runs_the_check(floor_db: FloorDb, tmp_path: Path) -> None:
-    """A reader login (ended rounds only, row-level security) finds it as the DBA does."""
+    """A reader login (ended rounds only, the released view) finds it as the DBA does."""
     from tablectl.controller.floor.schema import READER_GROUP
 
     rng = random.Random(16)
