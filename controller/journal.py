@@ -699,17 +699,18 @@ def write_head_file(path: str | Path, seq: int, digest: str) -> None:
     )
 
 
-def write_private_file(path: Path, text: str, *, fault: str | None = None) -> None:
+def write_private_file(path: Path, text: str | bytes, *, fault: str | None = None) -> None:
     """Replace `path` with `text`, mode 0600, durably: a temporary file fsynced, renamed over
     it, and the directory fsynced, so a crash leaves the old file or the new one, whole (the
-    journal's head file, the sealing key, the demo's verification key). A failed write (a
-    full disk) removes its temporary and raises OSError: nothing half-written stays behind.
+    journal's head file, the sealing key, the demo's verification key, the floor's passfile
+    and its retired days' archives). A failed write (a full disk) removes its temporary and
+    raises OSError: nothing half-written stays behind.
     `fault`: the fault-injection point before the rename (controller/faults.py)."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            view = memoryview(text.encode())
+            view = memoryview(text.encode() if isinstance(text, str) else text)
             while view:
                 view = view[os.write(descriptor, view) :]
             os.fsync(descriptor)

@@ -18,13 +18,12 @@ import datetime
 import hashlib
 import io
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
-from tablectl.controller.journal import row_hash
+from tablectl.controller.journal import row_hash, write_private_file
 
 
 class RetireRefused(RuntimeError):
@@ -43,26 +42,6 @@ class Retired:
 
 def partition_name(day: datetime.date) -> str:
     return f"journal_rows_{day:%Y%m%d}"
-
-
-def _fsync_dir(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def _write_durably(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(descriptor, data)
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-    os.replace(temporary, path)
-    _fsync_dir(path.parent)
 
 
 def _check_archive(data: bytes) -> dict[str, dict[str, Any]]:
@@ -117,10 +96,10 @@ def retire_day(conn: Any, day: datetime.date, archive_dir: Path) -> Retired:
     archive_dir.mkdir(parents=True, exist_ok=True)
     archive = archive_dir / f"floor-{day.isoformat()}.csv"
     manifest = archive_dir / f"floor-{day.isoformat()}.json"
-    _write_durably(archive, data)
+    write_private_file(archive, data)
     if hashlib.sha256(archive.read_bytes()).hexdigest() != digest:
         raise RetireRefused(f"{archive}: the copy written does not read back the same")
-    _write_durably(
+    write_private_file(
         manifest,
         (
             json.dumps(

@@ -14,7 +14,6 @@ a shipped seq is refused loudly.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.config import TABLE_ID_PATTERN
-from tablectl.controller.journal import fsync_directory
+from tablectl.controller.journal import write_private_file
 
 SCHEMA = "floor"
 WRITER_GROUP = "tablectl_floor_writer"
@@ -530,13 +529,5 @@ def append_passfile(path: Path, dbname: str, role: str, password: str) -> None:
     kept: list[str] = []
     if path.exists():
         kept = [old for old in path.read_text().splitlines() if not old.startswith(prefix)]
-    temporary = path.with_name(f".{path.name}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(descriptor, 0o600)
-        os.write(descriptor, ("\n".join([*kept, line]) + "\n").encode())
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-    os.replace(temporary, path)
-    fsync_directory(path.parent)  # the rename survives a power cut only then
+    # the one durable writer: 0600, temporary fsynced, renamed, directory fsynced
+    write_private_file(path, "\n".join([*kept, line]) + "\n")

@@ -34,7 +34,7 @@ ingest above go through every check; the verify below proves the filled chains).
 
     python -m tests.bench.floor_scale [--quick] [--base-rows N (default 900,000: 10x 9 M)]
         [--ingest-only] [--batch-rows N] [--processes N] [--pooler]
-        [--check-cost] [--catch-up-batch ROWS]
+        [--check-cost]
 """
 
 from __future__ import annotations
@@ -225,7 +225,6 @@ def _p99(values: list[float]) -> float:
 
 def _lookups(
     conn: Any,
-    tables: list[SyntheticTable],
     grown_from: datetime.datetime,
     end: datetime.datetime,
     n: int,
@@ -620,14 +619,14 @@ def measure(
         end = _grow(admin, tables, each, grown_from, days=each / per_day)
         admin.execute("ANALYZE floor.journal_rows")
         samples = 400 if quick else 2000
-        at_1x = _lookups(admin, tables, grown_from, end, samples)
+        at_1x = _lookups(admin, grown_from, end, samples)
         _say(f"1x: {at_1x}")
         rows_1x = admin.execute(f"SELECT sum(head_seq) FROM {SCHEMA}.tables").fetchone()[0]
         _say(f"1x grown: {rows_1x} rows")
         # -- 10x ------------------------------------------------------------------------
         end = _grow(admin, tables, 9 * per_day, end, days=9.0)
         admin.execute("ANALYZE floor.journal_rows")
-        at_10x = _lookups(admin, tables, grown_from, end, samples)
+        at_10x = _lookups(admin, grown_from, end, samples)
         _say(f"10x: {at_10x}")
         rows_10x = admin.execute(f"SELECT sum(head_seq) FROM {SCHEMA}.tables").fetchone()[0]
         size = admin.execute(
@@ -727,22 +726,12 @@ def main(argv: list[str] | None = None) -> int:
         help="only the server's cost of the floor's checks (the shipper's statement with and "
         "without them, and COPY), on 20 tables of 5,000 rows",
     )
-    parser.add_argument(
-        "--catch-up-batch",
-        type=int,
-        default=None,
-        metavar="ROWS",
-        help="only the hour's outage of 400 tables, shipped with this batch_rows",
-    )
     args = parser.parse_args(argv)
     import logging
 
     import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    if args.catch_up_batch:
-        print(json.dumps(catch_up_only(args.catch_up_batch), indent=2))
-        return 0
     if args.check_cost:
         print(json.dumps(check_cost(), indent=2))
         return 0
@@ -829,76 +818,6 @@ def check_cost(tables: int = 20, rows_each: int = 5000) -> dict[str, Any]:
             "checked_vs_copy": round(copied / checked, 3),
         }
     finally:
-        server.destroy()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def catch_up_only(batch_rows: int) -> dict[str, Any]:
-    """The hour's outage alone (400 tables through PgBouncer) with this `[floor] batch_rows`,
-    against the COPY of the same rows: how the batch size moves the catch-up."""
-    workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-catch-up-"))
-    server = ThrowawayPostgres()
-    bouncer: ThrowawayPgBouncer | None = None
-    try:
-        server.init()
-        server.start()
-        server.create_database(DATABASE)
-        made = templates(workdir, rounds=20)
-        admin = connect(server.admin_dsn(DATABASE))
-        passfile = workdir / "floor.pgpass"
-        create_schema(admin)
-        ensure_days(admin, START.date() - datetime.timedelta(days=1), 3)
-        tables = [SyntheticTable(f"s{i:03d}", made[i % 3], 37 * i) for i in range(TABLES)]
-        per_hour = int(ROUNDS_A_DAY / 24 * statistics.fmean(len(t.rows) / t.rounds for t in made))
-        spacing = OUTAGE.total_seconds() / per_hour
-        hour_rows = {}
-        for table in tables:
-            add_table(admin, table.table_id, passfile=passfile, dbname=DATABASE)
-            hour_rows[table.table_id] = list(table.rows(per_hour, START, spacing))
-            _write_journal(workdir / f"{table.table_id}.sqlite", hour_rows[table.table_id])
-        bouncer = ThrowawayPgBouncer(server, DATABASE, pool_size=20, clients=TABLES + 50)
-        bouncer.start([writer_role(t.table_id) for t in tables])
-        shippers = [
-            FloorShipper(
-                t.table_id,
-                workdir / f"{t.table_id}.sqlite",
-                FloorConfig(
-                    dsn=bouncer.table_dsn(writer_role(t.table_id)),
-                    passfile=passfile,
-                    batch_rows=batch_rows,
-                ),
-                publish_metrics=False,
-                linger=0.0,
-            )
-            for t in tables
-        ]
-        began = time.perf_counter()
-        for shipper in shippers:
-            shipper.start()
-        while not all(s.head_known and s.rows_behind == 0 for s in shippers):
-            time.sleep(0.05)
-        catch_up = time.perf_counter() - began
-        for shipper in shippers:
-            shipper.stop(0)
-        admin.execute(
-            f"CREATE TABLE {SCHEMA}.bench_copy (LIKE {SCHEMA}.journal_rows INCLUDING ALL)"
-        )
-        began = time.perf_counter()
-        for table_id, rows in hour_rows.items():
-            with admin.transaction():
-                _copy_rows(admin, f"{SCHEMA}.bench_copy", table_id, rows)
-        copy_seconds = time.perf_counter() - began
-        rows_total = per_hour * TABLES
-        return {
-            "batch_rows": batch_rows,
-            "rows": rows_total,
-            "catch_up_seconds": round(catch_up, 2),
-            "copy_seconds": round(copy_seconds, 2),
-            "ingest_vs_copy": round(copy_seconds / catch_up, 3),
-        }
-    finally:
-        if bouncer is not None:
-            bouncer.stop()
         server.destroy()
         shutil.rmtree(workdir, ignore_errors=True)
 
