@@ -331,6 +331,25 @@ class PoweredTable:
                     found.add(event_digest(row.body))
         return found
 
+    def acknowledged_since_start(self) -> int:
+        """Events the running daemon has acknowledged since its start."""
+        if not self.acks.exists():
+            return 0
+        with open(self.acks) as acks:
+            acks.seek(self.acks_offset)
+            return sum(1 for line in acks if '"ack"' in line)
+
+    def wait_for_acknowledgements(self, count: int, timeout: float = 20.0) -> bool:
+        """Whether the running daemon acknowledged `count` events since its start in time."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.acknowledged_since_start() >= count:
+                return True
+            if self.process is None or self.process.poll() is not None:
+                return False
+            time.sleep(0.01)
+        return False
+
     def holds_line(self, timeout: float = 20.0) -> dict[str, Any] | None:
         """The first holds line the restarted daemon's player wrote."""
         deadline = time.monotonic() + timeout
