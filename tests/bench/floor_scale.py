@@ -111,7 +111,7 @@ _TIME = re.compile(r'"time":"[^"]*"')
 #: sizes, two thirds of them from outside shared buffers at 10x, and its p99 grew 1.3-2.1x)
 FLOOR_SERVER = {"max_connections": "500", "shared_buffers": "6GB"}
 #: the real daemon's rows are ~7.4 KB a round of ~31 (~239 bytes a row: device, caller and
-#: firmware fields the generated events lack): bodies are padded to that mean
+#: firmware fields the generated events lack): decisions' bodies are padded to that mean
 REAL_BYTES_PER_ROW = 239
 
 
@@ -122,9 +122,14 @@ class Template:
         self.game = game
         self.options = options
         self.table_body = table_body
-        mean = statistics.fmean(len(r[2]) for r in rows)
-        pad = "x" * max(0, int(REAL_BYTES_PER_ROW - mean - 12))
-        self.rows = [(k, r, b[:-1] + f',"zz_pad":"{pad}"}}') for k, r, b in rows]
+        # the padding goes on decision rows only: an event's fields are the engine's to check
+        # (an unknown one is rejected, E0), and the report's Q3 replays the events
+        decisions = sum(1 for kind, _r, _b in rows if kind == "decision") or 1
+        missing = REAL_BYTES_PER_ROW * len(rows) - sum(len(b) for _k, _r, b in rows)
+        pad = "x" * max(0, int(missing / decisions) - 12)
+        self.rows = [
+            (k, r, b[:-1] + f',"zz_pad":"{pad}"}}' if k == "decision" else b) for k, r, b in rows
+        ]
         self.rounds = max((r[1] or 0) for r in rows) or 1
 
     @property
