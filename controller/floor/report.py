@@ -25,7 +25,7 @@ import html
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,17 +118,53 @@ def _local_time(text: object) -> datetime.datetime | None:
     return local_wall_clock(moment)
 
 
-def summarize_table(
-    table_id: str, rows: Iterable[JournalRow], day: datetime.date, start: datetime.time
-) -> TableDay:
-    """Count one table's gaming day from its rows in seq order (rows of other days skipped)."""
-    result = TableDay(table_id, "")
-    event: JournalRow | None = None
-    in_day = False
-    decisions: list[dict[str, Any]] = []
+class DayCounter:
+    """One table's gaming day counted from its rows fed in seq order (rows of other days
+    skipped): fed by the day's report from the same pass that replays Q3."""
 
-    def close_event() -> None:
-        if event is None or not in_day:
+    def __init__(self, table_id: str, day: datetime.date, start: datetime.time) -> None:
+        self.result = TableDay(table_id, "")
+        self.day = day
+        self.start = start
+        self._event: JournalRow | None = None
+        self._in_day = False
+        self._decisions: list[dict[str, Any]] = []
+
+    def feed(self, row: JournalRow) -> None:
+        result = self.result
+        if row.kind == "table" and not result.game:
+            result.game = str(row.body.get("game", ""))
+        elif row.kind == "event":
+            self._close_event()
+            self._event, self._decisions = row, []
+            when = _local_time(row.body.get("time"))
+            self._in_day = when is not None and gaming_day_of(when, self.start) == self.day
+            if self._in_day:
+                stamp = str(row.body.get("time"))
+                result.first_event = result.first_event or stamp
+                result.last_event = stamp
+        elif row.kind == "decision" and self._event is not None:
+            self._decisions.append(row.body)
+
+    def window_feed(
+        self, low: datetime.datetime, high: datetime.datetime
+    ) -> Callable[[JournalRow, datetime.datetime], None]:
+        """A feed for rows recorded in [low, high) only (the day's window), others passed by."""
+
+        def feed(row: JournalRow, recorded_at: datetime.datetime) -> None:
+            if low <= recorded_at < high:
+                self.feed(row)
+
+        return feed
+
+    def finish(self) -> TableDay:
+        self._close_event()
+        self._event = None
+        return self.result
+
+    def _close_event(self) -> None:
+        event, decisions, result = self._event, self._decisions, self.result
+        if event is None or not self._in_day:
             return
         kind = event.body.get("type")
         accepted = not any(d.get("decision") == "rejected" for d in decisions)
@@ -157,55 +193,64 @@ def summarize_table(
             elif name == "remove_deck":
                 result.counts["deck_removals"] += 1
 
+
+def summarize_table(
+    table_id: str, rows: Iterable[JournalRow], day: datetime.date, start: datetime.time
+) -> TableDay:
+    """Count one table's gaming day from its rows in seq order (rows of other days skipped)."""
+    counter = DayCounter(table_id, day, start)
     for row in rows:
-        if row.kind == "table" and not result.game:
-            result.game = str(row.body.get("game", ""))
-        elif row.kind == "event":
-            close_event()
-            event, decisions = row, []
-            when = _local_time(row.body.get("time"))
-            in_day = when is not None and gaming_day_of(when, start) == day
-            if in_day:
-                stamp = str(row.body.get("time"))
-                result.first_event = result.first_event or stamp
-                result.last_event = stamp
-        elif row.kind == "decision" and event is not None:
-            decisions.append(row.body)
-    close_event()
-    return result
+        counter.feed(row)
+    return counter.finish()
 
 
 def build_report(conn: Any, day: datetime.date) -> FloorReport:
-    """Every table's gaming day, read from the floor (rows within a day either side only)."""
+    """Every table's gaming day, read from the floor: one pass a table (table_day)."""
     from tablectl.controller.floor.store import rows_relation
 
     relation = rows_relation(conn)
-    tables = [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
-    low, high = day_window(conn, day)
+    window = day_window(conn, day)
     days: list[TableDay] = []
-    for table_id in tables:
-        first = conn.execute(
-            f"SELECT table_row FROM {SCHEMA}.tables WHERE table_id = %s AND table_row IS NOT NULL",
-            (table_id,),
-        ).fetchone()
-        if first is None:
-            continue
-        table_row = json.loads(first[0])
-        start = _day_start(table_row)
-        rows = _rows_between(conn, relation, table_id, low, high)
-        summary = summarize_table(table_id, rows, day, start)
-        summary.game = str(table_row.get("game", ""))
-        try:
-            summary.seat_bias, summary.seat_cards = day_seat_bias(
-                conn, table_id, table_row, day, low + WINDOW_MARGIN
-            )
-        except (ValueError, JournalError) as error:
-            # a table row no engine here knows (a game not installed), a checkpoint it cannot
-            # restore: that table's Q3 says why; the day's counts are still reported
-            summary.seat_untested = f"cannot replay: {error}"
-        days.append(summary)
+    for table_id, table_text in conn.execute(
+        f"SELECT table_id, table_row FROM {SCHEMA}.tables WHERE table_row IS NOT NULL ORDER BY 1"
+    ).fetchall():
+        days.append(table_day(conn, relation, table_id, json.loads(table_text), day, window))
     generated = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return FloorReport(day, generated, days)
+
+
+def table_day(
+    conn: Any,
+    relation: str,
+    table_id: str,
+    table_row: Mapping[str, Any],
+    day: datetime.date,
+    window: tuple[datetime.datetime, datetime.datetime],
+) -> TableDay:
+    """One table's gaming day in one pass over its rows: those since the engine checkpoint
+    before the day's window (day_window) through the window's last, which Q3 replays and
+    the counts read (the rows recorded in the window); never the table's history."""
+    low, high = window
+    start = _day_start(table_row)
+    counter = DayCounter(table_id, day, start)
+    try:
+        seat = day_seat_bias(
+            conn, table_id, table_row, day, window, rows_read=counter.window_feed(low, high)
+        )
+        untested = ""
+    except (ValueError, JournalError) as error:
+        # a table row no engine here knows (a game not installed), a checkpoint it cannot
+        # restore, none within reach: its Q3 says why; its day is still counted, from the
+        # window's rows alone
+        seat, untested = (None, 0), f"cannot replay: {error}"
+        counter = DayCounter(table_id, day, start)
+        for row in _rows_between(conn, relation, table_id, low, high):
+            counter.feed(row)
+    summary = counter.finish()
+    summary.game = str(table_row.get("game", ""))
+    summary.seat_bias, summary.seat_cards = seat
+    summary.seat_untested = untested
+    return summary
 
 
 def day_seat_bias(
@@ -213,22 +258,28 @@ def day_seat_bias(
     table_id: str,
     table_row: Mapping[str, Any],
     day: datetime.date,
-    day_start: datetime.datetime,
+    window: tuple[datetime.datetime, datetime.datetime],
+    *,
+    rows_read: Callable[[JournalRow, datetime.datetime], None] | None = None,
 ) -> tuple[dict[str, Any] | None, int]:
     """Q3 for one table's gaming day: the players' (position, card) of the rounds that ended
-    on that day, replayed from the day's first checkpoint (or row 1); ended rounds only."""
+    on that day, replayed from the last checkpoint before the day's `window` (within
+    CHECKPOINT_REACH of its start) to the window's end; ended rounds only."""
     from tablectl.controller.floor.shuffle import EndedRound, TableReplay, replay_table
     from tablectl.controller.journal import ReplayedDraws, engine_from_table_row
     from tablectl.controller.shuffle_integrity import seat_bias
 
     copies = engine_from_table_row(table_row, ReplayedDraws(())).composition.copies
     dealt: list[tuple[int, str]] = []
-    reach = day_start - CHECKPOINT_REACH
-    for item in replay_table(conn, table_id, day_start, info=TableReplay(table_id), reach=reach):
+    low, high = window
+    reach = low + WINDOW_MARGIN - CHECKPOINT_REACH
+    info = TableReplay(table_id)
+    replay = replay_table(
+        conn, table_id, low, info=info, reach=reach, until=high, rows_read=rows_read
+    )
+    for item in replay:  # to its end: the counts hear every row
         if isinstance(item, EndedRound) and item.gaming_day == day:
             dealt += [(e["to"], str(e["card"])) for e in item.dealt if isinstance(e.get("to"), int)]
-        elif isinstance(item, EndedRound) and item.gaming_day > day:
-            break
     return seat_bias(copies, dealt), len(dealt)
 
 

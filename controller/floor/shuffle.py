@@ -23,7 +23,7 @@ import datetime
 import hashlib
 import json
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from tablectl.controller.floor.store import rows_relation
 from tablectl.controller.journal import (
     RANDOM_DRAW,
     JournalError,
+    JournalRow,
     ReplayedDraws,
     engine_from_checkpoint,
     engine_from_table_row,
@@ -113,14 +114,23 @@ def replay_table(
     *,
     info: TableReplay,
     reach: datetime.datetime | None = None,
+    until: datetime.datetime | None = None,
+    rows_read: Callable[[JournalRow, datetime.datetime], None] | None = None,
 ) -> Iterator[EndedRound | NewShoe]:
     """The table's ended rounds and shoe marks, in order, from its rows up to the release
     mark: from the last engine checkpoint before `since` (a journal writes one at each gaming
     day's start), or from row 1. Streamed: a server-side cursor, FETCH_ROWS at a time.
+    `rows_read(row, recorded_at)` hears every row read, in seq order (the day's report counts
+    its day from the same pass).
 
     With `reach`, a replay never starts before it: no checkpoint at or after `reach` (and
     before `since`) and a row 1 older than `reach` raise ValueError rather than read the
-    table's whole history (what a day's report must not do: it reads its day)."""
+    table's whole history (what a day's report must not do: it reads its day).
+
+    With `until`, the rows read are those recorded from the first row's time to `until`
+    (the partitions that hold them; a day's report stops at its window's end), and any row
+    between two of them recorded outside (a clock stepped forward, then back) is read too,
+    by its seq: the engine replays every row in order or none."""
     table = conn.execute(
         f"SELECT table_row, released_seq FROM {SCHEMA}.tables WHERE table_id = %s", (table_id,)
     ).fetchone()
@@ -134,20 +144,25 @@ def replay_table(
     released = int(table[1])
     if not released:
         return
-    start = 0
+    relation = rows_relation(conn)
+    start, first_at = 0, None
     if since is not None:
+        # within reach only: the partitions before it are not read (the landmarks index)
+        after = "" if reach is None else " AND recorded_at >= %s"
         mark = conn.execute(
-            f"SELECT seq FROM {rows_relation(conn)} WHERE table_id = %s AND kind = 'checkpoint'"
-            " AND recorded_at < %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
-            (table_id, since, released),
+            f"SELECT seq, recorded_at FROM {relation} WHERE table_id = %s AND kind = 'checkpoint'"
+            f" AND recorded_at < %s{after} AND seq <= %s ORDER BY seq DESC LIMIT 1",
+            (table_id, since, *([] if reach is None else [reach]), released),
         ).fetchone()
-        start = int(mark[0]) - 1 if mark else 0
-    if reach is not None:
+        if mark:
+            start, first_at = int(mark[0]) - 1, mark[1]
+    if (reach is not None or until is not None) and start == 0:
         oldest = conn.execute(
-            f"SELECT min(recorded_at) FROM {rows_relation(conn)} WHERE table_id = %s AND seq = %s",
-            (table_id, start + 1),
+            f"SELECT min(recorded_at) FROM {relation} WHERE table_id = %s AND seq = 1",
+            (table_id,),
         ).fetchone()
-        if oldest is None or oldest[0] is None or oldest[0] < reach:
+        first_at = None if oldest is None else oldest[0]
+        if reach is not None and (first_at is None or first_at < reach):
             raise ValueError(
                 f"no engine checkpoint on the floor between {reach.isoformat()} and "
                 f"{(since or reach).isoformat()}: the replay would start at row {start + 1}, "
@@ -156,35 +171,54 @@ def replay_table(
     marks = _Marks(engine)
     engine.shuffle_watch = marks
     fresh = True  # no event replayed yet: a checkpoint row may set the engine
+    columns = (
+        f"SELECT r.seq, r.kind, r.round, {RECORDED_AT_SQL}, r.body, r.prev_hash, r.hash,"
+        " ((r.recorded_at AT TIME ZONE s.time_zone) - s.gaming_day_start)::date,"
+        f" r.recorded_at FROM {relation} AS r, {SCHEMA}.settings AS s"
+        " WHERE r.table_id = %s AND r.seq > %s AND r.seq <= %s"
+    )
+    within = ""
+    bounds: list[Any] = [table_id, start, released]
+    if until is not None:
+        if first_at is None or first_at >= until:
+            return
+        within = " AND r.recorded_at >= %s AND r.recorded_at < %s"
+        bounds += [first_at if since is None else min(first_at, since), until]
     with conn.transaction(), conn.cursor(name=f"shuffle_{table_id}") as cursor:
         cursor.itersize = FETCH_ROWS
-        cursor.execute(
-            f"SELECT r.seq, r.kind, r.round, {RECORDED_AT_SQL}, r.body, r.prev_hash, r.hash,"
-            " ((r.recorded_at AT TIME ZONE s.time_zone) - s.gaming_day_start)::date"
-            f" FROM {rows_relation(conn)} AS r, {SCHEMA}.settings AS s"
-            " WHERE r.table_id = %s AND r.seq > %s AND r.seq <= %s ORDER BY r.seq",
-            (table_id, start, released),
-        )
-        for *raw, day in cursor:
-            row = parse_row(tuple(raw))
-            if row.kind == "checkpoint" and fresh:
-                engine = engine_from_checkpoint(table_row, row.body["engine"], draws)
-                marks = _Marks(engine)
-                engine.shuffle_watch = marks
-                continue
-            if row.kind == "note" and row.body.get("type") == RANDOM_DRAW:
-                draws.extend([row.body])
-                continue
-            if row.kind != "event":
-                continue
-            fresh = False
-            engine.handle(row.body, row.seq)
-            for mark in marks.marks:
-                if isinstance(mark, NewShoe):
-                    yield mark
-                else:
-                    yield EndedRound(mark[1], mark[0], mark[2], day)
-            marks.marks.clear()
+        cursor.execute(columns + within + " ORDER BY r.seq", bounds)
+        expected = start + 1
+        for found in cursor:
+            if found[0] == expected:
+                rows: Iterable[Sequence[Any]] = (found,)
+            else:  # rows between, recorded outside the window: read by their seq
+                between = conn.execute(
+                    columns + " ORDER BY r.seq", (table_id, expected - 1, found[0] - 1)
+                ).fetchall()
+                rows = (*between, found)
+            expected = found[0] + 1
+            for *raw, day, at in rows:
+                row = parse_row(tuple(raw))
+                if rows_read is not None:
+                    rows_read(row, at)
+                if row.kind == "checkpoint" and fresh:
+                    engine = engine_from_checkpoint(table_row, row.body["engine"], draws)
+                    marks = _Marks(engine)
+                    engine.shuffle_watch = marks
+                    continue
+                if row.kind == "note" and row.body.get("type") == RANDOM_DRAW:
+                    draws.extend([row.body])
+                    continue
+                if row.kind != "event":
+                    continue
+                fresh = False
+                engine.handle(row.body, row.seq)
+                for mark in marks.marks:
+                    if isinstance(mark, NewShoe):
+                        yield mark
+                    else:
+                        yield EndedRound(mark[1], mark[0], mark[2], day)
+                marks.marks.clear()
 
 
 # -- Q1 across the floor -------------------------------------------------------------------

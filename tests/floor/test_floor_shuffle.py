@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import datetime
 import json
+import os
 import random
 import re
 import subprocess
@@ -287,10 +288,13 @@ def _continue_with_open_round(path: Path, deck: list[str]) -> int:
     return added
 
 
-def append_rounds(path: Path, decks: list[list[str]], *, checkpoint_after: int = 0) -> None:
+def append_rounds(
+    path: Path, decks: list[list[str]], *, checkpoint_after: int = 0, stamp: bool = False
+) -> None:
     """Append rounds to a journal written by write_table (the engine rebuilt from its events),
     each dealing its deck, and the next shuffle; with `checkpoint_after` an engine checkpoint
-    row, as the table service writes one at a gaming day's start, after that many rounds."""
+    row, as the table service writes one at a gaming day's start, after that many rounds;
+    with `stamp` each event carries its local `time`, as the table service stamps it."""
     from tablectl.controller.journal import ReplayedDraws, engine_from_table_row, read_rows
 
     engine = engine_from_table_row(TABLE, ReplayedDraws(()))
@@ -300,6 +304,8 @@ def append_rounds(path: Path, decks: list[list[str]], *, checkpoint_after: int =
     with Journal(path) as journal:
 
         def feed(event: dict[str, Any]) -> None:
+            if stamp:
+                event["time"] = datetime.datetime.now().astimezone().isoformat()
             seq = journal.append("event", event, round_number=engine.round_number)
             for decision in engine.handle(event, seq):
                 journal.append("decision", decision.to_dict(), round_number=engine.round_number)
@@ -423,3 +429,90 @@ def test_Q3_the_floor_report_flags_a_biased_seat_and_says_not_tested_when_too_fe
     assert "<span class='alert'>flagged</span>" in row
     assert "not tested" in page.split("Seat bias (Q3)")[1]
     assert no_card_in(page.split("Seat bias (Q3)")[1].split("</table>")[0])
+
+
+_APPEND = """
+import json, sys
+from pathlib import Path
+from tests.floor.test_floor_shuffle import append_rounds, write_table
+path, decks, checkpoint_after = Path(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+if not path.exists():
+    write_table(path, decks[:1])
+    decks = decks[1:]
+append_rounds(path, decks, checkpoint_after=checkpoint_after, stamp=True)
+"""
+
+
+def test_the_day_report_reads_its_day_once_from_the_checkpoint_before_it(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """A table's gaming day in the report is one pass over its rows: from the engine
+    checkpoint before the day's window (Q3 replays them) through the window's last row (the
+    counts read the window's). Rounds dealt two days before (out of Q3's reach), the evening
+    before (with a checkpoint), on the day (with a round between recorded by a clock a day
+    ahead: the engine replays it, read by its seq; the counts leave it to its own day) and
+    two days after, each under libfaketime. The server's own count of the rows this backend
+    fetched (pg_stat_xact_user_tables) is the rows from that checkpoint to the day's last,
+    and the counts and Q3 are what the day's rows alone give. Reading the window for the
+    counts and again for Q3, on to the first round after the day (what the report did),
+    fails it; so does skipping the round recorded out of the window."""
+    from tablectl.controller.floor.report import (
+        _rows_between,
+        day_window,
+        summarize_table,
+        table_day,
+    )
+    from tablectl.controller.gaming_day import DEFAULT_START
+    from tablectl.controller.journal import read_rows
+
+    rng = random.Random(23)
+    decks = shuffled(rng, 14)
+    table_id = unique_table_id()
+    config = floor_db.provision(table_id)
+    path = tmp_path / f"{table_id}.sqlite"
+    day = datetime.date(2026, 11, 20)
+    with floor_db.admin() as conn:
+        low, high = day_window(conn, day)
+    root = Path(__file__).resolve().parents[2]
+    hours = datetime.timedelta(hours=1)
+    plays = [  # (when, decks, checkpoint after that many rounds)
+        (low - 50 * hours, decks[:3], 0),
+        (low - 10 * hours, decks[3:5], 1),
+        (low + 5 * hours, decks[5:7], 0),
+        (high + 5 * hours, decks[7:8], 0),  # the table's clock a day ahead, then put back
+        (low + 8 * hours, decks[8:10], 0),
+        (high + 30 * hours, decks[10:], 0),
+    ]
+    for when, dealt, checkpoint_after in plays:
+        clock = f"@{when.astimezone(datetime.UTC):%Y-%m-%d %H:%M:%S}"
+        done = subprocess.run(
+            ["faketime", "-f", clock, sys.executable, "-c", _APPEND, str(path),
+             json.dumps(dealt), str(checkpoint_after)],
+            capture_output=True, text=True, timeout=60, cwd=root, env={**os.environ, "TZ": "UTC"},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    ship_until_caught_up(table_id, path, config)
+
+    rows = list(read_rows(path))
+    at = {row.seq: datetime.datetime.fromisoformat(row.recorded_at) for row in rows}
+    (checkpoint,) = [r.seq for r in rows if r.kind == "checkpoint" and at[r.seq] < low]
+    in_window = [seq for seq, moment in at.items() if low <= moment < high]
+    assert len(in_window) > 100 and max(at.values()) >= high  # rows after the day to skip
+    with floor_db.admin() as conn, conn.transaction():
+        summary = table_day(conn, "floor.journal_rows", table_id, TABLE, day, (low, high))
+        read = conn.execute(
+            "SELECT sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))"
+            " FROM pg_stat_xact_user_tables"
+            " WHERE schemaname = 'floor' AND relname LIKE 'journal\\_rows\\_%'"
+        ).fetchone()[0]
+        alone = summarize_table(
+            table_id,
+            _rows_between(conn, "floor.journal_rows", table_id, low, high),
+            day,
+            DEFAULT_START,
+        )
+    once = max(in_window) - checkpoint + 1  # the checkpoint's row through the window's last
+    assert once <= read <= once + 5, (read, once, len(in_window))
+    assert summary.counts == alone.counts and summary.counts["rounds"] == 4
+    assert summary.decisions == alone.decisions
+    assert not summary.seat_untested and summary.seat_cards == 4 * 35  # 7 players, 5 cards
