@@ -67,7 +67,7 @@ demo: venv
 # from the parser into controller/share/
 # (shipped in the wheel; tests/unit/test_manuals.py fails when they are stale).
 manuals: venv
-	$(BIN)/python -m tablectl.controller.manuals
+	$(BIN)/python -m tablectl.controller.commands.manuals
 
 # The README's picture of `tablectl watch`: the headless test's screen at its C9 notification.
 watch-screenshot: venv

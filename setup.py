@@ -1,12 +1,12 @@
 """Maps the repository's top-level folders into the `tablectl` import package.
 
 pyproject.toml holds everything else; only this mapping needs code, so that a new
-sub-package (say controller/games/) is packaged without editing a list.
+sub-package (say controller/engine/games/) is packaged without editing a list.
 
 Besides the code, the files an installed tablectl hands out ship as package data under
 `tablectl/share/` (share/README.md): the folder `share/` itself, and the repository's
 `config/`, `systemd/` and `docs/` as `tablectl/share/config/` and so on. Every file in
-those folders ships; `tablectl.controller.resources` finds them.
+those folders ships; `tablectl.controller.service.resources` finds them.
 """
 
 import os

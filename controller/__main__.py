@@ -1,5 +1,5 @@
 import sys
 
-from tablectl.controller.cli import main
+from tablectl.controller.commands.cli import main
 
 sys.exit(main())

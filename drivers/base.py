@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import structlog
 from prometheus_client import Counter
 
-from tablectl.controller.events import UNDECODABLE_FRAME
+from tablectl.controller.engine.events import UNDECODABLE_FRAME
 from tablectl.drivers.protocol.link import LinkSettings
 from tablectl.drivers.protocol.messages import Identity
 from tablectl.drivers.transport.base import Transport, TransportError

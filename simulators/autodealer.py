@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tablectl.controller.gaming_day import gaming_day_of
+from tablectl.controller.engine.gaming_day import gaming_day_of
 from tablectl.drivers.protocol.messages import Fault
 from tablectl.simulators.table import SimulatedTable
 

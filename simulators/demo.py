@@ -40,25 +40,30 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from tablectl.controller.cli import add_old_option_name
-from tablectl.controller.config import (
+from tablectl.controller.commands.cli import add_old_option_name
+from tablectl.controller.common.config import (
     SEALING_KEY_NAME,
     TableConfig,
     parse_config,
     parse_listen_address,
 )
-from tablectl.controller.daemon import Daemon, run_daemon
-from tablectl.controller.journal import (
+from tablectl.controller.common.logs import configure_logging
+from tablectl.controller.engine.registry import bundled_game_names
+from tablectl.controller.record.durable import write_private_file
+from tablectl.controller.record.journal import (
     JournalError,
     read_rows,
     recover_at_start,
-    write_private_file,
 )
-from tablectl.controller.logs import configure_logging
-from tablectl.controller.preflight import ERROR, check_free_space
-from tablectl.controller.registry import bundled_game_names
-from tablectl.controller.sealing import SealingError, VerificationKey, setup_keys
-from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
+from tablectl.controller.record.sealing import SealingError, VerificationKey, setup_keys
+from tablectl.controller.record.tablelock import (
+    LockError,
+    TableLock,
+    TableLocked,
+    acquire_table_lock,
+)
+from tablectl.controller.service.daemon import Daemon, run_daemon
+from tablectl.controller.service.preflight import ERROR, check_free_space
 from tablectl.drivers.registry import get_driver_class
 from tablectl.simulators import shuffles
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
@@ -298,7 +303,7 @@ def _run(args: argparse.Namespace, seed: int, host: str, port: int) -> int:
         # at the demo's pace (--pace) unless --fast
         args.step_lines = False
         try:
-            return asyncio.run(run_floor_demo(args, seed))
+            return asyncio.run(run_floor_demo(args, seed, play_demo))
         except KeyboardInterrupt:
             return 130
     try:

@@ -18,13 +18,14 @@ import asyncio
 import datetime
 import json
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from tablectl.controller.engine.gaming_day import gaming_day_of
 from tablectl.controller.floor.report import build_report, write_csv, write_html
 from tablectl.controller.floor.schema import READER_GROUP, add_table, create_schema
 from tablectl.controller.floor.store import connect, rows_relation, verify_table
-from tablectl.controller.gaming_day import gaming_day_of
 from tablectl.simulators.pgserver import PostgresUnavailable, ThrowawayPostgres
 
 #: table id -> (game, fault rate, the faults injected)
@@ -34,13 +35,15 @@ FLOOR_TABLES: dict[str, tuple[str, float, tuple[str, ...]]] = {
     "t-hilo": ("five_card_hilo", 0.1, ("shuffler_jam",)),
 }
 DEFAULT_ROUNDS = 30
+#: simulators.demo.play_demo(args, seed, host, port) -> exit status
+PlayDemo = Callable[..., Awaitable[int]]
 DATABASE = "floor"
 SURVEILLANCE = "demo_surveillance"
 
 
-async def run_floor_demo(args: argparse.Namespace, seed: int) -> int:
-    from tablectl.simulators.demo import play_demo
-
+async def run_floor_demo(args: argparse.Namespace, seed: int, play_demo: PlayDemo) -> int:
+    """`play_demo` is the demo's own (simulators/demo.py, which calls this): passed in, so that
+    the demo imports the floor demo and not the other way round."""
     state_dir: Path = args.state_dir or Path(tempfile.mkdtemp(prefix="tablectl-floor-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     try:

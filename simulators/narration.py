@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tablectl.controller.cards import mask_card_words
-from tablectl.controller.journal import JournalRow, read_rows
-from tablectl.controller.status_words import cards_dealt_line
+from tablectl.controller.engine.cards import mask_card_words
+from tablectl.controller.record.journal import JournalRow, read_rows
+from tablectl.controller.service.status_words import cards_dealt_line
 
 #: events in plain words; an event not named here is shown by its name, underscores as spaces
 EVENT_WORDS: dict[str, str] = {

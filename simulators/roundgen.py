@@ -8,8 +8,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tablectl.controller.cards import dealer_stands, hand_total
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.cards import dealer_stands, hand_total
+from tablectl.controller.engine.table import TableSpec
 
 Event = dict[str, Any]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tablectl.controller.config import DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT
+from tablectl.controller.common.config import DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -17,9 +17,9 @@ import argparse
 import sys
 from collections import defaultdict
 
-from tablectl.controller.config import ConfigError, TableConfig, load_config
-from tablectl.controller.preflight import errors, preflight
-from tablectl.controller.tablelock import lock_path_for, running_holder
+from tablectl.controller.common.config import ConfigError, TableConfig, load_config
+from tablectl.controller.record.tablelock import lock_path_for, running_holder
+from tablectl.controller.service.preflight import errors, preflight
 
 EXIT_CODES = """exit status:
   0  the files are valid and `tablectl run` would start (warnings, if any, on stderr)

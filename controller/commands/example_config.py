@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any
 
-from tablectl.controller.config import (
+from tablectl.controller.common.config import (
     DEFAULT_CHECKPOINT_ROUNDS,
     DEFAULT_LOG_LEVEL,
     DEFAULT_METRICS_HOST,
@@ -27,7 +27,7 @@ from tablectl.controller.config import (
     OPERATOR_SOCKET_TEMPLATE,
     SUPERVISOR_GROUP,
 )
-from tablectl.controller.registry import (
+from tablectl.controller.engine.registry import (
     ENTRY_POINT_GROUP,
     GameLoadError,
     GameNotFound,
@@ -35,8 +35,8 @@ from tablectl.controller.registry import (
     find_game,
     game_names,
 )
-from tablectl.controller.resources import NotShipped, example_config, shared
-from tablectl.controller.table import SHUFFLERS
+from tablectl.controller.engine.table import SHUFFLERS
+from tablectl.controller.service.resources import NotShipped, example_config, shared
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -22,10 +22,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.cli import add_old_option_name
+from tablectl.controller.commands.cli import add_old_option_name
 from tablectl.controller.commands.journal import print_cards
-from tablectl.controller.journal import JournalError, JournalRow, replay_round
-from tablectl.controller.operator_client import render_decision
+from tablectl.controller.record.journal import JournalError, JournalRow, replay_round
+from tablectl.controller.service.operator_client import render_decision
 
 #: what `floor round` shows of each event besides its type (the cards are listed above)
 EVENT_FIELDS_SHOWN = ("time", "device", "fault", "positions", "by", "deck", "count")

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from tablectl.controller.config import SERVICE_USER, ConfigError, load_config
-from tablectl.controller.export import COLUMNS, export_records
-from tablectl.controller.journal import (
+from tablectl.controller.common.config import SERVICE_USER, ConfigError, load_config
+from tablectl.controller.record.export import COLUMNS, export_records
+from tablectl.controller.record.journal import (
     EXIT_TAMPERED,
     EXIT_UNREADABLE,
     JournalError,
@@ -34,13 +34,13 @@ from tablectl.controller.journal import (
     segment_files,
     verify_journal,
 )
-from tablectl.controller.sealing import (
+from tablectl.controller.record.sealing import (
     DEFAULT_EPOCH_SECONDS,
     SealingError,
     VerificationKey,
     setup_keys,
 )
-from tablectl.controller.seat_bias import day_report
+from tablectl.controller.record.seat_bias import day_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

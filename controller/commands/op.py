@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tablectl.controller.events import (
+from tablectl.controller.engine.events import (
     EVENT_TYPES,
     OPERATOR_EVENTS,
     EventError,
@@ -22,7 +22,7 @@ from tablectl.controller.events import (
     event_type,
     validate,
 )
-from tablectl.controller.operator_client import (
+from tablectl.controller.service.operator_client import (
     OperatorClientError,
     default_socket,
     render_decision,

@@ -11,8 +11,13 @@ import argparse
 import asyncio
 import sys
 
-from tablectl.controller.config import ConfigError, load_config
-from tablectl.controller.tablelock import LockError, TableLock, TableLocked, acquire_table_lock
+from tablectl.controller.common.config import ConfigError, load_config
+from tablectl.controller.record.tablelock import (
+    LockError,
+    TableLock,
+    TableLocked,
+    acquire_table_lock,
+)
 
 # Mirrors of controller.daemon's, which is imported only once the lock is held: a second
 # instance is told within a fraction of a second, before the daemon's imports (~0.5 s).
@@ -92,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     except LockError as error:
         lock_problem = f"{config.source}: journal.path: {error}"
-    from tablectl.controller.preflight import errors, preflight
+    from tablectl.controller.service.preflight import errors, preflight
 
     problems = preflight(config)
     failed = errors(problems)
@@ -107,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
             lock.release()
         return EXIT_REFUSED
     assert lock is not None
-    from tablectl.controller.daemon import run_daemon
-    from tablectl.controller.logs import configure_logging, get_logger
+    from tablectl.controller.common.logs import configure_logging, get_logger
+    from tablectl.controller.service.daemon import run_daemon
 
     configure_logging(config.log_level, mode=args.log_format)
     log = get_logger("daemon", table=config.table_id)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.commands.op import add_socket_arguments
-from tablectl.controller.operator_client import OperatorClientError, default_socket, request
-from tablectl.controller.status_words import UNREACHABLE, describe, health_line
+from tablectl.controller.service.operator_client import OperatorClientError, default_socket, request
+from tablectl.controller.service.status_words import UNREACHABLE, describe, health_line
 
 #: ANSI: cursor home and clear the screen (the redraw of `--watch` on a terminal)
 CLEAR = "\x1b[H\x1b[2J"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.floor.schema import CHAIN_COLUMNS
-from tablectl.controller.journal import closed_segment_first_seq
+from tablectl.controller.record.journal import closed_segment_first_seq
 
 #: a journal row, every column by name (row["seq"]) and in order; made by sqlite3 itself, in
 #: C (a shipper reads every row it sends: a dict a row cost it a third of its time)

@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
-from tablectl.controller.gaming_day import (
+from tablectl.controller.engine.gaming_day import (
     DEFAULT_START,
     gaming_day_of,
     local_wall_clock,
     parse_start,
 )
-from tablectl.controller.journal import JournalError, JournalRow, parse_row
-from tablectl.controller.shuffle_integrity import SEAT_BIAS_ALPHA
+from tablectl.controller.engine.shuffle_integrity import SEAT_BIAS_ALPHA
+from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
+from tablectl.controller.record.journal import JournalError, JournalRow, parse_row
 
 FAULT_EVENTS = frozenset(
     {"shuffler_fault", "shoe_fault", "reader_fault", "rack_fault", "device_lost"}
@@ -265,9 +265,9 @@ def day_seat_bias(
     """Q3 for one table's gaming day: the players' (position, card) of the rounds that ended
     on that day, replayed from the last checkpoint before the day's `window` (within
     CHECKPOINT_REACH of its start) to the window's end; ended rounds only."""
+    from tablectl.controller.engine.shuffle_integrity import seat_bias
     from tablectl.controller.floor.shuffle import EndedRound, TableReplay, replay_table
-    from tablectl.controller.journal import ReplayedDraws, engine_from_table_row
-    from tablectl.controller.shuffle_integrity import seat_bias
+    from tablectl.controller.record.journal import ReplayedDraws, engine_from_table_row
 
     copies = engine_from_table_row(table_row, ReplayedDraws(())).composition.copies
     dealt: list[tuple[int, str]] = []

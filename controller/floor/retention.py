@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
-from tablectl.controller.journal import row_hash, write_private_file
+from tablectl.controller.record.durable import write_private_file
+from tablectl.controller.record.journal import row_hash
 
 
 class RetireRefused(RuntimeError):

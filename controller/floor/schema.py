@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.config import TABLE_ID_PATTERN
-from tablectl.controller.journal import write_private_file
+from tablectl.controller.common.config import TABLE_ID_PATTERN
+from tablectl.controller.record.durable import write_private_file
 
 SCHEMA = "floor"
 WRITER_GROUP = "tablectl_floor_writer"

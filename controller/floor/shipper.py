@@ -25,8 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tablectl.controller import metrics
-from tablectl.controller.config import FloorConfig
+from tablectl.controller.common import metrics
+from tablectl.controller.common.config import FloorConfig
+from tablectl.controller.common.logs import get_logger
 from tablectl.controller.floor.local import LocalJournal, Row
 from tablectl.controller.floor.schema import (
     CHAIN_COLUMNS,
@@ -37,7 +38,6 @@ from tablectl.controller.floor.schema import (
     SQLSTATE_DIVERGED,
     STATEMENT_TIMEOUT_MS,
 )
-from tablectl.controller.logs import get_logger
 
 #: seconds between attempts after a failure: doubling from RETRY_MIN up to RETRY_MAX
 RETRY_MIN = 0.25

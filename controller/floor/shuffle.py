@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tablectl.controller.engine.shuffle_integrity import FLOOR_RUN, ShuffleWatch
 from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
 from tablectl.controller.floor.store import rows_relation
-from tablectl.controller.journal import (
+from tablectl.controller.record.journal import (
     RANDOM_DRAW,
     JournalError,
     JournalRow,
@@ -38,7 +39,6 @@ from tablectl.controller.journal import (
     engine_from_table_row,
     parse_row,
 )
-from tablectl.controller.shuffle_integrity import FLOOR_RUN, ShuffleWatch
 
 #: the floor's fingerprint: 80 bits. The table's 48 bits are enough for its 1,024 runs, not
 #: for a floor-year: 3.65e9 runs make 6.7e18 pairs, which 48 bits would collide ~24,000

@@ -23,7 +23,7 @@ from tablectl.controller.floor.schema import (
     RELEASED_VIEW,
     SCHEMA,
 )
-from tablectl.controller.journal import (
+from tablectl.controller.record.journal import (
     GENESIS_HASH,
     JournalError,
     JournalRow,

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from tablectl.controller.cli import add_old_option_name
+from tablectl.controller.commands.cli import add_old_option_name
 from tablectl.drivers.base import DriverError
 from tablectl.drivers.registry import DriverNotFound
 from tablectl.drivers.usb_ids import DEVICE_KINDS

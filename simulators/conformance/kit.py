@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 from tablectl.controller import __version__
-from tablectl.controller.events import CARD, CARDS, EVENT_TYPES, EventError, Field
+from tablectl.controller.engine.events import CARD, CARDS, EVENT_TYPES, EventError, Field
 from tablectl.drivers.base import (
     AllowList,
     DeviceDriver,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from tablectl.controller.registry import bundled_game_names
+from tablectl.controller.engine.registry import bundled_game_names
 
 
 def scenario_text(game: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tablectl.controller.replay import replay
+from tablectl.controller.commands.replay import replay
 from tablectl.simulators.scenarios import bundled
 
 

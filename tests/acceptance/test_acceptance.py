@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("tablectl.controller.replay")
+pytest.importorskip("tablectl.controller.commands.replay")
 
 from acceptance_format import (
     brief,
@@ -24,7 +24,7 @@ from acceptance_format import (
     scenario_paths,
 )
 
-from tablectl.controller.cli import main
+from tablectl.controller.commands.cli import main
 
 
 def replay(path: Path) -> tuple[int, list[dict[str, Any]], str]:

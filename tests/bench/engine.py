@@ -14,8 +14,8 @@ from typing import Any
 
 from transitions import Machine
 
-from tablectl.controller.engine import Engine
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.table import TableSpec
 from tablectl.simulators.roundgen import legal_stream
 
 TABLES: list[tuple[str, dict[str, Any]]] = [

@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.config import parse_config
+from tablectl.controller.common.config import parse_config
+from tablectl.controller.engine.table import TableSpec
 from tablectl.controller.floor.schema import add_table, create_schema, writer_role
 from tablectl.controller.floor.shipper import FloorShipper
 from tablectl.controller.floor.store import connect
-from tablectl.controller.journal import Journal
-from tablectl.controller.service import TableService
-from tablectl.controller.table import TableSpec
+from tablectl.controller.record.journal import Journal
+from tablectl.controller.service.service import TableService
 from tablectl.simulators.pgserver import ThrowawayPostgres
 from tablectl.simulators.roundgen import legal_stream
 

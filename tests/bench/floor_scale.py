@@ -61,7 +61,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.config import DEFAULT_FLOOR_BATCH_ROWS, FloorConfig, parse_config
+from tablectl.controller.common.config import DEFAULT_FLOOR_BATCH_ROWS, FloorConfig, parse_config
+from tablectl.controller.engine.table import TableSpec
 from tablectl.controller.floor.report import build_report, day_window
 from tablectl.controller.floor.retention import ensure_days
 from tablectl.controller.floor.schema import (
@@ -78,9 +79,8 @@ from tablectl.controller.floor.store import (
     round_span_rows,
     verify_table,
 )
-from tablectl.controller.journal import GENESIS_HASH, Journal, row_hash
-from tablectl.controller.service import TableService
-from tablectl.controller.table import TableSpec
+from tablectl.controller.record.journal import GENESIS_HASH, Journal, row_hash
+from tablectl.controller.service.service import TableService
 from tablectl.simulators.pgbouncer import ThrowawayPgBouncer
 from tablectl.simulators.pgserver import ThrowawayPostgres
 from tablectl.simulators.roundgen import legal_stream

@@ -48,7 +48,7 @@ from typing import Any
 
 import structlog
 
-from tablectl.controller.logs import configure_logging
+from tablectl.controller.common.logs import configure_logging
 from tests.bench import (
     device_latency,
     engine,

@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.config import load_config
-from tablectl.controller.daemon import Daemon, run_daemon
-from tablectl.controller.journal import GENESIS_HASH, verify_journal
+from tablectl.controller.common.config import load_config
+from tablectl.controller.record.journal import GENESIS_HASH, verify_journal
+from tablectl.controller.service.daemon import Daemon, run_daemon
 from tablectl.drivers.base import DriverSettings
 from tablectl.drivers.protocol import messages as m
 from tablectl.drivers.protocol.frame import OVERHEAD, wire_time

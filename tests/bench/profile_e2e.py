@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tablectl.controller.logs import configure_logging
+from tablectl.controller.common.logs import configure_logging
 from tests.bench.latency import DaemonRig
 
 

@@ -1,6 +1,6 @@
 """Start to READY and idle RSS of the daemon with one table (never asserted).
 
-With `tablectl run` (controller/daemon.py): the e2e five_card_hilo table (shuffler, ADS and
+With `tablectl run` (controller/service/daemon.py): the e2e five_card_hilo table (shuffler, ADS and
 discard rack simulated on ptys by the e2e rig process, tests/e2e/conftest.py's Table) and a
 real NOTIFY_SOCKET; READY=1 comes once every device has handshaken and the metrics port is
 bound. Median of several starts; the idle daemon's VmRSS after it sat idle for 3 s. (This
@@ -42,7 +42,7 @@ socket = "{socket}"
 
 def measure(repeats: int = 7) -> dict[str, Any]:
     """Median start->READY over ``repeats`` starts, and the idle RSS."""
-    from tablectl.controller.cli import COMMANDS
+    from tablectl.controller.commands.cli import COMMANDS
 
     if "run" in COMMANDS:
         return _measure_daemon(repeats)
@@ -161,10 +161,10 @@ def _rss_mib(pid: int) -> float:
 
 def child(config_path: str) -> int:
     """What exists of the daemon's start: configuration, journal replay, metrics, READY."""
-    from tablectl.controller.config import load_config
-    from tablectl.controller.metrics import start_metrics_server
-    from tablectl.controller.sdnotify import SdNotifier
-    from tablectl.controller.service import open_service
+    from tablectl.controller.common.config import load_config
+    from tablectl.controller.common.metrics import start_metrics_server
+    from tablectl.controller.service.sdnotify import SdNotifier
+    from tablectl.controller.service.service import open_service
 
     async def serve() -> None:
         config = load_config(config_path)

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.config import TableConfig, parse_config
-from tablectl.controller.journal import Journal, verify_journal
-from tablectl.controller.service import TableService
-from tablectl.controller.table import TableSpec
+from tablectl.controller.common.config import TableConfig, parse_config
+from tablectl.controller.engine.table import TableSpec
+from tablectl.controller.record.journal import Journal, verify_journal
+from tablectl.controller.service.service import TableService
 from tablectl.simulators.roundgen import legal_stream
 
 
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
 
-    from tablectl.controller.logs import configure_logging
+    from tablectl.controller.common.logs import configure_logging
 
     parser = argparse.ArgumentParser(prog="python -m tests.bench.service")
     parser.add_argument("--split", action="store_true", help="events_vs_group_commit's parts")

@@ -1,7 +1,7 @@
 """Shuffle integrity measured (docs/shuffle-integrity.md): false alarms and detection.
 
 For each game, a model of its table (the cards a round deals, the rounds a shoe lasts) plays
-rounds through the detectors (controller/shuffle_integrity.py) with the shuffler of
+rounds through the detectors (controller/engine/shuffle_integrity.py) with the shuffler of
 simulators/shuffles.py:
 
 - honest shuffles for at least a million rounds in all: the false alarms of each detector,
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.cards import deck_with_joker, multi_deck_shoe, standard_deck
-from tablectl.controller.shuffle_integrity import (
+from tablectl.controller.engine.cards import deck_with_joker, multi_deck_shoe, standard_deck
+from tablectl.controller.engine.shuffle_integrity import (
     FALSE_ALARMS_PER_TABLE_YEAR,
     LOOK_ALPHA,
     ROUNDS_PER_TABLE_YEAR,

@@ -12,7 +12,7 @@ rehashed), as the roll-over leaves them. Then, alternating, three times each:
   seq, link, hash, seal links, across the files).
 
 `verify_vs_hash_floor` is the verifier's rows/s over the floor's (goal >= 0.5). Then the real
-child (`python -m tablectl.controller.journal_verifier`, SCHED_IDLE) walks all the segments
+child (`python -m tablectl.controller.record.journal_verifier`, SCHED_IDLE) walks all the segments
 once, wall time measured; `verify_year_seconds` is that time scaled to 365 segments of 8 MB
 (by bytes: the walk is linear in rows, one file after another, one row in memory at a
 time). Figures,
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.journal import (
+from tablectl.controller.record.journal import (
     _SCHEMA,
     _connect_read_only,
     canonical_json,
@@ -37,7 +37,7 @@ from tablectl.controller.journal import (
     live_segments,
     row_hash,
 )
-from tablectl.controller.journal_verifier import walk
+from tablectl.controller.record.journal_verifier import walk
 from tests.journal.history import build_history, write_config
 
 DAY_ROUNDS = 1_000
@@ -133,7 +133,7 @@ def measure(quick: bool = False) -> dict[str, Any]:
             [
                 sys.executable,
                 "-m",
-                "tablectl.controller.journal_verifier",
+                "tablectl.controller.record.journal_verifier",
                 str(live),
                 "--until",
                 str(last_seq),

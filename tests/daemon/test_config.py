@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller import cli
-from tablectl.controller.config import (
+from tablectl.controller.commands import cli
+from tablectl.controller.common.config import (
     DEFAULT_METRICS_PORT,
     ConfigError,
     SerialTransportConfig,
@@ -222,7 +222,7 @@ def test_every_configured_transport_builds_with_the_transport_layer(path):
 
 
 def test_operator_roles_and_limits_are_read_and_checked():
-    from tablectl.controller.config import OperatorLimits, parse_config
+    from tablectl.controller.common.config import OperatorLimits, parse_config
 
     base = {"table": {"id": "t1", "game": "five_card_hilo"}}
     config = parse_config(base, "t1.toml")

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller import logs
-from tablectl.controller.cards import mask_card_words
-from tablectl.controller.journal import read_rows
-from tablectl.controller.service import open_service
+from tablectl.controller.common import logs
+from tablectl.controller.engine.cards import mask_card_words
+from tablectl.controller.record.journal import read_rows
+from tablectl.controller.service.service import open_service
 from tests.daemon.test_service import SETUP, config_for, fixed_clock
 
 # any card-shaped word, whatever its case
@@ -80,8 +80,8 @@ def test_device_words_in_log_lines_are_masked_in_any_case() -> None:
 
 def test_an_over_long_fault_text_is_refused_without_its_words() -> None:
     """The refusal names the field and its length, never the device's text (it may name a card)."""
-    from tablectl.controller.engine import Engine
-    from tablectl.controller.table import TableSpec
+    from tablectl.controller.engine.core import Engine
+    from tablectl.controller.engine.table import TableSpec
 
     engine = Engine(TableSpec.from_dict({"game": "five_card_hilo"}))
     text = "misfeed: next card Ah, then Kd " + "x" * 300
@@ -97,7 +97,7 @@ def test_the_demos_narration_masks_a_devices_fault_words() -> None:
     """`tablectl demo` prints each event and a summary from the journal: no card either way."""
     import datetime
 
-    from tablectl.controller.journal import JournalRow
+    from tablectl.controller.record.journal import JournalRow
     from tablectl.simulators.narration import StepPrinter, summarise
 
     out = io.StringIO()

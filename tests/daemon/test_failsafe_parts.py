@@ -16,18 +16,18 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from tablectl.controller import metrics
-from tablectl.controller.config import load_config
-from tablectl.controller.daemon import EXIT_REFUSED, AlarmCoalescer, run_daemon
-from tablectl.controller.journal import Journal, JournalError, read_rows
-from tablectl.controller.logs import configure_logging, mask_card_text
-from tablectl.controller.operator_client import request
-from tablectl.controller.tablelock import (
+from tablectl.controller.common import metrics
+from tablectl.controller.common.config import load_config
+from tablectl.controller.common.logs import configure_logging, mask_card_text
+from tablectl.controller.record.journal import Journal, JournalError, read_rows
+from tablectl.controller.record.tablelock import (
     TableLocked,
     acquire_table_lock,
     holder_pid,
     lock_path_for,
 )
+from tablectl.controller.service.daemon import EXIT_REFUSED, AlarmCoalescer, run_daemon
+from tablectl.controller.service.operator_client import request
 from tablectl.drivers.protocol import messages as m
 from tablectl.drivers.protocol.messages import Msg
 from tablectl.drivers.reference import REFERENCE_DRIVERS
@@ -208,7 +208,7 @@ def test_the_second_guard_masks_card_shaped_text() -> None:
     stream = io.StringIO()
     configure_logging("info", mode="json", stream=stream)
     try:
-        from tablectl.controller.logs import get_logger
+        from tablectl.controller.common.logs import get_logger
 
         log = get_logger("test")
         try:
@@ -223,7 +223,7 @@ def test_the_second_guard_masks_card_shaped_text() -> None:
 
 
 def test_the_wire_and_the_event_language_spell_cards_alike() -> None:
-    from tablectl.controller.cards import JOKER, STANDARD_DECK
+    from tablectl.controller.engine.cards import JOKER, STANDARD_DECK
 
     for card in (*STANDARD_DECK, JOKER):
         assert m.unpack_card_drawn(m.pack_card_drawn(card, False)) == (card, False)
@@ -294,8 +294,8 @@ def test_a_start_failing_during_a_handshake_never_hangs(tmp_path: Path, failure:
 
 def test_run_mirrors_the_daemons_defaults_and_exit_codes() -> None:
     """`tablectl run` imports the daemon only once the lock is held; its copies must agree."""
-    from tablectl.controller import daemon
     from tablectl.controller.commands import run
+    from tablectl.controller.service import daemon
 
     assert run.DEFAULT_DEVICE_WAIT == daemon.DEFAULT_DEVICE_WAIT
     assert run.DEFAULT_FAIL_STOP_LINGER == daemon.DEFAULT_FAIL_STOP_LINGER
@@ -306,7 +306,7 @@ def test_run_mirrors_the_daemons_defaults_and_exit_codes() -> None:
 
 
 def test_running_holder_names_the_running_daemon_and_creates_nothing(tmp_path: Path) -> None:
-    from tablectl.controller.tablelock import running_holder
+    from tablectl.controller.record.tablelock import running_holder
 
     journal = tmp_path / "journal.sqlite"
     assert running_holder(journal) is None
@@ -317,7 +317,7 @@ def test_running_holder_names_the_running_daemon_and_creates_nothing(tmp_path: P
 
 
 def test_a_live_socket_is_never_taken_over_nor_removed_when_not_ours(tmp_path: Path) -> None:
-    from tablectl.controller.operator import OperatorError, OperatorServer
+    from tablectl.controller.service.operator import OperatorError, OperatorServer
 
     async def handler(event: Any, peer: Any) -> list[dict[str, Any]]:
         return []

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller import cli, metrics
-from tablectl.controller.journal import (
+from tablectl.controller.commands import cli
+from tablectl.controller.common import metrics
+from tablectl.controller.record.journal import (
     RANDOM_DRAW,
     Journal,
     JournalError,
@@ -224,8 +225,8 @@ def test_a_loose_existing_file_is_tightened(tmp_path):
 
 WRITER = """
 import sys
-from tablectl.controller.journal import Journal
-from tablectl.controller.logs import configure_logging
+from tablectl.controller.record.journal import Journal
+from tablectl.controller.common.logs import configure_logging
 configure_logging("info", mode="json")  # to stderr; stdout carries the acknowledged seqs
 journal = Journal(sys.argv[1])
 journal.append("table", {"type": "table", "game": "five_card_hilo", "options": {}}, durable=True)
@@ -310,7 +311,7 @@ def test_head_is_logged_at_open_and_close_as_an_outside_anchor(tmp_path):
 
     import structlog
 
-    from tablectl.controller import logs
+    from tablectl.controller.common import logs
 
     stream = io.StringIO()
     logs.configure_logging("info", mode="json", stream=stream)

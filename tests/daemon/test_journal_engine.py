@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller import cli
-from tablectl.controller import engine as engine_module
-from tablectl.controller import table as table_module
-from tablectl.controller.config import ConfigError, load_config
-from tablectl.controller.journal import (
+from tablectl.controller.commands import cli
+from tablectl.controller.common.config import ConfigError, load_config
+from tablectl.controller.engine import core as engine_module
+from tablectl.controller.engine import table as table_module
+from tablectl.controller.record.journal import (
     Journal,
     JournalError,
     read_rows,

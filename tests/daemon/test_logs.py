@@ -11,7 +11,7 @@ import re
 import pytest
 import structlog
 
-from tablectl.controller import logs
+from tablectl.controller.common import logs
 
 
 @pytest.fixture(autouse=True)

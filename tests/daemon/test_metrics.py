@@ -10,7 +10,8 @@ import urllib.request
 
 import pytest
 
-from tablectl.controller import __version__, metrics
+from tablectl.controller import __version__
+from tablectl.controller.common import metrics
 
 REQUIRED = (
     "tablectl_rounds_total",
@@ -156,7 +157,7 @@ def test_the_stub_cadence_is_a_typed_gauge_with_no_created_series_and_no_floor(s
 def test_floor_metrics_appear_once_a_floor_is_configured(tmp_path):
     """A table with a `[floor]` exposes them (each shipper registers them once per process)."""
     code = (
-        "from tablectl.controller import metrics\n"
+        "from tablectl.controller.common import metrics\n"
         "from prometheus_client import REGISTRY, generate_latest\n"
         "assert b'tablectl_floor_' not in generate_latest(REGISTRY)\n"
         "metrics.register_floor_metrics(); metrics.register_floor_metrics()\n"

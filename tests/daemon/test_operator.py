@@ -21,17 +21,17 @@ from typing import Any
 import pytest
 import structlog
 
-from tablectl.controller import cli, logs
-from tablectl.controller.commands import op
-from tablectl.controller.events import EVENT_TYPES
-from tablectl.controller.operator import (
+from tablectl.controller.commands import cli, op
+from tablectl.controller.common import logs
+from tablectl.controller.engine.events import EVENT_TYPES
+from tablectl.controller.service.operator import (
     OperatorError,
     OperatorServer,
     PeerCredentials,
     peer_credentials,
     supplementary_groups,
 )
-from tablectl.controller.operator_client import request
+from tablectl.controller.service.operator_client import request
 
 REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
@@ -382,7 +382,7 @@ def test_a_member_of_the_operator_group_is_served(server):
 
 
 def test_a_subscriber_that_stops_reading_never_stalls_publishing(server, log_stream, monkeypatch):
-    import tablectl.controller.operator as operator_module
+    import tablectl.controller.service.operator as operator_module
 
     monkeypatch.setattr(operator_module, "SUBSCRIBER_BACKLOG", 64 * 1024)
     with socket.socket(socket.AF_UNIX) as sock:

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tablectl.controller.sdnotify import SdNotifier, watchdog_interval
+from tablectl.controller.service.sdnotify import SdNotifier, watchdog_interval
 
 
 def receiver(address: str) -> socket.socket:
@@ -79,7 +79,7 @@ def test_watchdog_interval(environ, expected):
 def test_watchdog_pings_from_the_loop_at_half_the_interval(tmp_path):
     import asyncio
 
-    from tablectl.controller.sdnotify import Watchdog
+    from tablectl.controller.service.sdnotify import Watchdog
 
     path = str(tmp_path / "notify")
     sock = receiver(path)
@@ -117,7 +117,7 @@ def test_watchdog_pings_from_the_loop_at_half_the_interval(tmp_path):
 def test_no_watchdog_requested_means_no_pings(tmp_path):
     import asyncio
 
-    from tablectl.controller.sdnotify import Watchdog
+    from tablectl.controller.service.sdnotify import Watchdog
 
     async def run() -> bool:
         environ = {"NOTIFY_SOCKET": str(tmp_path / "n")}

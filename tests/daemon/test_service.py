@@ -11,9 +11,15 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from tablectl.controller.config import parse_config
-from tablectl.controller.journal import RANDOM_DRAW, Journal, read_rows, round_cards, verify_journal
-from tablectl.controller.service import ServiceError, TableService, open_service
+from tablectl.controller.common.config import parse_config
+from tablectl.controller.record.journal import (
+    RANDOM_DRAW,
+    Journal,
+    read_rows,
+    round_cards,
+    verify_journal,
+)
+from tablectl.controller.service.service import ServiceError, TableService, open_service
 
 CARDS = ["As", "Kd", "7h", "7c", "2s", "3c", "4d", "5h", "6s", "8c", "9d", "Th", "Js", "Qc", "Kh"]
 SETUP = [
@@ -194,9 +200,9 @@ async def _start_and_close(config) -> None:
 
 KILLED_SERVICE = """
 import asyncio, sys, datetime
-from tablectl.controller.config import parse_config
-from tablectl.controller.logs import configure_logging
-from tablectl.controller.service import open_service
+from tablectl.controller.common.config import parse_config
+from tablectl.controller.common.logs import configure_logging
+from tablectl.controller.service.service import open_service
 configure_logging("info", mode="json")
 config = parse_config(eval(sys.argv[1]), "test.toml")
 events = eval(sys.argv[2])
@@ -254,7 +260,7 @@ def test_operator_socket_drives_the_service_and_status_hides_cards(tmp_path):
     import json
     import os
 
-    from tablectl.controller.operator import OperatorServer
+    from tablectl.controller.service.operator import OperatorServer
 
     config = config_for(tmp_path)
     group = grp.getgrgid(os.getgid()).gr_name

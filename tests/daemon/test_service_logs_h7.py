@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import structlog
 
-from tablectl.controller import logs
-from tablectl.controller import table as table_module
-from tablectl.controller.config import parse_config
-from tablectl.controller.service import open_service
+from tablectl.controller.common import logs
+from tablectl.controller.common.config import parse_config
+from tablectl.controller.engine import table as table_module
+from tablectl.controller.service.service import open_service
 from tablectl.simulators import roundgen
 
 GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")

@@ -7,8 +7,8 @@ import asyncio
 import datetime
 from pathlib import Path
 
-from tablectl.controller.journal import Journal, read_rows
-from tablectl.controller.service import open_service
+from tablectl.controller.record.journal import Journal, read_rows
+from tablectl.controller.service.service import open_service
 from tests.daemon.test_service import CARDS, SETUP, config_for, fixed_clock, play, sample
 
 # One round of five card hi-lo for two players (15 cards), then a shuffle that moved nothing.
@@ -77,7 +77,7 @@ def test_a_journal_begun_without_the_watch_goes_on_and_watches_from_the_next_day
 def test_a_changed_configuration_is_still_refused(tmp_path: Path) -> None:
     import pytest
 
-    from tablectl.controller.service import ServiceError
+    from tablectl.controller.service.service import ServiceError
 
     config = config_for(tmp_path)
     old = Journal(config.journal_path)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.journal import read_rows
+from tablectl.controller.record.journal import read_rows
 
 #: a card anywhere in a line (the summary must never show one; it shows no card at all)
 CARD_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:10|[2-9TJQKA])[cdhs](?![A-Za-z0-9])|\bJK\b")

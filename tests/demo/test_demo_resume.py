@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from demo_helpers import demo_command, run_demo
 
-from tablectl.controller.journal import JournalError, read_rows
+from tablectl.controller.record.journal import JournalError, read_rows
 
 
 def _rows(path: Path) -> list[Any]:
@@ -101,8 +101,8 @@ def test_a_demo_killed_mid_deal_resumes_the_journals_round(tmp_path: Path) -> No
     assert by_number[open_round]["outcome"] == "completed"
     assert by_number[open_round + 1]["outcome"] == "completed"
     # the law over the whole journal, replayed through a fresh engine event by event
-    from tablectl.controller.conservation import RoundWatch
-    from tablectl.controller.journal import engine_from_table_row
+    from tablectl.controller.engine.conservation import RoundWatch
+    from tablectl.controller.record.journal import engine_from_table_row
 
     table = next(r for r in rows if r.kind == "table")
     engine = engine_from_table_row(table.body, lambda bound: 0)

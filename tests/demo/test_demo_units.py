@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from demo_helpers import CARD_TOKEN
 
-from tablectl.controller.config import parse_config
-from tablectl.controller.journal import Journal
-from tablectl.controller.service import TableService
+from tablectl.controller.common.config import parse_config
+from tablectl.controller.record.journal import Journal
+from tablectl.controller.service.service import TableService
 from tablectl.simulators.autodealer import (
     FAULTS,
     AutoDealer,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from demo_helpers import CARD_TOKEN, decisions, events, journal_rows, run_demo
 
-from tablectl.controller.journal import Journal, hands_in_deal_order, round_cards
+from tablectl.controller.record.journal import Journal, hands_in_deal_order, round_cards
 
 
 def export(path: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tablectl.controller import cli
+from tablectl.controller.commands import cli
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.journal import read_rows
-from tablectl.controller.operator_client import request
+from tablectl.controller.record.journal import read_rows
+from tablectl.controller.service.operator_client import request
 from tests.e2e.tables import table_toml
 
 ROOT = Path(__file__).resolve().parents[2]

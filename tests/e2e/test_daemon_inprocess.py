@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.config import load_config
-from tablectl.controller.daemon import Daemon, run_daemon
-from tablectl.controller.journal import read_rows, verify_journal
-from tablectl.controller.operator_client import request
+from tablectl.controller.common.config import load_config
+from tablectl.controller.record.journal import read_rows, verify_journal
+from tablectl.controller.service.daemon import Daemon, run_daemon
+from tablectl.controller.service.operator_client import request
 from tablectl.drivers.protocol.messages import pack_deck
 from tablectl.simulators.faults import FaultyWire
 from tablectl.simulators.pty import PtyAttachment
@@ -114,7 +114,7 @@ def _ident(sim: Any) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def _quiet_logs() -> None:
-    from tablectl.controller.logs import configure_logging
+    from tablectl.controller.common.logs import configure_logging
 
     configure_logging("warning", mode="json")
 

@@ -285,8 +285,8 @@ def test_a_busy_metrics_port_or_a_foreign_journal_fail_the_start_clearly(tmp_pat
     assert f"{config}: metrics.listen: cannot bind 127.0.0.1:{port}" in result.stderr
     assert not (tmp_path / "journal.sqlite").exists()
     # a journal written for a heads_up_holdem table; the same path configured for another game
-    from tablectl.controller.config import load_config
-    from tablectl.controller.journal import Journal
+    from tablectl.controller.common.config import load_config
+    from tablectl.controller.record.journal import Journal
 
     with Journal(tmp_path / "journal.sqlite") as journal:
         journal.append("table", load_config(config).table_dict(), durable=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.cards import hand_total
+from tablectl.controller.engine.cards import hand_total
 from tests.e2e.conftest import ROOT, Table, tablectl
 
 BAD = {"rejected", "void_round", "void_hand", "remove_deck", "deal_blocked", "procedure_violation"}

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.journal import read_rows, verify_journal
-from tablectl.controller.operator_client import request
+from tablectl.controller.record.journal import read_rows, verify_journal
+from tablectl.controller.service.operator_client import request
 from tablectl.drivers.protocol.messages import Msg
 from tests.e2e.conftest import ROOT, Table, free_port, tablectl
 from tests.e2e.tables import table_toml

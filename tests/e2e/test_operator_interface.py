@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.operator_client import request
+from tablectl.controller.service.operator_client import request
 from tests.e2e.conftest import ROOT, Table
 from tests.e2e.tables import table_toml
 

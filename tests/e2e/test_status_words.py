@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tablectl.controller.status_words import describe, fault_words
+from tablectl.controller.service.status_words import describe, fault_words
 from tests.e2e.conftest import ROOT, Table, tablectl
 
 
@@ -121,8 +121,8 @@ def test_words_never_leave_a_fault_or_a_reason_blank() -> None:
 
 def test_the_stub_cadence_is_the_tables_own_interval() -> None:
     """S1's interval as the table sets it (interpretations.stub_count_interval), not always 5."""
-    from tablectl.controller.engine import Engine
-    from tablectl.controller.table import TableSpec
+    from tablectl.controller.engine.core import Engine
+    from tablectl.controller.engine.table import TableSpec
 
     spec = TableSpec.from_dict(
         {"game": "five_card_hilo", "options": {"interpretations": {"stub_count_interval": 4}}}

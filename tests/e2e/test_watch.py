@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.watch import PUSH_REFRESH_SECONDS, TableWatch
+from tablectl.controller.commands.watch import PUSH_REFRESH_SECONDS, TableWatch
 from tests.e2e.conftest import Table
 from tests.e2e.test_daemon_process import clean, in_shoe, shuffle_into_shoe
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.rules import CATALOGUE
-from tablectl.controller.watch import notification_text
+from tablectl.controller.commands.watch import notification_text
+from tablectl.controller.engine.rules import CATALOGUE
 from tests.e2e.conftest import Table
 from tests.e2e.test_daemon_process import clean, in_shoe, shuffle_into_shoe
 

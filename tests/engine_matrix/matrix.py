@@ -5,7 +5,7 @@ each state of each game's chart, for each dealing method the game allows.
 
 writes tests/engine_matrix/golden/GAME.md; `make test` compares (test_engine_matrix.py).
 Each cell starts from a fresh table, reaches its state by a scripted prefix, then takes the
-one event. The conservation law (controller/conservation.py) is checked after every event
+one event. The conservation law (controller/engine/conservation.py) is checked after every event
 of the prefix and after the cell's event; a refused event must leave the engine's snapshot
 as it was. Review `git diff tests/engine_matrix` after a regeneration: every changed line
 is a changed ruling.
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.conservation import RoundWatch
-from tablectl.controller.decisions import Decision
-from tablectl.controller.engine import Engine
-from tablectl.controller.registry import find_game
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.conservation import RoundWatch
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.decisions import Decision
+from tablectl.controller.engine.registry import find_game
+from tablectl.controller.engine.table import TableSpec
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")

@@ -1,7 +1,7 @@
 """The fault matrix, device level: simulators -> wire -> the daemon (`run_daemon`) -> journal.
 
-Each cell runs the daemon of one table in-process (controller/daemon.py: the drivers built from
-the configuration with their allow-lists, the TableService, the journal, the interlocks that
+Each cell runs the daemon of one table in-process (controller/service/daemon.py: the drivers built
+from the configuration with their allow-lists, the TableService, the journal, the interlocks that
 lock the hardware after a decision, the operator entry point) with the simulated shuffler and
 shoe behind a FaultyWire, attached over a real pty (pyserial) or the simulated pyusb bus (which
 must live in the daemon's process, hence in-process). One round of 5 Card Hi-Lo (counting
@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.config import load_config
-from tablectl.controller.daemon import Daemon, run_daemon
-from tablectl.controller.journal import read_rows, verify_journal
+from tablectl.controller.common.config import load_config
+from tablectl.controller.record.journal import read_rows, verify_journal
+from tablectl.controller.service.daemon import Daemon, run_daemon
 from tablectl.drivers.protocol.messages import Fault
 from tablectl.simulators.faults import FaultyWire
 from tablectl.simulators.pty import PtyAttachment

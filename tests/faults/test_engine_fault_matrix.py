@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.engine import Engine
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.table import TableSpec
 from tablectl.simulators.roundgen import legal_stream
 from tests.soak.faults import FAULTS, PHASES, TABLES, dealt_cards, inject, split_rounds, table_label
 from tests.soak.soak import PlannedRound, Summary, check_round

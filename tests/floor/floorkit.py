@@ -12,9 +12,9 @@ from typing import Any
 
 import psycopg
 
-from tablectl.controller.config import FloorConfig
+from tablectl.controller.common.config import FloorConfig
 from tablectl.controller.floor.schema import RECORDED_AT_SQL, add_table, writer_role
-from tablectl.controller.journal import GENESIS_HASH, row_hash
+from tablectl.controller.record.journal import GENESIS_HASH, row_hash
 from tablectl.simulators.pgserver import ThrowawayPostgres
 
 
@@ -131,7 +131,7 @@ def append_chain(path: Path, count: int, *, kind: str = "event") -> tuple[int, s
     """Append `count` rows continuing the chain across `path`'s segments (as a journal split
     by gaming day continues it); creates the live file when missing. Returns its head."""
     from tablectl.controller.floor.local import LocalJournal
-    from tablectl.controller.journal import Journal
+    from tablectl.controller.record.journal import Journal
 
     local = LocalJournal(path)
     last = local.last_seq()
@@ -185,7 +185,7 @@ def ship_until_caught_up(table_id: str, journal: Path, config: FloorConfig) -> N
 
 def shipped_journal(floor_db: FloorDb, directory: Path, rows: int, game: str) -> tuple[str, Path]:
     """A new table whose journal of `rows` rows (a table row, then events) is on the floor."""
-    from tablectl.controller.journal import Journal
+    from tablectl.controller.record.journal import Journal
 
     table_id = unique_table_id()
     config = floor_db.provision(table_id)

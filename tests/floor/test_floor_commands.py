@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.config import ConfigError, parse_config
-from tablectl.controller.gaming_day import gaming_day_of
-from tablectl.controller.journal import read_rows, round_cards
+from tablectl.controller.common.config import ConfigError, parse_config
+from tablectl.controller.engine.gaming_day import gaming_day_of
+from tablectl.controller.record.journal import read_rows, round_cards
 from tablectl.simulators import demo
 from tablectl.simulators.floor_demo import stop_floor_server
 from tests.floor.floorkit import FloorDb, unique_table_id

@@ -24,10 +24,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from tablectl.controller import metrics
-from tablectl.controller.daemon import Daemon
+from tablectl.controller.common import metrics
 from tablectl.controller.floor.shipper import GAUGE_SECONDS, FloorShipper
-from tablectl.controller.journal import Journal
+from tablectl.controller.record.journal import Journal
+from tablectl.controller.service.daemon import Daemon
 from tablectl.simulators import demo
 from tablectl.simulators.autodealer import RoundReport
 from tests.floor.floorkit import FloorDb, local_rows, unique_table_id, wait_for
@@ -232,7 +232,7 @@ def test_a_restart_while_the_floor_is_away_counts_from_the_last_acknowledged_row
 ) -> None:
     """The hint beside the journal: after a restart the gauges count only the rows the floor
     has not acknowledged, not the whole journal, though the floor cannot be asked."""
-    from tablectl.controller.config import FloorConfig
+    from tablectl.controller.common.config import FloorConfig
     from tablectl.simulators.pgserver import free_port
 
     table_id = unique_table_id()

@@ -20,7 +20,7 @@ import pytest
 from tablectl.controller.floor import local
 from tablectl.controller.floor.local import LocalJournal
 from tablectl.controller.floor.shipper import FloorShipper
-from tablectl.controller.journal import Journal, closed_segment_name
+from tablectl.controller.record.journal import Journal, closed_segment_name
 from tests.floor.floorkit import FloorDb, unique_table_id, wait_for
 
 DAYS = 120  # four months of gaming days

@@ -27,7 +27,7 @@ from tablectl.controller.floor.retention import (
 )
 from tablectl.controller.floor.schema import FloorSetupError, create_schema
 from tablectl.controller.floor.store import verify_table
-from tablectl.controller.journal import GENESIS_HASH, Journal, row_hash
+from tablectl.controller.record.journal import GENESIS_HASH, Journal, row_hash
 from tablectl.simulators.pgserver import ThrowawayPostgres
 from tests.floor.floorkit import FloorDb, ship_until_caught_up, unique_table_id
 

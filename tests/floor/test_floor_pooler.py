@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tablectl.controller.config import FloorConfig
+from tablectl.controller.common.config import FloorConfig
 from tablectl.controller.floor.schema import writer_role
 from tablectl.controller.floor.shipper import FloorShipper
 from tablectl.simulators.pgbouncer import PgBouncerUnavailable, ThrowawayPgBouncer

@@ -291,7 +291,7 @@ def test_an_earlier_floor_is_brought_to_these_privileges(floor_db: FloorDb, tmp_
     ):
         conn.execute(f"SELECT count(*) FROM {SCHEMA}.journal_rows")
     # the table's next rows ship by COPY again
-    from tablectl.controller.journal import Journal
+    from tablectl.controller.record.journal import Journal
 
     with Journal(journal) as local:
         local.append("note", {"type": "after_the_upgrade"}, durable=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tablectl.controller.floor.shipper import FloorShipper
-from tablectl.controller.journal import verify_journal
-from tablectl.controller.journal_upkeep import apply_retention
+from tablectl.controller.record.journal import verify_journal
+from tablectl.controller.record.journal_upkeep import apply_retention
 from tests.floor.floorkit import FloorDb, unique_table_id, wait_for
 from tests.journal.history import write_config
 from tests.journal.test_clock_steps import _today, seven_closed_segments

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from tablectl.controller import metrics
-from tablectl.controller.daemon import Daemon
+from tablectl.controller.common import metrics
 from tablectl.controller.floor.shipper import FloorShipper
 from tablectl.controller.floor.store import compare, connect, verify_table
-from tablectl.controller.journal import Journal, verify_journal
-from tablectl.controller.status_words import describe
+from tablectl.controller.record.journal import Journal, verify_journal
+from tablectl.controller.service.daemon import Daemon
+from tablectl.controller.service.status_words import describe
 from tablectl.simulators import demo
 from tablectl.simulators.autodealer import RoundReport
 from tests.floor.floorkit import (
@@ -313,7 +313,7 @@ def test_new_row_kinds_and_columns_flow_without_a_change(floor_db: FloorDb, tmp_
     """A journal that grew a column and a row kind (say a seal) ships them as they are."""
     import sqlite3
 
-    from tablectl.controller.journal import row_hash
+    from tablectl.controller.record.journal import row_hash
 
     table_id = unique_table_id()
     journal = Journal(tmp_path / "grown.sqlite")

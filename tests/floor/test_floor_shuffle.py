@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.cards import STANDARD_DECK
-from tablectl.controller.engine import Engine
-from tablectl.controller.journal import Journal
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.cards import STANDARD_DECK
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.table import TableSpec
+from tablectl.controller.record.journal import Journal
 from tests.floor.floorkit import FloorDb, ship_until_caught_up, unique_table_id
 
 TABLE = {"type": "table", "game": "five_card_hilo", "options": {"dealing": "manual_shoe"}}
@@ -263,7 +263,7 @@ def test_Q1_a_round_not_yet_released_on_the_floor_is_never_read(
 
 def _continue_with_open_round(path: Path, deck: list[str]) -> int:
     """Append to a journal written by write_table: the next shuffle and a round in play."""
-    from tablectl.controller.journal import ReplayedDraws, engine_from_table_row, read_rows
+    from tablectl.controller.record.journal import ReplayedDraws, engine_from_table_row, read_rows
 
     rows = list(read_rows(path))
     engine = engine_from_table_row(TABLE, ReplayedDraws(()))
@@ -295,7 +295,7 @@ def append_rounds(
     each dealing its deck, and the next shuffle; with `checkpoint_after` an engine checkpoint
     row, as the table service writes one at a gaming day's start, after that many rounds;
     with `stamp` each event carries its local `time`, as the table service stamps it."""
-    from tablectl.controller.journal import ReplayedDraws, engine_from_table_row, read_rows
+    from tablectl.controller.record.journal import ReplayedDraws, engine_from_table_row, read_rows
 
     engine = engine_from_table_row(TABLE, ReplayedDraws(()))
     for row in read_rows(path):
@@ -456,14 +456,14 @@ def test_the_day_report_reads_its_day_once_from_the_checkpoint_before_it(
     and the counts and Q3 are what the day's rows alone give. Reading the window for the
     counts and again for Q3, on to the first round after the day (what the report did),
     fails it; so does skipping the round recorded out of the window."""
+    from tablectl.controller.engine.gaming_day import DEFAULT_START
     from tablectl.controller.floor.report import (
         _rows_between,
         day_window,
         summarize_table,
         table_day,
     )
-    from tablectl.controller.gaming_day import DEFAULT_START
-    from tablectl.controller.journal import read_rows
+    from tablectl.controller.record.journal import read_rows
 
     rng = random.Random(23)
     decks = shuffled(rng, 14)

@@ -7,8 +7,8 @@ something invalid, or it refused without a clear message (one that says what and
 - ``protocol``: the reference protocol's framing (decode, resynchronisation, the link layer's
   ACK/NAK/duplicate logic) and every message payload parser.
 - ``scenario``: the simulators' scenario files (simulators/scenario.py) and EVENTS.md scenario
-  files through `tablectl replay` (controller/replay.py, the engine's event validation).
-- ``config``: the table configuration loader (controller/config.py), from the file's bytes.
+  files through `tablectl replay` (controller/commands/replay.py, the engine's event validation).
+- ``config``: the table configuration loader (controller/common/config.py), from the file's bytes.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from tablectl.controller.config import ConfigError, load_config
-from tablectl.controller.replay import ScenarioError as ReplayError
-from tablectl.controller.replay import replay
+from tablectl.controller.commands.replay import ScenarioError as ReplayError
+from tablectl.controller.commands.replay import replay
+from tablectl.controller.common.config import ConfigError, load_config
 from tablectl.drivers.protocol import messages as m
 from tablectl.drivers.protocol.frame import MAGIC, decode_verbose, encode
 from tablectl.drivers.protocol.link import Link

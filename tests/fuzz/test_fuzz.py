@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tablectl.controller.config import ConfigError, load_config, parse_config
-from tablectl.controller.engine import Engine
-from tablectl.controller.events import EVENT_TYPES as SCHEMA
-from tablectl.controller.table import TableSpec
+from tablectl.controller.common.config import ConfigError, load_config, parse_config
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.events import EVENT_TYPES as SCHEMA
+from tablectl.controller.engine.table import TableSpec
 from tests.fuzz import targets
 from tests.fuzz.corpus import config_seeds, mutate, protocol_seeds, scenario_seeds
 

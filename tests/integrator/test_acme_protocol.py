@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from acme_shoe import protocol as p
 
-from tablectl.controller.cards import STANDARD_DECK
+from tablectl.controller.engine.cards import STANDARD_DECK
 
 
 def test_a_frame_is_stx_text_etx_and_the_xor_of_text_and_etx():

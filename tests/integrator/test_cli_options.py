@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from tablectl.controller import cli
+from tablectl.controller.commands import cli
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 

@@ -9,8 +9,8 @@ import tomllib
 
 from serial.tools.list_ports_common import ListPortInfo
 
-from tablectl.controller import cli
-from tablectl.controller.config import parse_config
+from tablectl.controller.commands import cli
+from tablectl.controller.common.config import parse_config
 from tablectl.drivers.discovery import listing, serial_ports, udev_names, usb_devices
 from tablectl.simulators.pty import PtyAttachment
 from tablectl.simulators.shoe import ShoeSim

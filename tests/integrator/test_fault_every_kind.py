@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tablectl.controller.events import EVENT_TYPES
-from tablectl.controller.status_words import degraded_reasons
+from tablectl.controller.engine.events import EVENT_TYPES
+from tablectl.controller.service.status_words import degraded_reasons
 from tablectl.drivers.base import FAULT_EVENTS, KIND_CLASSES
 from tablectl.drivers.protocol import messages as m
 from tablectl.drivers.protocol.frame import Frame

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import serial
 
-from tablectl.controller import cli
-from tablectl.controller.config import ConfigError, DriverTimeouts, load_config
-from tablectl.controller.daemon import run_daemon
-from tablectl.controller.logs import configure_logging
+from tablectl.controller.commands import cli
+from tablectl.controller.common.config import ConfigError, DriverTimeouts, load_config
+from tablectl.controller.common.logs import configure_logging
+from tablectl.controller.service.daemon import run_daemon
 from tablectl.drivers.transport import make_transport
 from tablectl.simulators.pty import PtyAttachment
 from tests.unsealed import UNSEALED

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.sealing import VerificationKey
+from tablectl.controller.record.sealing import VerificationKey
 from tests.journal.history import Started
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]

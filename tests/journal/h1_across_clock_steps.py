@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.config import load_config
-from tablectl.controller.gaming_day import gaming_day_of
-from tablectl.controller.journal import Journal
-from tablectl.controller.service import TableService
+from tablectl.controller.common.config import load_config
+from tablectl.controller.engine.gaming_day import gaming_day_of
+from tablectl.controller.record.journal import Journal
+from tablectl.controller.service.service import TableService
 
 CARDS = iter(
     [

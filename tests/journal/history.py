@@ -29,12 +29,12 @@ from pathlib import Path
 
 import structlog
 
-from tablectl.controller.config import DEFAULT_CHECKPOINT_ROUNDS, load_config
-from tablectl.controller.engine import Engine
-from tablectl.controller.journal import Journal
-from tablectl.controller.logs import configure_logging
-from tablectl.controller.service import CHECKPOINT_FORMAT
-from tablectl.controller.table import TableSpec
+from tablectl.controller.common.config import DEFAULT_CHECKPOINT_ROUNDS, load_config
+from tablectl.controller.common.logs import configure_logging
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.table import TableSpec
+from tablectl.controller.record.journal import Journal
+from tablectl.controller.service.service import CHECKPOINT_FORMAT
 from tablectl.simulators.roundgen import legal_stream
 
 MEMORY_LIMIT = 512 * 1024 * 1024

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tablectl.controller.journal import GENESIS_HASH, Journal, row_hash
-from tablectl.controller.sealing import Sealer, VerificationKey, seal_mac, setup_keys
+from tablectl.controller.record.journal import GENESIS_HASH, Journal, row_hash
+from tablectl.controller.record.sealing import Sealer, VerificationKey, seal_mac, setup_keys
 
 TABLE = {"type": "table", "game": "five_card_hilo", "options": {}}
 EPOCH = 60

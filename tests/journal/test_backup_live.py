@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from tablectl.controller.journal import read_rows, verify_journal
-from tablectl.controller.sealing import VerificationKey
+from tablectl.controller.record.journal import read_rows, verify_journal
+from tablectl.controller.record.sealing import VerificationKey
 from tests.demo.demo_helpers import demo_command
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]

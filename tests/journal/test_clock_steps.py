@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.config import load_config
-from tablectl.controller.gaming_day import gaming_day_of, local_wall_clock
-from tablectl.controller.journal import Journal, read_rows, verify_journal
-from tablectl.controller.journal_upkeep import JournalUpkeep, apply_retention
-from tablectl.controller.sealing import Sealer, VerificationKey
-from tablectl.controller.service import TableService
+from tablectl.controller.common.config import load_config
+from tablectl.controller.engine.gaming_day import gaming_day_of, local_wall_clock
+from tablectl.controller.record.journal import Journal, read_rows, verify_journal
+from tablectl.controller.record.journal_upkeep import JournalUpkeep, apply_retention
+from tablectl.controller.record.sealing import Sealer, VerificationKey
+from tablectl.controller.service.service import TableService
 from tests.journal.crashing import faketime_env, held_key, log_of, run, setup_keys
 from tests.journal.history import build_history, start_daemon, write_config
 

@@ -1,5 +1,5 @@
 """Every rename survives a crash: the real daemon killed (SIGKILL, by its own fault-injection
-point, controller/faults.py) at each step of the gaming-day roll-over, between a seal and its
+point, controller/common/faults.py) at each step of the gaming-day roll-over, between a seal and its
 new key, inside the key's and the head file's replacement and the journal's creation; and
 the files a power cut leaves (a journal file without its table, an empty verification key).
 Each restart must be clean: no false "rows were cut", no empty journal file, the chain and
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.journal import read_rows, verify_journal
-from tablectl.controller.sealing import VerificationKey
+from tablectl.controller.record.journal import read_rows, verify_journal
+from tablectl.controller.record.sealing import VerificationKey
 from tests.demo.demo_helpers import run_demo
 from tests.journal.crashing import faketime_env, held_key, log_of, run, setup_keys
 from tests.journal.history import build_history, start_daemon, write_config

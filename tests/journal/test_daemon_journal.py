@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.gaming_day import gaming_day_of, local_wall_clock
-from tablectl.controller.journal import read_head_file, read_rows, verify_journal
-from tablectl.controller.sealing import VerificationKey
+from tablectl.controller.engine.gaming_day import gaming_day_of, local_wall_clock
+from tablectl.controller.record.journal import read_head_file, read_rows, verify_journal
+from tablectl.controller.record.sealing import VerificationKey
 from tests.journal.history import Started, build_history, start_daemon, write_config
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]

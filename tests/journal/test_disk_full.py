@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.journal import read_rows, verify_journal
-from tablectl.controller.operator_client import request
+from tablectl.controller.record.journal import read_rows, verify_journal
+from tablectl.controller.service.operator_client import request
 from tests.demo.demo_helpers import run_demo
 from tests.journal.crashing import libfaketime, log_of, setup_keys
 from tests.journal.history import Started, start_daemon, write_config

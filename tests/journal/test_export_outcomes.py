@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.config import parse_config
-from tablectl.controller.export import export_records
-from tablectl.controller.journal import Journal, read_rows
-from tablectl.controller.service import open_service
+from tablectl.controller.common.config import parse_config
+from tablectl.controller.record.export import export_records
+from tablectl.controller.record.journal import Journal, read_rows
+from tablectl.controller.service.service import open_service
 
 T21 = {"type": "table", "game": "three_card_21", "options": {}}
 

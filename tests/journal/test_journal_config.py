@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.config import ConfigError, parse_config
+from tablectl.controller.common.config import ConfigError, parse_config
 
 
 def config(**journal: object):

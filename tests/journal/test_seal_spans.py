@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.journal import (
+from tablectl.controller.record.journal import (
     canonical_json,
     live_segments,
     read_head_file,
     read_rows,
     row_hash,
 )
-from tablectl.controller.sealing import VerificationKey, seal_mac, setup_keys
+from tablectl.controller.record.sealing import VerificationKey, seal_mac, setup_keys
 from tests.journal.sealed import Row, read_all, write_all
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller import cli
-from tablectl.controller.sealing import VerificationKey, evolve
+from tablectl.controller.commands import cli
+from tablectl.controller.record.sealing import VerificationKey, evolve
 from tests.journal.sealed import (
     KEYS_MADE,
     build_sealed,
@@ -217,7 +217,8 @@ def test_the_head_file_and_the_sealing_key_are_written_one_way_private_and_whole
     import os
     import stat
 
-    from tablectl.controller.journal import read_head_file, write_head_file, write_private_file
+    from tablectl.controller.record.durable import write_private_file
+    from tablectl.controller.record.journal import read_head_file, write_head_file
 
     target = tmp_path / "key"
     old = os.umask(0)
@@ -246,10 +247,10 @@ def _crashed_table(
     import asyncio
     import random
 
-    from tablectl.controller.journal import Journal, read_rows
-    from tablectl.controller.sealing import Sealer, setup_keys
-    from tablectl.controller.service import TableService
-    from tablectl.controller.table import TableSpec
+    from tablectl.controller.engine.table import TableSpec
+    from tablectl.controller.record.journal import Journal, read_rows
+    from tablectl.controller.record.sealing import Sealer, setup_keys
+    from tablectl.controller.service.service import TableService
     from tablectl.simulators.roundgen import legal_stream
     from tests.bench.service import table_config
     from tests.journal.sealed import EPOCH, EpochClock, at, stamp_rows
@@ -311,8 +312,8 @@ def test_a_start_in_the_epoch_of_the_last_seal_leaves_the_rows_for_its_end(tmp_p
 def _reseal_with_every_key(rows, verification_key: VerificationKey):
     """A rewrite by someone holding every epoch's key (the seed): each seal's head and MAC
     recomputed under its own epoch's key, so only the stamps can tell."""
-    from tablectl.controller.journal import row_hash
-    from tablectl.controller.sealing import KeyDeriver, seal_mac
+    from tablectl.controller.record.journal import row_hash
+    from tablectl.controller.record.sealing import KeyDeriver, seal_mac
 
     deriver = KeyDeriver(verification_key)
     prev = str(rows[0][5])
@@ -386,8 +387,8 @@ def test_restarts_within_one_epoch_run_the_key_ahead_of_the_clock_and_still_veri
     """Each clean stop seals and erases its key, so three stops inside epoch 5 leave seals of
     epochs 5, 6 and 7 written in epoch 5, over rows stamped in epoch 5: legitimate (each key
     was made as its predecessor's seal was written), and they verify."""
-    from tablectl.controller.journal import Journal
-    from tablectl.controller.sealing import Sealer, setup_keys
+    from tablectl.controller.record.journal import Journal
+    from tablectl.controller.record.sealing import Sealer, setup_keys
     from tests.journal.sealed import EPOCH, TABLE, EpochClock, at, stamp_rows
 
     key_path = tmp_path / "sealing-key"

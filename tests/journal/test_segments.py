@@ -20,18 +20,19 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from tablectl.controller import cli, metrics
-from tablectl.controller.config import load_config
-from tablectl.controller.journal import (
+from tablectl.controller.commands import cli
+from tablectl.controller.common import metrics
+from tablectl.controller.common.config import load_config
+from tablectl.controller.record.journal import (
     Journal,
     backup_journal,
     read_rows,
     round_cards,
     verify_journal,
 )
-from tablectl.controller.journal_upkeep import JournalUpkeep, apply_retention
-from tablectl.controller.sealing import Sealer, setup_keys
-from tablectl.controller.service import TableService
+from tablectl.controller.record.journal_upkeep import JournalUpkeep, apply_retention
+from tablectl.controller.record.sealing import Sealer, setup_keys
+from tablectl.controller.service.service import TableService
 from tests.journal.history import build_history, write_config
 
 DAY_START = datetime.time(6, 0)
@@ -177,7 +178,7 @@ def test_the_backup_command_prints_rows_head_and_last_seal(tmp_path: Path, capsy
 
     async def seal() -> None:
         service = await _service(config_path)
-        from tablectl.controller.sealing import Sealer
+        from tablectl.controller.record.sealing import Sealer
 
         service.sealer = Sealer(config_path.parent / "sealing-key")
         service.seal()
@@ -218,7 +219,7 @@ def test_a_backup_over_an_earlier_one_and_into_an_unwritable_place(tmp_path: Pat
 def test_a_later_gaming_days_segment_exports_from_its_opening_checkpoint(tmp_path: Path) -> None:
     """`journal export` of the live file after a roll-over: its segment row, table row and
     checkpoint come first, and the device's fault words are masked (H7)."""
-    from tablectl.controller.export import export_records
+    from tablectl.controller.record.export import export_records
 
     config_path = write_config(tmp_path / "t")
     build_history(config_path, 4)
@@ -252,8 +253,8 @@ def test_bytes_per_round_measures_the_live_segment_after_a_roll_over(tmp_path: P
     gauge is the live segment's size over those 30 rounds, not over all 230; with no round in
     the new segment yet it keeps the last figure; a restart in the middle of the day (from a
     later checkpoint than the segment's opening one) measures the same."""
-    from tablectl.controller.daemon import Daemon, run_daemon
-    from tablectl.controller.table import TableSpec
+    from tablectl.controller.engine.table import TableSpec
+    from tablectl.controller.service.daemon import Daemon, run_daemon
     from tablectl.simulators.roundgen import legal_stream
 
     config_path = write_config(tmp_path / "t", checkpoint_rounds=10)

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.config import load_config
-from tablectl.controller.journal import Journal, read_rows, row_hash, write_head_file
-from tablectl.controller.service import TableService
+from tablectl.controller.common.config import load_config
+from tablectl.controller.record.journal import Journal, read_rows, row_hash, write_head_file
+from tablectl.controller.service.service import TableService
 from tests.journal.history import Started, build_history, start_daemon, write_config
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]

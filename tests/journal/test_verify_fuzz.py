@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.journal import EXIT_TAMPERED, EXIT_UNREADABLE, verify_journal
-from tablectl.controller.sealing import VerificationKey
+from tablectl.controller.record.journal import EXIT_TAMPERED, EXIT_UNREADABLE, verify_journal
+from tablectl.controller.record.sealing import VerificationKey
 from tests.journal.sealed import build_sealed
 
 CASES = 300

@@ -85,7 +85,7 @@ def test_the_wheel_holds_every_package_under_tablectl_and_nothing_else(tmp_path)
         assert (prefix / path).read_text() == shipped.read_text()
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert (
-        "tablectl = tablectl.controller.cli:main"
+        "tablectl = tablectl.controller.commands.cli:main"
         in zipfile.ZipFile(wheel).read(entry_points).decode()
     )
 
@@ -100,7 +100,7 @@ def _shipped(installed: str) -> str:
     }[installed]
 
 
-#: tablectl(1) and a page per role-facing command (controller/manuals.py COMMAND_PAGES)
+#: tablectl(1) and a page per role-facing command (controller/commands/manuals.py COMMAND_PAGES)
 MAN_PAGES = ("tablectl", "tablectl-run", "tablectl-op", "tablectl-journal", "tablectl-floor")
 
 

@@ -94,8 +94,8 @@ def test_unit_has_the_required_settings() -> None:
 def test_the_operator_socket_fits_in_the_units_descriptors() -> None:
     """LimitNOFILE covers every connection the operator socket may hold, one accept burst
     and room for the rest of the daemon (the abuse tests run the daemon with this limit)."""
-    from tablectl.controller.config import OperatorLimits
-    from tablectl.controller.operator import LISTEN_BACKLOG
+    from tablectl.controller.common.config import OperatorLimits
+    from tablectl.controller.service.operator import LISTEN_BACKLOG
 
     nofile = int(settings(UNIT.read_text())["Service.LimitNOFILE"][0])
     limits = OperatorLimits()

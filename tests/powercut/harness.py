@@ -39,9 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tablectl.controller.daemon import Interlocks
-from tablectl.controller.journal import JournalError, live_segments, read_rows, verify_journal
-from tablectl.controller.sealing import VerificationKey, setup_keys
+from tablectl.controller.record.journal import (
+    JournalError,
+    live_segments,
+    read_rows,
+    verify_journal,
+)
+from tablectl.controller.record.sealing import VerificationKey, setup_keys
+from tablectl.controller.service.daemon import Interlocks
 from tests.powercut.lossyfs import LossyMount
 from tests.powercut.player import event_digest
 

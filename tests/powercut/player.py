@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.journal import canonical_json
-from tablectl.controller.logs import configure_logging
+from tablectl.controller.common.logs import configure_logging
+from tablectl.controller.record.journal import canonical_json
 from tablectl.simulators import demo
 from tablectl.simulators.autodealer import AutoDealer, EventFeed
 from tablectl.simulators.harness import SimulatedTableHarness

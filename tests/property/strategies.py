@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from tablectl.controller.cards import STANDARD_DECK
+from tablectl.controller.engine.cards import STANDARD_DECK
 
 # Every card, and spellings the parser must canonicalise (upper-case suits, 10 for T).
 CARD = st.sampled_from([*STANDARD_DECK, "JK", "AS", "KH", "TD", "5C", "10h"])

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tablectl.controller.engine import Engine
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.table import TableSpec
 from tablectl.simulators.roundgen import legal_stream
 from tests.property.strategies import RANDOM_EVENT
 

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tablectl.controller.engine import SNAPSHOT_VERSION, Engine, SnapshotError
-from tablectl.controller.events import EventError, validate
-from tablectl.controller.replay import ScenarioError, read_lines
-from tablectl.controller.table import TableSpec, TableSpecError
+from tablectl.controller.commands.replay import ScenarioError, read_lines
+from tablectl.controller.engine.core import SNAPSHOT_VERSION, Engine, SnapshotError
+from tablectl.controller.engine.events import EventError, validate
+from tablectl.controller.engine.table import TableSpec, TableSpecError
 from tablectl.simulators.roundgen import legal_stream
 from tests.property.strategies import RANDOM_EVENT
 

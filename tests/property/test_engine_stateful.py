@@ -1,7 +1,7 @@
 """The conservation law under random play (issue 22): a hypothesis state machine per game
 plays legal rounds, random legal and illegal events, and restarts (the engine rebuilt from
 its snapshot, then `controller_restarted`, X1), and after every step checks the law
-(controller/conservation.py: every card in one named place, no round ended without an
+(controller/engine/conservation.py: every card in one named place, no round ended without an
 outcome) and the chart (the state is the chart's; the step follows its edges; a refused
 event changed nothing).
 
@@ -24,10 +24,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tablectl.controller.conservation import RoundWatch, check
-from tablectl.controller.engine import Engine
-from tablectl.controller.machine import MachineDefinition
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.conservation import RoundWatch, check
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.machine import MachineDefinition
+from tablectl.controller.engine.table import TableSpec
 from tablectl.simulators.roundgen import legal_stream
 from tests.property.strategies import RANDOM_EVENT
 

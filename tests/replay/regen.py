@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from tablectl.controller.replay import replay
+from tablectl.controller.commands.replay import replay
 
 HERE = Path(__file__).resolve().parent / "scenarios"
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tablectl.controller.daemon import Daemon
-from tablectl.controller.logs import configure_logging
+from tablectl.controller.common.logs import configure_logging
+from tablectl.controller.service.daemon import Daemon
 from tablectl.simulators import demo
 from tablectl.simulators.autodealer import (
     ILLEGAL_IN_A_LEGAL_ROUND,
@@ -283,7 +283,7 @@ def soak_table(
     game: str, dealing: str, rounds: int, fault_rate: float, seed: int, directory: Path
 ) -> TableSummary:
     """One table through the demo's daemon; the per-round and end checks. In-process."""
-    from tablectl.controller.journal import verify_journal
+    from tablectl.controller.record.journal import verify_journal
 
     summary = TableSummary()
     watch = FaceDownWatch(summary)

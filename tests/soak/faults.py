@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.table import TableSpec
 
 Event = dict[str, object]
 Expected = tuple[tuple[str, str], ...]

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.engine import Engine
-from tablectl.controller.ledger import LedgerError
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.ledger import LedgerError
+from tablectl.controller.engine.table import TableSpec
 from tablectl.simulators.roundgen import legal_stream
 from tests.soak.faults import (
     FAULTS,
@@ -306,8 +306,8 @@ def metric_samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def journal_counts(path: Path, game: str) -> Counter[tuple[str, tuple[tuple[str, str], ...]]]:
     """What the metrics must say, counted independently from the journal's rows."""
-    from tablectl.controller import metrics
-    from tablectl.controller.journal import read_rows
+    from tablectl.controller.common import metrics
+    from tablectl.controller.record.journal import read_rows
 
     counts: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
     voided: set[int] = set()
@@ -353,9 +353,9 @@ async def _service_session(
     where: str,
     seed: float,
 ) -> None:
-    from tablectl.controller.config import parse_config
-    from tablectl.controller.journal import Journal
-    from tablectl.controller.service import TableService
+    from tablectl.controller.common.config import parse_config
+    from tablectl.controller.record.journal import Journal
+    from tablectl.controller.service.service import TableService
 
     config = parse_config(
         {
@@ -384,7 +384,7 @@ def soak_service(
     rounds: int, fault_rate: float, seed: int, directory: Path
 ) -> tuple[dict[str, Summary], dict[str, Any]]:
     """Rounds of every table through TableService + journal + metrics; the end checks."""
-    from tablectl.controller.journal import verify_journal
+    from tablectl.controller.record.journal import verify_journal
 
     rng = random.Random(seed)
     games: dict[str, Summary] = {}

@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from tablectl.controller.engine import Engine
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.table import TableSpec
 from tablectl.simulators.roundgen import legal_stream
 from tests.soak.faults import FAULTS, FAULTS_BY_NAME, TABLES, inject, split_rounds, table_label
 from tests.soak.soak import (

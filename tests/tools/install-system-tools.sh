@@ -18,7 +18,7 @@ need umockdev-run umockdev
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
     || missing="$missing postgresql"
 need chromium chromium  # the floor report's page, drawn headless (tests/floor/test_report_page.py)
-# pyusb's backend: check-config and run refuse a USB table without it (controller/preflight.py)
+# pyusb's backend: check-config and run refuse a USB table without it (controller/service/preflight.py)
 ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0 ' || missing="$missing libusb-1.0-0"
 # make deb and its bare-root test (tests/ops/test_debian_package.py)
 need dpkg-deb dpkg

@@ -1,6 +1,6 @@
 """The command line's dispatch: unknown commands fail clearly, help lists commands."""
 
-from tablectl.controller import cli
+from tablectl.controller.commands import cli
 
 
 def test_unknown_command_exits_2_and_names_it(capsys):

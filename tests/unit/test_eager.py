@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tablectl.controller.eager import start_eagerly
+from tablectl.controller.service.eager import start_eagerly
 
 
 def test_a_coroutine_that_never_suspends_ends_before_the_call_returns() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tablectl.controller.events import (
+from tablectl.controller.engine.events import (
     EVENT_TYPES,
     MAX_LINE,
     OPERATOR_EVENTS,
@@ -164,7 +164,8 @@ def test_the_supervisors_events_are_those_the_texts_give_a_supervisor():
     [("docs/events.md", "events", markdown_tables), ("docs/operations.md", "roles", role_table)],
 )
 def test_the_documents_tables_are_the_schemas(document, what, body):
-    """Regenerate with `python -m tablectl.controller.events events|roles` (see the markers)."""
+    """Regenerate with `python -m tablectl.controller.engine.events events|roles` (see the
+    markers)."""
     text = (REPO / document).read_text()
     assert replace_generated(text, what, body()) == text, f"{document} is stale"
 

@@ -1,5 +1,5 @@
-"""The gaming day, defined once (controller/gaming_day.py): the engine's H1 day, the journal's
-segments, the floor's report and the export all count by it."""
+"""The gaming day, defined once (controller/engine/gaming_day.py): the engine's H1 day, the
+journal's segments, the floor's report and the export all count by it."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tablectl.controller.engine import Engine
-from tablectl.controller.gaming_day import gaming_day_of, local_wall_clock, parse_start
-from tablectl.controller.table import TableSpec, TableSpecError
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.gaming_day import gaming_day_of, local_wall_clock, parse_start
+from tablectl.controller.engine.table import TableSpec, TableSpecError
 
 D = datetime.date(2026, 11, 23)
 

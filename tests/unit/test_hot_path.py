@@ -7,7 +7,13 @@ import hashlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tablectl.controller.journal import Journal, canonical_json, read_rows, row_hash, verify_journal
+from tablectl.controller.record.journal import (
+    Journal,
+    canonical_json,
+    read_rows,
+    row_hash,
+    verify_journal,
+)
 
 
 def reference_row_hash(
@@ -68,7 +74,7 @@ def test_the_wal_is_preallocated_and_a_killed_writer_loses_no_durable_row(tmp_pa
     path = tmp_path / "j.sqlite"
     script = (
         "import os, sys\n"
-        "from controller.journal import Journal\n"
+        "from controller.record.journal import Journal\n"
         "j = Journal(sys.argv[1])\n"
         "print('wal', os.path.getsize(sys.argv[1] + '-wal'), flush=True)\n"
         "for n in range(40):\n"
@@ -93,7 +99,7 @@ def test_the_wal_is_preallocated_and_a_killed_writer_loses_no_durable_row(tmp_pa
 
 
 def _hilo_config(tmp_path):
-    from tablectl.controller.config import parse_config
+    from tablectl.controller.common.config import parse_config
 
     return parse_config(
         {
@@ -107,7 +113,7 @@ def _hilo_config(tmp_path):
 def test_no_status_is_built_per_event_and_status_follows_every_event(tmp_path) -> None:
     import asyncio
 
-    from tablectl.controller.service import TableService
+    from tablectl.controller.service.service import TableService
 
     config = _hilo_config(tmp_path)
 
@@ -144,9 +150,9 @@ def test_status_gauges_follow_within_the_refresh_and_at_close(tmp_path) -> None:
     import asyncio
     import random
 
-    from tablectl.controller import metrics
-    from tablectl.controller.service import GAUGE_REFRESH_SECONDS, TableService
-    from tablectl.controller.table import TableSpec
+    from tablectl.controller.common import metrics
+    from tablectl.controller.engine.table import TableSpec
+    from tablectl.controller.service.service import GAUGE_REFRESH_SECONDS, TableService
     from tablectl.simulators.roundgen import legal_stream
 
     config = _hilo_config(tmp_path)
@@ -201,7 +207,7 @@ def test_canonical_json_is_jsons_own_spelling(value) -> None:
 def test_utc_timestamp_is_datetimes_isoformat(nanoseconds: int) -> None:
     import datetime
 
-    from tablectl.controller.journal import UtcTimestamp
+    from tablectl.controller.record.journal import UtcTimestamp
 
     stamp = UtcTimestamp()
     moment = datetime.datetime.fromtimestamp(nanoseconds // 1000 // 10**6, datetime.UTC)
@@ -219,7 +225,7 @@ def test_local_timestamp_is_datetimes_isoformat(nanoseconds: int) -> None:
     """The service's per-event `time`: the text datetime.now().isoformat() would give."""
     import datetime
 
-    from tablectl.controller.journal import LocalTimestamp
+    from tablectl.controller.record.journal import LocalTimestamp
 
     stamp = LocalTimestamp()
     moment = datetime.datetime.fromtimestamp(nanoseconds // 1000 // 10**6)
@@ -234,7 +240,7 @@ def test_local_timestamp_is_datetimes_isoformat(nanoseconds: int) -> None:
 def test_local_timestamp_follows_the_clock_now() -> None:
     import datetime
 
-    from tablectl.controller.journal import LocalTimestamp
+    from tablectl.controller.record.journal import LocalTimestamp
 
     before = datetime.datetime.now()
     stamped = datetime.datetime.fromisoformat(LocalTimestamp()())
@@ -249,10 +255,11 @@ def test_the_daemon_process_never_imports_rich() -> None:
 
     probe = (
         "import sys\n"
-        "from tablectl.controller.cli import TABLE_PROCESSES, import_structlog_without_rich\n"
+        "from tablectl.controller.commands.cli import (\n"
+        "    TABLE_PROCESSES, import_structlog_without_rich)\n"
         "assert {'run', 'demo'} <= TABLE_PROCESSES\n"
         "import_structlog_without_rich()\n"
-        "import tablectl.controller.daemon, tablectl.simulators.demo\n"
+        "import tablectl.controller.service.daemon, tablectl.simulators.demo\n"
         "assert 'rich' not in sys.modules, 'rich was imported'\n"
         "import structlog\n"
         "line = structlog.dev.ConsoleRenderer(colors=False)(\n"

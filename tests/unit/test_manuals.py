@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller import cli
+from tablectl.controller.commands import cli
 from tablectl.controller.commands.completion import SCRIPTS, shipped
-from tablectl.controller.manuals import SHARE, generated
+from tablectl.controller.commands.manuals import SHARE, generated
 
 
 def test_the_shipped_files_are_those_the_parser_generates_now(tmp_path: Path) -> None:
@@ -21,7 +21,7 @@ def test_the_shipped_files_are_those_the_parser_generates_now(tmp_path: Path) ->
     register games of their own (a toy game), which would appear among the choices.
     """
     subprocess.run(
-        [sys.executable, "-m", "tablectl.controller.manuals", str(tmp_path)],
+        [sys.executable, "-m", "tablectl.controller.commands.manuals", str(tmp_path)],
         check=True,
         capture_output=True,
         timeout=60,

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from tablectl.controller.cards import multi_deck_shoe, standard_deck
-from tablectl.controller.shuffle_integrity import (
+from tablectl.controller.engine.cards import multi_deck_shoe, standard_deck
+from tablectl.controller.engine.shuffle_integrity import (
     LOOK_ALPHA,
     TABLE_RUN,
     ShuffleWatch,

@@ -20,12 +20,12 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-pytest.importorskip("tablectl.controller.replay")
+pytest.importorskip("tablectl.controller.commands.replay")
 
 from acceptance_format import brief, compare, hidden_card_leaks, parse_scenario  # noqa: E402
 from make_audit_scenarios import FAILING, write_all  # noqa: E402
 
-from tablectl.controller.cli import main  # noqa: E402
+from tablectl.controller.commands.cli import main  # noqa: E402
 
 PATHS = sorted(HERE.glob("*.jsonl"))
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tablectl.controller.cards import STANDARD_DECK
-from tablectl.controller.engine import Engine
-from tablectl.controller.rules import citation
-from tablectl.controller.table import TableSpec
+from tablectl.controller.engine.cards import STANDARD_DECK
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.rules import citation
+from tablectl.controller.engine.table import TableSpec
 
 
 def table(game: str, seed: int = 0, **options: Any) -> Engine:

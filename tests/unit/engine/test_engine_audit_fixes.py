@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from engine_helpers import assert_decision, cards, draws, ev, feed, names, table
 
-from tablectl.controller.replay import ScenarioError, replay
-from tablectl.controller.rules import CATALOGUE, METHODS, citation
-from tablectl.controller.table import TableSpec, TableSpecError
+from tablectl.controller.commands.replay import ScenarioError, replay
+from tablectl.controller.engine.rules import CATALOGUE, METHODS, citation
+from tablectl.controller.engine.table import TableSpec, TableSpecError
 
 T21, HILO, HUH, AP = GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
 

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from tablectl.controller import cli
-from tablectl.controller.machine import definition
+from tablectl.controller.commands import cli
+from tablectl.controller.engine.machine import definition
 
 
 def write(tmp_path, *lines):
@@ -137,7 +137,7 @@ def test_bundled_scenarios_replay_for_make_demo(capsys):
 def test_the_charts_in_docs_match_the_machines(game):
     from pathlib import Path
 
-    from tablectl.controller.machine import mermaid
+    from tablectl.controller.engine.machine import mermaid
 
     chart = Path(__file__).resolve().parents[3] / "docs" / "state-charts" / f"{game}.mmd"
     assert chart.read_text() == mermaid(definition(game)), "run `make diagrams`"

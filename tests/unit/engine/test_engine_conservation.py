@@ -1,7 +1,7 @@
 """Issue 22: every card accounted for; no event ends a round in play without saying so.
 
 Each case of the issue, as the hurried dealer or the restarted daemon played it, on every
-game it concerns; the law itself (controller/conservation.py) is checked after every event.
+game it concerns; the law itself (controller/engine/conservation.py) is checked after every event.
 The decision table these cases come from is docs/rules.md, "L".
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from engine_helpers import assert_decision, cards, draws, ev, names, table
 
-from tablectl.controller.conservation import ConservationError, RoundWatch, check
-from tablectl.controller.engine import Engine
-from tablectl.controller.rules import citation
+from tablectl.controller.engine.conservation import ConservationError, RoundWatch, check
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.rules import citation
 
 T21, HILO, HUH, AP = "three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tablectl.controller.cards import (
+from tablectl.controller.engine.cards import (
     CardError,
     deck_with_joker,
     hand_total,
@@ -12,9 +12,9 @@ from tablectl.controller.cards import (
     parse_card,
     standard_deck,
 )
-from tablectl.controller.ledger import Ledger, LedgerError
-from tablectl.controller.rules import CATALOGUE
-from tablectl.controller.table import TableSpec, TableSpecError
+from tablectl.controller.engine.ledger import Ledger, LedgerError
+from tablectl.controller.engine.rules import CATALOGUE
+from tablectl.controller.engine.table import TableSpec, TableSpecError
 
 
 @pytest.mark.parametrize(
@@ -115,7 +115,7 @@ def test_defaults_of_game_only_options_are_accepted_anywhere():
 def test_interpretations_are_overridable_per_table():
     from engine_helpers import cards, draws, ev, feed
 
-    from tablectl.controller.engine import Engine
+    from tablectl.controller.engine.core import Engine
 
     spec = TableSpec.from_dict(
         {
@@ -180,7 +180,7 @@ def test_a_rejected_event_changes_nothing():
 )
 def test_a_malformed_event_is_refused_without_echoing_its_cards(event):
     """H7: the refusal (journaled, sent to the operator) says what was wrong, not the cards."""
-    from tablectl.controller.events import EventError, validate
+    from tablectl.controller.engine.events import EventError, validate
 
     with pytest.raises(EventError, match=r"must be (a non-empty list of cards|an object)") as info:
         validate(event)

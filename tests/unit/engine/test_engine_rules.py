@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from engine_helpers import assert_decision, cards, draws, ev, feed, names, table
 
-from tablectl.controller.table import TableSpec, TableSpecError
+from tablectl.controller.engine.table import TableSpec, TableSpecError
 
 HILO, HUH, T21, AP = "five_card_hilo", "heads_up_holdem", "three_card_21", "asia_poker"
 
@@ -293,7 +293,7 @@ def test_S2_HUH_counting_shuffler_exempts_with_every_method(method):
 
 
 def test_S2_counting_shuffler_is_cited_per_dealing_method():
-    from tablectl.controller.rules import citation
+    from tablectl.controller.engine.rules import citation
 
     assert citation("S2", HILO, "automated_shoe") == "13:69F-40.9(f)"
     assert citation("S2", HUH, "hand") == "13:69F-39.8(f)"
@@ -888,7 +888,7 @@ def test_H7_a_duplicate_face_down_card_is_not_named_in_the_C8_decisions():
 
 
 def test_A1_computer_drawn_start_needs_an_injected_source():
-    from tablectl.controller.engine import Engine
+    from tablectl.controller.engine.core import Engine
 
     spec = TableSpec.from_dict({"game": AP, "options": {"ap_start": "computer"}})
     with pytest.raises(ValueError, match="random_source"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller.rules import CATALOGUE
+from tablectl.controller.engine.rules import CATALOGUE
 
 ROOT = Path(__file__).resolve().parents[3]
 RULE_IDS = [
@@ -30,8 +30,9 @@ TESTS = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
 CODE = "\n".join(
     p.read_text()
     for p in [
-        *(ROOT / "controller" / n for n in ("engine.py", "machine.py", "table.py", "cards.py")),
-        *sorted((ROOT / "controller" / "games").glob("*.py")),
+        *(ROOT / "controller" / "engine" / n for n in ("core.py", "machine.py", "table.py")),
+        ROOT / "controller" / "engine" / "cards.py",
+        *sorted((ROOT / "controller" / "engine" / "games").glob("*.py")),
     ]
 )
 

@@ -21,19 +21,25 @@ from pathlib import Path
 
 import pytest
 
-from tablectl.controller import registry
-from tablectl.controller.config import ConfigError, parse_config
-from tablectl.controller.engine import Engine
-from tablectl.controller.games import BUNDLED, AsiaPoker, FiveCardHiLo, HeadsUpHoldem, ThreeCard21
-from tablectl.controller.registry import (
+from tablectl.controller.common.config import ConfigError, parse_config
+from tablectl.controller.engine import registry
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.games import (
+    BUNDLED,
+    AsiaPoker,
+    FiveCardHiLo,
+    HeadsUpHoldem,
+    ThreeCard21,
+)
+from tablectl.controller.engine.registry import (
     GameLoadError,
     GameNotFound,
     bundled_game_names,
     find_game,
     game_names,
 )
-from tablectl.controller.rules import CATALOGUE, CORE_RULES, check_game, citation
-from tablectl.controller.table import TableSpec, TableSpecError
+from tablectl.controller.engine.rules import CATALOGUE, CORE_RULES, check_game, citation
+from tablectl.controller.engine.table import TableSpec, TableSpecError
 
 ROOT = Path(__file__).resolve().parents[3]
 HOUSE = "High Card house rules (example game)"
@@ -189,9 +195,9 @@ def _install(folder: Path, dist: str, entry_points: dict[str, str], modules: dic
 
 
 GAME_MODULE = """
-from tablectl.controller.engine import Engine
-from tablectl.controller.rules import Rule
-from tablectl.controller.table import GameProfile
+from tablectl.controller.engine.core import Engine
+from tablectl.controller.engine.rules import Rule
+from tablectl.controller.engine.table import GameProfile
 
 class {cls}(Engine):
     name = {name!r}
@@ -239,7 +245,11 @@ def test_a_game_whose_module_fails_to_load_is_refused_by_name(site):
 @pytest.mark.parametrize(
     ("entry", "module", "why"),
     [
-        ("not_a_game:THING", "THING = 42\n", "is not a subclass of tablectl.controller.engine"),
+        (
+            "not_a_game:THING",
+            "THING = 42\n",
+            "is not a subclass of tablectl.controller.engine.core",
+        ),
         (
             "misnamed_game:Misnamed",
             GAME_MODULE.format(cls="Misnamed", name="other_name", rules="()", citations="{}"),

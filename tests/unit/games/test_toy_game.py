@@ -10,13 +10,13 @@ from typing import ClassVar
 
 import pytest
 
-from tablectl.controller import cli
-from tablectl.controller.decisions import Decision
-from tablectl.controller.engine import Engine, Round
-from tablectl.controller.ledger import DEALER
-from tablectl.controller.machine import MachineDefinition, chart
-from tablectl.controller.registry import game_names
-from tablectl.controller.table import GameProfile, TableSpec, TableSpecError
+from tablectl.controller.commands import cli
+from tablectl.controller.engine.core import Engine, Round
+from tablectl.controller.engine.decisions import Decision
+from tablectl.controller.engine.ledger import DEALER
+from tablectl.controller.engine.machine import MachineDefinition, chart
+from tablectl.controller.engine.registry import game_names
+from tablectl.controller.engine.table import GameProfile, TableSpec, TableSpecError
 
 
 class HighCard(Engine):

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from tablectl.controller.decisions import Decision
-from tablectl.controller.engine import Engine, Round
-from tablectl.controller.ledger import DEALER
-from tablectl.controller.machine import MachineDefinition, chart
-from tablectl.controller.rules import Citation, Rule
-from tablectl.controller.table import GameOption, GameProfile
+from tablectl.controller.engine.core import Engine, Round
+from tablectl.controller.engine.decisions import Decision
+from tablectl.controller.engine.ledger import DEALER
+from tablectl.controller.engine.machine import MachineDefinition, chart
+from tablectl.controller.engine.rules import Citation, Rule
+from tablectl.controller.engine.table import GameOption, GameProfile
 
 __all__ = ["CITATIONS", "RULES", "HighCard"]
 

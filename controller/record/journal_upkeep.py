@@ -1,0 +1,551 @@
+"""The journal's upkeep while the daemon runs: the start check, seals, segments, retention.
+
+`check_before_start` is what the daemon runs before replaying (docs/journal.md, "Verify at
+start"). `JournalUpkeep` ticks on the daemon's loop, under the daemon's event lock (so no event
+is half-handled when a seal or a new segment is written): it seals when an epoch has ended,
+and at the first moment between rounds on a new gaming day it closes the live segment, begins
+the next one and applies retention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import os
+import re
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tablectl.controller.common.logs import get_logger
+from tablectl.controller.engine.gaming_day import gaming_day_of, local_wall_clock
+from tablectl.controller.record.durable import fsync_directory
+from tablectl.controller.record.journal import (
+    ChainWalk,
+    Journal,
+    JournalError,
+    JournalRow,
+    _Tampered,
+    closed_segment_first_seq,
+    live_segments,
+    parse_row,
+    read_head_file,
+    read_rows,
+    verify_journal,
+)
+from tablectl.controller.record.journal_verifier import check_segment_links
+from tablectl.controller.record.sealing import SealingError
+
+if TYPE_CHECKING:
+    from tablectl.controller.common.config import TableConfig
+    from tablectl.controller.record.sealing import Sealer
+
+
+class UpkeepHost(Protocol):
+    """What upkeep needs of the table it keeps (the daemon's table service provides it): the
+    record layer declares it so that it imports nothing of the service."""
+
+    config: TableConfig
+    journal: Journal
+    sealer: Sealer | None
+    seals_held: str | None
+
+    def seal(self, now: datetime.datetime | None = None) -> int | None: ...
+
+    def between_rounds(self) -> bool: ...
+
+    def roll_segment(self, gaming_day: datetime.date, closing_day: str) -> Path: ...
+
+
+#: Seconds between two looks at the clock (seal due? new gaming day?).
+UPKEEP_TICK_SECONDS = 0.5
+_CLOSED_DAY = re.compile(r"-(\d{4}-\d{2}-\d{2})-\d{12}$")
+
+
+@dataclass(frozen=True)
+class StartDamage:
+    """Why the journal fails its start check; `first_bad_seq` is the row to look at."""
+
+    message: str
+    first_bad_seq: int | None
+    cut_from: int | None = None  # rows up to `cut_from` were written but are gone (never reused)
+
+
+#: The start verifies the live segment in full up to this many rows (a busy gaming day is
+#: ~31,000: ~0.4 s on a loaded 2-core machine); of a longer one (a journal from before
+#: segments) the last this many, the rows before them left to the background walk, so READY
+#: stays bounded.
+START_VERIFY_ROWS = 40_000
+
+
+def check_before_start(journal: Journal) -> StartDamage | None:
+    """Verify the live segment's chain in full (its last START_VERIFY_ROWS rows at most) and
+    the closed segments' links to each other and to it (journal_verifier).
+
+    Also compares the end with the head recorded outside the file (`PATH.head`): a journal
+    that ends before a row the daemon already wrote was cut.
+    """
+    walk = ChainWalk()
+    first = journal.first_row()
+    start_seq = first.seq if first is not None else 1
+    if journal.last_seq - start_seq >= START_VERIFY_ROWS:
+        start_seq = journal.last_seq - START_VERIFY_ROWS + 1
+        from_row = next(iter(journal.raw_rows_from(start_seq)), None)
+        if from_row is not None:
+            walk.start_at(from_row[0], from_row[5])
+    try:
+        for raw in journal.raw_rows_from(start_seq):
+            walk.feed(raw)
+    except _Tampered as tampered:
+        return StartDamage(tampered.message, tampered.seq)
+    recorded = read_head_file(journal.path)
+    if recorded is not None:
+        seq, head = recorded
+        if seq > journal.last_seq:
+            return StartDamage(
+                f"the journal ends at row {journal.last_seq}, but the daemon wrote up to row "
+                f"{seq} ({journal.path}.head): rows {journal.last_seq + 1}-{seq} were cut",
+                journal.last_seq + 1,
+                cut_from=seq,
+            )
+        if seq == journal.last_seq and seq > 0 and head != journal.last_hash:
+            return StartDamage(
+                f"row {seq} is not the row the daemon wrote ({journal.path}.head holds another "
+                "hash): the journal was rewritten",
+                seq,
+            )
+    linked = check_segment_links(journal.path)
+    if linked is not None:
+        return StartDamage(*linked)
+    return None
+
+
+def segment_gaming_day(
+    journal: Journal, day_start: datetime.time, now: datetime.datetime
+) -> datetime.date:
+    """The gaming day of the live segment: its segment row's, else its first row's, else now's."""
+    first = journal.first_row()
+    if first is not None and first.kind == "segment":
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            return datetime.date.fromisoformat(str(first.body["gaming_day"]))
+    if first is not None:
+        with contextlib.suppress(ValueError):
+            recorded = datetime.datetime.fromisoformat(first.recorded_at)
+            return gaming_day_of(local_wall_clock(recorded), day_start)
+    return gaming_day_of(local_wall_clock(now), day_start)
+
+
+@dataclass(frozen=True)
+class RetentionOutcome:
+    """What one pass of retention did: segments retired (and how), segments kept (and why)."""
+
+    retired: list[tuple[Path, str]]
+    kept: list[tuple[Path, str]]
+
+
+def _closed_day(path: Path) -> datetime.date | None:
+    match = _CLOSED_DAY.search(path.stem)
+    if match is None:
+        return None
+    try:
+        return datetime.date.fromisoformat(match.group(1))
+    except ValueError:
+        return None
+
+
+def _sealed_and_intact(segment: Path, following: Path | None) -> str | None:
+    """None when a closed segment verifies, ends with a seal, and the next segment's first row
+    links to its last row; else why not (it must not be retired)."""
+    result = verify_journal(segment)
+    if not result.ok:
+        return f"it does not verify: {result.message}"
+    rows = list(read_rows_tail(segment, 1))
+    if not rows or rows[-1].kind != "seal":
+        return "it is not sealed to its last row"
+    if following is not None:
+        first = next(iter(read_rows(following)), None)
+        previous = first.body.get("previous", {}) if first is not None else {}
+        if (
+            first is None
+            or first.kind != "segment"
+            or previous.get("head") != rows[-1].hash
+            or previous.get("last_seq") != rows[-1].seq
+        ):
+            return f"the next segment ({following.name}) does not link to its last row"
+    return None
+
+
+def read_rows_tail(path: Path, limit: int) -> list[JournalRow]:
+    """The last `limit` rows of a closed segment (read-only)."""
+    db = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    try:
+        raws = db.execute(
+            "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+            " ORDER BY seq DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+    finally:
+        db.close()
+    return [parse_row(raw) for raw in reversed(raws)]
+
+
+def _copy_verified(segment: Path, archive_dir: Path) -> str | None:
+    """Copy a closed segment into the archive durably and check the copy: None when the
+    archive holds it whole (the same last row, verifying), else why not."""
+    archive_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target = archive_dir / segment.name
+    temporary = archive_dir / f".{segment.name}.copy"
+    try:
+        if not target.exists():
+            temporary.unlink(missing_ok=True)
+            shutil.copyfile(segment, temporary)
+            os.chmod(temporary, 0o400)
+            descriptor = os.open(temporary, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+            os.replace(temporary, target)
+            fsync_directory(archive_dir)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+        return f"cannot copy it to {archive_dir}: {error}"
+    copy = verify_journal(target)
+    original = verify_journal(segment)
+    for suffix in ("-wal", "-shm"):  # a read-only look at a WAL-mode file leaves these
+        with contextlib.suppress(OSError):
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+    if not copy.ok or (copy.last_seq, copy.head) != (original.last_seq, original.head):
+        return f"the copy in {archive_dir} is not the same segment ({copy.message})"
+    return None
+
+
+def apply_retention(
+    live: Path,
+    today: datetime.date,
+    retain_days: int,
+    archive_dir: Path | None,
+    *,
+    live_day: datetime.date | None = None,
+    floor_confirmed_seq: Callable[[], int] | None = None,
+) -> RetentionOutcome:
+    """Retire closed segments past `retain_days` gaming days, never on the wall clock alone.
+
+    A closed segment of gaming day D is retired only when all of these hold:
+    - old enough by the clock (D more than `retain_days` days before `today`) AND by the
+      journal's own record: the later segments (closed ones and the live one, `live_day`)
+      hold at least `retain_days` gaming days after D. A clock stepped 65 days ahead finds
+      only the days the journal really holds, so it retires nothing;
+    - sealed to its last row, its chain verifies, and the next segment links to its end;
+    - held elsewhere: copied into `archive_dir` and the copy verified (then removed here), or,
+      without an archive, the floor store confirmed rows up to its last one
+      (`floor_confirmed_seq`: the shipper's acknowledged seq, whose hash it checked at
+      connection). With neither, nothing is removed: the segment is the only copy.
+    """
+    if retain_days <= 0:
+        return RetentionOutcome([], [])
+    oldest_kept = today - datetime.timedelta(days=retain_days)
+    closed = sorted(
+        (
+            (closed_segment_first_seq(p) or 0, p)
+            for p in live_segments(live)
+            if p != live and _closed_day(p) is not None
+        ),
+    )
+    days = [_closed_day(p) for _, p in closed]
+    retired: list[tuple[Path, str]] = []
+    kept: list[tuple[Path, str]] = []
+    for index, (_, segment) in enumerate(closed):
+        day = days[index]
+        assert day is not None
+        if day >= oldest_kept:
+            continue
+        later = {d for d in days[index + 1 :] if d is not None and d > day}
+        if live_day is not None and live_day > day:
+            later.add(live_day)
+        if len(later) < retain_days:
+            kept.append(
+                (
+                    segment,
+                    f"the journal holds {len(later)} gaming day(s) after {day}, fewer than "
+                    f"retain_days = {retain_days}: the clock alone says it is old",
+                )
+            )
+            continue
+        following = closed[index + 1][1] if index + 1 < len(closed) else live
+        problem = _sealed_and_intact(segment, following if following.exists() else None)
+        if problem is None:
+            if archive_dir is not None:
+                problem = _copy_verified(segment, archive_dir)
+                how = f"moved to {archive_dir} (copy verified)"
+            elif floor_confirmed_seq is not None:
+                last = read_rows_tail(segment, 1)[-1].seq
+                confirmed = floor_confirmed_seq()
+                how = f"removed (the floor store confirmed rows up to {confirmed})"
+                if confirmed < last:
+                    problem = (
+                        f"the floor store confirmed rows up to {confirmed} only, it ends at {last}"
+                    )
+            else:
+                problem = "no archive_dir and no floor store: this is its only copy"
+                how = ""
+        if problem is not None:
+            kept.append((segment, problem))
+            continue
+        for suffix in ("-wal", "-shm"):
+            Path(f"{segment}{suffix}").unlink(missing_ok=True)
+        os.unlink(segment)
+        fsync_directory(segment.parent)
+        retired.append((segment, how))
+    return RetentionOutcome(retired, kept)
+
+
+# --- clock steps ------------------------------------------------------------------------------
+
+#: The wall clock earlier than the journal's last row by more than this, at start: a step back.
+BACKWARD_STEP_SECONDS = 300.0
+#: While running: the wall clock and the elapsed-time clock disagree by more than this.
+RUNNING_STEP_SECONDS = 60.0
+
+
+def elapsed_clock() -> float:
+    """Seconds on a clock no one sets (CLOCK_BOOTTIME: monotonic, counting suspend too)."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    if boottime is not None:
+        return time.clock_gettime(boottime)
+    return time.monotonic()
+
+
+@dataclass
+class ClockStep:
+    """A clock step: when it was seen, which way, and the wall-clock range that would agree."""
+
+    direction: str  # "forward" or "backward"
+    detected: str  # "start" or "running"
+    wall: float  # the wall clock when it was seen (Unix seconds)
+    agree_from: float  # the earliest wall clock that would agree, at `elapsed`
+    agree_to: float  # the latest
+    elapsed: float  # elapsed_clock() when it was seen
+    reference: str  # what the wall clock was compared with
+
+    @property
+    def seconds(self) -> float:
+        """How far the clock stepped (negative: back)."""
+        if self.wall > self.agree_to:
+            return self.wall - self.agree_to
+        return self.wall - self.agree_from
+
+    def agrees(self, wall: float, elapsed: float) -> bool:
+        gone = elapsed - self.elapsed
+        return self.agree_from + gone <= wall <= self.agree_to + gone
+
+    def note(self) -> dict[str, Any]:
+        """The journal's `clock_step` note."""
+        return {
+            "type": "clock_step",
+            "direction": self.direction,
+            "detected": self.detected,
+            "wall_clock": _iso(self.wall),
+            "expected_from": _iso(self.agree_from),
+            "expected_to": _iso(self.agree_to),
+            "step_seconds": round(self.seconds, 3),
+            "reference": self.reference,
+            "held": ["seals", "retention", "roll-over"],
+        }
+
+    def reason(self) -> str:
+        return (
+            f"the clock stepped {self.direction} by {abs(self.seconds):.0f} s "
+            f"({_iso(self.wall)}, expected {_iso(self.agree_from)} to {_iso(self.agree_to)}; "
+            f"{self.reference}): seals, retention and the roll-over are held until a "
+            "supervisor sends clock_step_acknowledged or the clock agrees again"
+        )
+
+
+def _iso(seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.isoformat(timespec="seconds")
+
+
+class ClockWatch:
+    """Watches the wall clock against the journal's last row (at start) and against an
+    elapsed-time clock (while running); a step is held until acknowledged or agreed again."""
+
+    def __init__(
+        self,
+        forward_limit: float,
+        *,
+        wall: Callable[[], float] = time.time,
+        elapsed: Callable[[], float] = elapsed_clock,
+    ) -> None:
+        self.forward_limit = forward_limit
+        self.wall = wall
+        self.elapsed = elapsed
+        self.step: ClockStep | None = None
+        self._reference = (wall(), elapsed())
+
+    def at_start(self, last_row_at: str | None) -> ClockStep | None:
+        """The wall clock against the time of the journal's last row: a step, or None."""
+        if last_row_at is None:
+            return None
+        try:
+            last = datetime.datetime.fromisoformat(last_row_at).timestamp()
+        except ValueError:
+            return None
+        now, elapsed = self.wall(), self.elapsed()
+        self._reference = (now, elapsed)
+        direction = None
+        if now < last - BACKWARD_STEP_SECONDS:
+            direction = "backward"
+        elif now > last + self.forward_limit:
+            direction = "forward"
+        if direction is None:
+            return None
+        self.step = ClockStep(
+            direction,
+            "start",
+            now,
+            last - BACKWARD_STEP_SECONDS,
+            last + self.forward_limit,
+            elapsed,
+            f"the journal's last row was written at {last_row_at}",
+        )
+        return self.step
+
+    def check(self) -> tuple[str, ClockStep] | None:
+        """While running: ("step", step) for a new step, ("agrees", step) when the clock came
+        back to the range the held step expects, else None."""
+        now, elapsed = self.wall(), self.elapsed()
+        if self.step is not None:
+            if self.step.agrees(now, elapsed):
+                resolved, self.step = self.step, None
+                self._reference = (now, elapsed)
+                return "agrees", resolved
+            return None
+        wall0, elapsed0 = self._reference
+        expected = wall0 + (elapsed - elapsed0)
+        drift = now - expected
+        if abs(drift) <= RUNNING_STEP_SECONDS:
+            return None
+        self.step = ClockStep(
+            "forward" if drift > 0 else "backward",
+            "running",
+            now,
+            expected - RUNNING_STEP_SECONDS,
+            expected + RUNNING_STEP_SECONDS,
+            elapsed,
+            "the elapsed time since the daemon last trusted its clock",
+        )
+        return "step", self.step
+
+    def acknowledge(self) -> ClockStep | None:
+        """A supervisor accepted the clock as it is now: the held step ends, the reference moves."""
+        resolved, self.step = self.step, None
+        self._reference = (self.wall(), self.elapsed())
+        return resolved
+
+
+class JournalUpkeep:
+    """Seals at epoch ends and rolls the segment over at the gaming day's start (see module)."""
+
+    def __init__(
+        self,
+        service: UpkeepHost,
+        lock: asyncio.Lock,
+        *,
+        clock: Callable[[], datetime.datetime] | None = None,
+        tick: float = UPKEEP_TICK_SECONDS,
+    ) -> None:
+        self.service = service
+        self.lock = lock
+        self.clock = clock or (lambda: datetime.datetime.now().astimezone())
+        self.tick = tick
+        config = service.config
+        self.day_start = config.gaming_day_start
+        self.segment_day = segment_gaming_day(service.journal, self.day_start, self.clock())
+        self._log = get_logger("journal", table=config.table_id)
+        self._task: asyncio.Task[None] | None = None
+        #: The clock watch (the daemon's); told of each step and agreement via `on_clock`.
+        self.clock_watch: ClockWatch | None = None
+        self.on_clock: Callable[[str, ClockStep], None] | None = None
+        #: The floor shipper's acknowledged seq, when a floor store is configured (retention).
+        self.floor_confirmed_seq: Callable[[], int] | None = None
+        self._held_said: str | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="journal:upkeep")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick)
+            async with self.lock:
+                if self.service.journal.failure is not None:
+                    return  # dealing stopped: nothing more is written
+                try:
+                    self.step(self.clock())
+                except (JournalError, SealingError, OSError, sqlite3.Error) as error:
+                    # A seal, the key, a roll-over or retention failed to write the record:
+                    # fail-stop like a commit (the journal tells the daemon, which stops dealing).
+                    self._log.error("journal_upkeep_failed", error=str(error))
+                    if self.service.journal.failure is None:
+                        self.service.journal.fail(JournalError(f"journal upkeep: {error}"))
+                    return
+                except Exception as error:  # a bug, not the record: said, retried next tick
+                    self._log.exception("journal_upkeep_failed", error=str(error))
+
+    def step(self, now: datetime.datetime) -> None:
+        """Whatever is due at `now`: a seal, a new segment (with retention); nothing of it
+        while a clock step is held."""
+        if self.clock_watch is not None:
+            change = self.clock_watch.check()
+            if change is not None and self.on_clock is not None:
+                self.on_clock(*change)
+        held = self.service.seals_held
+        if held is not None:
+            if self._held_said != held:
+                self._log.warning("journal_upkeep_held", reason=held)
+                self._held_said = held
+            return
+        self._held_said = None
+        sealer = self.service.sealer
+        if sealer is not None and sealer.due(now):
+            self.service.seal(now)
+        today = gaming_day_of(local_wall_clock(now), self.day_start)
+        if today > self.segment_day and self.service.between_rounds():
+            self.roll(today)
+
+    def roll(self, today: datetime.date) -> None:
+        closed = self.service.roll_segment(today, self.segment_day.isoformat())
+        self.segment_day = today
+        self._log.info("segment_rolled", closed=str(closed), gaming_day=today.isoformat())
+        self.retire(today)
+
+    def retire(self, today: datetime.date) -> RetentionOutcome:
+        """Retention (`apply_retention`), each segment retired or kept said in the log."""
+        config = self.service.config
+        outcome = apply_retention(
+            config.journal_path,
+            today,
+            config.retain_days,
+            config.archive_dir,
+            live_day=self.segment_day,
+            floor_confirmed_seq=self.floor_confirmed_seq,
+        )
+        for gone, how in outcome.retired:
+            self._log.info("segment_retired", file=str(gone), how=how)
+        for kept, why in outcome.kept:
+            self._log.warning("segment_retention_held", file=str(kept), reason=why)
+        return outcome
