@@ -24,6 +24,8 @@ POINTS = {
     "seal.after_commit": "a seal row committed, the sealing key not yet evolved",
     "key.before_rename": "the evolved key's temporary file written and fsynced, not renamed",
     "head.before_rename": "the head file's temporary written and fsynced, not renamed",
+    "verification_key.before_rename": "the demo's verification key (the seed) in its temporary "
+    "file, fsynced, not renamed",
 }
 
 ENVIRONMENT = "TABLECTL_FAULT_AT"
