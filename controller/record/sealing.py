@@ -7,8 +7,9 @@ time; the key of epoch e+1 is SHA-256 over a fixed label and the key of epoch e,
 step. At the end of each epoch (and at a clean stop, and before a segment closes) the daemon
 appends a `seal` row whose `mac` is HMAC-SHA-256, under the epoch's key, of the seal's other
 fields: the epoch, the previous seal's epoch, the time, and the seq and hash of the row
-before it (which the hash chain ties to every earlier row). The key is then evolved and the
-file rewritten, so the old key is gone: whoever takes the table PC later holds only keys of
+before it (which the hash chain ties to every earlier row). The key is then evolved and
+written over the old one in the key file's own blocks (two slots, `Sealer._store`), so the
+old key is gone from the disk too: whoever takes the table PC later holds only keys of
 epochs to come and cannot forge a seal over rows already sealed. A verifier with the seed
 derives any epoch's key and checks every seal.
 """
