@@ -125,14 +125,28 @@ class WitnessHTTPServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, state: WitnessState, host: str, port: int, *, prefix: str = "") -> None:
+    def __init__(
+        self,
+        state: WitnessState,
+        host: str,
+        port: int,
+        *,
+        prefix: str = "",
+        bound: socket.socket | None = None,
+    ) -> None:
+        """`bound`: a socket already bound (and held) by the caller, served from now on."""
         self.state = state
         self.prefix = prefix.rstrip("/")
         self.metrics = WitnessMetrics()
         self.log = get_logger("witness_server")
         if ":" in host:
             self.address_family = socket.AF_INET6
-        super().__init__((host, port), _Handler)
+        super().__init__((host, port), _Handler, bind_and_activate=bound is None)
+        if bound is not None:
+            self.socket.close()
+            self.socket = bound
+            self.server_address = bound.getsockname()
+            self.server_activate()
 
     @property
     def port(self) -> int:
