@@ -40,6 +40,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+import tablectl.simulators.shuffles as shuffles
 from tablectl.controller.commands.cli import add_old_option_name
 from tablectl.controller.common.config import (
     SEALING_KEY_NAME,
@@ -70,7 +71,6 @@ from tablectl.controller.record.tablelock import (
 from tablectl.controller.service.daemon import Daemon, run_daemon
 from tablectl.controller.service.preflight import ERROR, check_free_space
 from tablectl.drivers.registry import get_driver_class
-from tablectl.simulators import shuffles
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
 from tablectl.simulators.narration import StepPrinter, last_seq, summarise

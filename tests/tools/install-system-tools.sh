@@ -38,6 +38,10 @@ need fusermount3 fuse3
 need mkfs.ext4 e2fsprogs
 need debugfs e2fsprogs
 need pgbouncer pgbouncer  # the floor: many table connections on a few server ones (tests/floor, bench)
+# Go's sumdb code checks the journal's signed checkpoints and Merkle proofs (tests/gotlog):
+# built offline with GO111MODULE=off GOPATH=/usr/share/gocode
+need go golang-go
+[ -d /usr/share/gocode/src/golang.org/x/mod/sumdb/tlog ] || missing="$missing golang-golang-x-mod-dev"
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         # Not root: say what is missing and go on; the tests that need a tool skip
