@@ -64,6 +64,7 @@ from tablectl.controller.record.tablelock import (
     TableLocked,
     acquire_table_lock,
 )
+from tablectl.controller.record.witnessed import witnessed_dir
 from tablectl.controller.service.eager import start_eagerly
 from tablectl.controller.service.operator import (
     NotDealing,
@@ -1171,7 +1172,10 @@ async def run_daemon(
     daemon: Daemon | None = None
     try:
         try:
-            swept = [config.archive_dir] if config.archive_dir is not None else []
+            # the other directories a durable write of this table's may leave a temporary in
+            swept = [witnessed_dir(config.journal_path)]
+            if config.archive_dir is not None:
+                swept.append(config.archive_dir)
             if config.floor is not None and config.floor.passfile is not None:
                 swept.append(config.floor.passfile.parent)
             for done in recover_at_start(
