@@ -18,7 +18,8 @@ survived, the daemon restarted, and `check` holds the table to its promises:
 4. before its first round, the daemon's device holds are those the journal gives (the last
    checkpoint's `interlocks`, then every decision and event after it, folded as a restart
    folds them), and the simulated shoe and shuffler are locked exactly when held;
-5. no temporary file of a private write (`.NAME.PID.tmp`) is left behind by the restart, and
+5. no temporary file of any durable write path (every name of the product's registry,
+   controller/record/durable.py TEMPORARY_PATTERNS) is left behind by the restart, and
    the sealing key file holds one key only (the slot of the key it replaced overwritten).
 
 Each failure is a `Finding` naming the cut, so a run reports them all rather than the first.
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tablectl.controller.record.durable import is_temporary
 from tablectl.controller.record.journal import (
     JournalError,
     live_segments,
@@ -134,7 +136,16 @@ ROLLOVER_TRIGGERS: tuple[Trigger, ...] = (
         r"/journal-\d{4}-\d\d-\d\d-\d{12}\.sqlite$",
         "after",
     ),
-    Trigger("the roll-over: creating the new segment", ("create",), r"/state/journal\.sqlite$"),
+    # the new segment is built under a temporary name and renamed into place
+    # (journal.create_journal_file): a `create` armed on `journal.sqlite` itself never fires
+    Trigger(
+        "the roll-over: creating the new segment", ("create",), r"/state/\.journal\.sqlite\.new$"
+    ),
+    Trigger(
+        "the roll-over: the new segment's build renamed into place",
+        ("rename",),
+        r"/state/\.journal\.sqlite\.new -> ",
+    ),
     Trigger(
         "the roll-over: the new segment's first commit",
         ("fsync",),
@@ -166,6 +177,14 @@ class CutRecord:
     dropped_dirs: int
     dropped_blocks: int
     acknowledged: int  # events acknowledged before this cut, in all
+    #: what the cut dropped: files with unsynced bytes and directories with unsynced entries
+    dropped: tuple[str, ...] = ()
+
+    @property
+    def dropped_beyond_shm(self) -> list[str]:
+        """What the cut dropped besides a `-shm` file (SQLite never fsyncs it, so it is
+        dropped at every cut: proof of nothing)."""
+        return [name for name in self.dropped if not name.endswith("-shm")]
 
 
 @dataclass
@@ -303,6 +322,7 @@ class PoweredTable:
             len(dropped["directories"]),
             int(dropped["blocks"]),
             len(self.acknowledged()),
+            (*dropped["files"], *dropped["directories"]),
         )
         self.cuts.append(record)
         self.trigger = record.trigger
@@ -463,7 +483,8 @@ class PoweredTable:
         if code != 0:
             said = said.replace(f"{self.state}: ", "")
             self.fail(number, f"journal verify --verify-key exits {code}: {said}")
-        for leftover in sorted(p.name for p in self.state.iterdir() if p.name.endswith(".tmp")):
+        # every temporary name the product uses (its registry), not only `.tmp` ones
+        for leftover in sorted(p.name for p in self.state.iterdir() if is_temporary(p.name)):
             self.fail(number, f"temporary file left after the restart: {leftover}")
         slots = held_key_slots(self.state / "sealing-key")
         if slots != 1:
@@ -524,15 +545,28 @@ def play_with_cuts(
 
 
 FIRST_START_TRIGGERS: tuple[Trigger, ...] = (
-    Trigger("the first start: a commit's WAL fsync", ("fsync",), r"/state/journal\.sqlite-wal$"),
+    Trigger(
+        "the first start: a commit's WAL fsync",
+        ("fsync",),
+        r"/state/journal\.sqlite-wal$",
+        nth_max=2,
+    ),
     Trigger(
         "the first start: after a commit's WAL fsync",
         ("fsync",),
         r"/state/journal\.sqlite-wal$",
         "after",
+        nth_max=2,
     ),
-    Trigger("the first start: a directory fsync", ("fsyncdir",), r"/state$"),
-    Trigger("the first start: the journal's creation", ("create",), r"/state/journal\.sqlite$"),
+    Trigger("the first start: a directory fsync", ("fsyncdir",), r"/state$", nth_max=2),
+    Trigger(
+        "the first start: the journal's creation", ("create",), r"/state/\.journal\.sqlite\.new$"
+    ),
+    Trigger(
+        "the first start: the journal's build renamed into place",
+        ("rename",),
+        r"/state/\.journal\.sqlite\.new -> ",
+    ),
 )
 
 
@@ -563,6 +597,7 @@ def cut_at_the_first_start(game: str, base: Path, trigger: Trigger, nth: int) ->
                 len(dropped["directories"]),
                 int(dropped["blocks"]),
                 len(table.acknowledged()),
+                (*dropped["files"], *dropped["directories"]),
             )
         )
         table.mount.remount()
