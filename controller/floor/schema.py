@@ -103,6 +103,14 @@ ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_verified_seq bigin
     DEFAULT 0;
 ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_verified_hash text NOT NULL
     DEFAULT repeat('0', 64);
+-- durable_elsewhere(): the last row the floor holds on two machines (a synchronous standby
+-- flushed it, or the WAL archive holds it), and the mark it is proving next (a head and the
+-- WAL position after its commit), checked at most once a second
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_elsewhere_seq bigint NOT NULL
+    DEFAULT 0;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_mark_seq bigint;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_mark_lsn pg_lsn;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_checked_at timestamptz;
 
 -- One partition per gaming day (by recorded_at, the table's UTC clock at the row's commit),
 -- made ahead by `floor init`/`floor maintain` and by every shipper as it connects; a row
@@ -373,6 +381,76 @@ BEGIN
 END
 $$;
 
+-- The WAL position held on a second machine: the least a synchronous standby has flushed
+-- (pg_stat_replication, sync or quorum standbys), or the end of the last WAL segment the
+-- archiver stored (pg_stat_archiver, with archive_mode on), the greater; NULL when neither.
+CREATE OR REPLACE FUNCTION {SCHEMA}.wal_durable_elsewhere() RETURNS pg_lsn
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    standby pg_lsn;
+    segment text;
+    archived pg_lsn;
+    size numeric := pg_size_bytes(current_setting('wal_segment_size'));
+BEGIN
+    SELECT min(flush_lsn) INTO standby FROM pg_stat_replication
+        WHERE sync_state IN ('sync', 'quorum');
+    IF current_setting('archive_mode') <> 'off' THEN
+        SELECT last_archived_wal INTO segment FROM pg_stat_archiver;
+        IF segment ~ '^[0-9A-F]{{24}}$' THEN
+            archived := '0/0'::pg_lsn
+                + ('x' || substr(segment, 9, 8))::bit(32)::bigint::numeric * 4294967296
+                + (('x' || substr(segment, 17, 8))::bit(32)::bigint + 1)::numeric * size;
+        END IF;
+    END IF;
+    RETURN greatest(standby, archived);
+END
+$$;
+
+-- What a table may remove locally without an archive: the last of its rows the floor holds
+-- durable on two machines. Two steps: a mark (the head now, and the WAL position now, after
+-- the head's commit) is proved once that position is held elsewhere (wal_durable_elsewhere),
+-- then a new mark is taken. A table's login asks for its own table only; answered from the
+-- last check within a second (a login cannot make the floor write faster than that).
+CREATE OR REPLACE FUNCTION {SCHEMA}.durable_elsewhere(tid text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    own text;
+    held {SCHEMA}.tables;
+    elsewhere pg_lsn;
+    durable bigint;
+BEGIN
+    SELECT table_id INTO own FROM {SCHEMA}.tables WHERE writer_role = session_user;
+    IF session_user::text LIKE 'tablectl\\_table\\_%' AND own IS DISTINCT FROM tid THEN
+        RAISE EXCEPTION 'a table''s role asks for its own table only'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT * INTO held FROM {SCHEMA}.tables WHERE table_id = tid FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    IF held.durable_checked_at > now() - interval '1 second' THEN
+        RETURN held.durable_elsewhere_seq;
+    END IF;
+    elsewhere := {SCHEMA}.wal_durable_elsewhere();
+    durable := held.durable_elsewhere_seq;
+    IF held.durable_mark_lsn IS NOT NULL AND elsewhere >= held.durable_mark_lsn THEN
+        durable := greatest(durable, held.durable_mark_seq);
+    END IF;
+    IF held.head_seq > durable
+       AND (held.durable_mark_lsn IS NULL OR durable >= held.durable_mark_seq) THEN
+        held.durable_mark_seq := held.head_seq;
+        held.durable_mark_lsn := pg_current_wal_insert_lsn();
+    END IF;
+    UPDATE {SCHEMA}.tables
+        SET durable_elsewhere_seq = durable, durable_mark_seq = held.durable_mark_seq,
+            durable_mark_lsn = held.durable_mark_lsn, durable_checked_at = clock_timestamp()
+        WHERE table_id = tid;
+    RETURN durable;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION {SCHEMA}.refuse_change() RETURNS trigger
     LANGUAGE plpgsql AS $$
 BEGIN
@@ -466,6 +544,7 @@ REVOKE ALL ON {SCHEMA}.journal_rows FROM {WRITER_GROUP}, {READER_GROUP}, {AUDITO
 GRANT INSERT ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
 GRANT SELECT (table_id, writer_role, head_seq, head_hash) ON {SCHEMA}.tables TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.ensure_partitions_ahead(integer) TO {WRITER_GROUP};
+GRANT EXECUTE ON FUNCTION {SCHEMA}.durable_elsewhere(text) TO {WRITER_GROUP}, {AUDITOR_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.record_verified(text, bigint, text) TO {AUDITOR_GROUP};
 -- readers (surveillance, the pit, reports): released state only (H7): the released rows
 -- (a function), the spans of ended rounds, of floor.tables the columns that move only when a
