@@ -430,7 +430,9 @@ def demo_sealing_keys(state_dir: Path) -> str | None:
     verification_file = state_dir / VERIFICATION_KEY_FILE
     if not key_file.exists():
         verification = setup_keys(key_file)
-        write_private_file(verification_file, f"{verification}\n")
+        write_private_file(
+            verification_file, f"{verification}\n", fault="verification_key.before_rename"
+        )
         return None
     with contextlib.suppress(OSError, ValueError):
         VerificationKey.parse(verification_file.read_text())

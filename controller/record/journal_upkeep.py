@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tablectl.controller.common.config import ARCHIVE_SAME_FILESYSTEM_WORDS
 from tablectl.controller.common.logs import get_logger
 from tablectl.controller.engine.gaming_day import gaming_day_of, local_wall_clock
-from tablectl.controller.record.durable import fsync_directory
+from tablectl.controller.record.durable import fsync_directory, temporary_path
 from tablectl.controller.record.journal import (
     ChainWalk,
     Journal,
@@ -260,6 +260,7 @@ def _copy_verified(segment: Path, archive_dir: Path) -> str | None:
     segment's own inode) whose bytes are the segment's: a crash after the link leaves one."""
     archive_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = archive_dir / segment.name
+    temporary = temporary_path(target, "copy")
     try:
         existing = os.lstat(target)
     except FileNotFoundError:
@@ -275,8 +276,10 @@ def _copy_verified(segment: Path, archive_dir: Path) -> str | None:
         if not _same_bytes(segment, target):
             return f"{target} exists with other content than the segment: refused"
         return None
-    temporary = archive_dir / f".{segment.name}.{os.getpid()}.copy"
     try:
+        with contextlib.suppress(FileNotFoundError):  # a crash's leftover: a regular file only
+            if stat.S_ISREG(os.lstat(temporary).st_mode):
+                temporary.unlink()
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
         try:
             with open(segment, "rb") as source_file:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tablectl.controller.common.config import SerialTransportConfig, TableConfig, UsbTransportConfig
+from tablectl.controller.record.journal import private_file_problem
 from tablectl.controller.service.operator import socket_in_use
 from tablectl.drivers.base import DeviceDriver
 from tablectl.drivers.registry import DriverNotFound, get_driver_class
@@ -224,8 +225,9 @@ def check_directory(key: str, file_path: Path) -> list[Problem]:
 def check_journal_file(path: Path) -> list[Problem]:
     if path.exists() and not path.is_file():
         return [Problem(ERROR, "journal.path", f"{path} exists and is not a file")]
-    if path.is_file() and not os.access(path, os.R_OK | os.W_OK):
-        return [Problem(ERROR, "journal.path", f"{path} is not readable and writable by this user")]
+    problem = private_file_problem(path) if path.is_file() else None
+    if problem is not None:
+        return [Problem(ERROR, "journal.path", problem)]
     return []
 
 
