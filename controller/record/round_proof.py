@@ -22,7 +22,6 @@ a round without one is released when a later round's collection is accepted.
 from __future__ import annotations
 
 import base64
-import bisect
 import itertools
 import json
 import sqlite3
@@ -67,13 +66,57 @@ def cosigned_file(live: Path) -> Path:
 # --- proving ----------------------------------------------------------------------------------
 
 
-def _start_round(db: sqlite3.Connection) -> int:
-    """The round a segment begins after: its first checkpoint's (0 for the first segment)."""
+def _first_round(db: sqlite3.Connection) -> int | None:
+    """The round of a segment's first row that has one (a few rows read: the segment, table
+    and checkpoint rows that open it have none); None for a segment without rounds."""
     row = db.execute(
-        "SELECT round FROM journal WHERE kind = 'checkpoint'"
-        " AND kind IN ('segment', 'checkpoint', 'seal') ORDER BY seq LIMIT 1"
+        "SELECT round FROM journal WHERE round IS NOT NULL ORDER BY seq LIMIT 1"
     ).fetchone()
-    return int(row[0]) if row and isinstance(row[0], int) else 0
+    return int(row[0]) if row and isinstance(row[0], int) else None
+
+
+def _round_at_or_after(db: sqlite3.Connection, seq: int) -> int | None:
+    row = db.execute(
+        "SELECT round FROM journal WHERE seq >= ? AND round IS NOT NULL ORDER BY seq LIMIT 1",
+        (seq,),
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+def _first_seq_of_round_at_least(db: sqlite3.Connection, low: int, high: int, rnd: int) -> int:
+    """The smallest seq in [low, high + 1] from which the next row with a round has a round
+    of at least `rnd` (high + 1 when none has)."""
+    high += 1
+    while low < high:
+        middle = (low + high) // 2
+        found = _round_at_or_after(db, middle)
+        if found is not None and found >= rnd:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def _round_span(db: sqlite3.Connection, rnd: int) -> tuple[int, int] | None:
+    """The seqs of a segment from its first row of round `rnd` to its last (rows of no round
+    between them included), or None when it holds none."""
+    low, high = db.execute("SELECT min(seq), max(seq) FROM journal").fetchone()
+    if low is None:
+        return None
+    first = _first_seq_of_round_at_least(db, low, high, rnd)
+    first_row = db.execute(
+        "SELECT seq, round FROM journal WHERE seq >= ? AND round IS NOT NULL ORDER BY seq LIMIT 1",
+        (first,),
+    ).fetchone()
+    if first_row is None or first_row[1] != rnd:
+        return None
+    after = _first_seq_of_round_at_least(db, first_row[0], high, rnd + 1)
+    # the last row of the round: the last one with a round before `after`
+    last = db.execute(
+        "SELECT max(seq) FROM journal WHERE seq >= ? AND seq < ? AND round IS NOT NULL",
+        (first_row[0], after),
+    ).fetchone()[0]
+    return int(first_row[0]), int(last)
 
 
 def _is_collection(kind: str, body: str) -> bool:
@@ -106,39 +149,36 @@ def prove_round(
     checkpoint_note: str | None = None,
 ) -> dict[str, Any]:
     """The bundle for `round_number` (ProofError when it is in play, absent or unsigned)."""
-    paths = log._paths
-    starts: list[int] = []
-    for path in paths:
-        starts.append(_start_round(log._db(path)))
-    position = max(0, bisect.bisect_left(starts, round_number) - 1)
+    paths = log.segments
+    # the last segment begun after a round before this one: a binary search, a few files
+    # opened of a year's
+    low, high = 0, len(paths)
+    while low < high:
+        middle = (low + high) // 2
+        first = _first_round(log.connection(paths[middle]))
+        if first is not None and first < round_number:
+            low = middle + 1
+        else:
+            high = middle
+    position = max(0, low - 1)
+    # the run from its first row to its last, rows of no round (notes) between included;
+    # found by bisection on seq (rounds only grow along the chain): no scan of a segment
     rows: list[tuple[Any, ...]] = []
     for path in paths[position:]:
-        found = (
-            log._db(path)
-            .execute(
-                f"SELECT {_COLUMNS} FROM journal WHERE round = ? ORDER BY seq", (round_number,)
-            )
-            .fetchall()
-        )
-        rows += found
-        if not found and rows:
+        db = log.connection(path)
+        span = _round_span(db, round_number)
+        if span is None:
+            if rows:
+                break
+            continue
+        rows += db.execute(
+            f"SELECT {_COLUMNS} FROM journal WHERE seq BETWEEN ? AND ? ORDER BY seq", span
+        ).fetchall()
+        last = db.execute("SELECT max(seq) FROM journal").fetchone()[0]
+        if span[1] < last:
             break
     if not rows:
         raise ProofError(f"round {round_number} is not in the journal")
-    # the run from its first row to its last, rows of no round (notes) between included
-    first, last_of_round = int(rows[0][0]), int(rows[-1][0])
-    rows = []
-    for path in paths[position:]:
-        rows += (
-            log._db(path)
-            .execute(
-                f"SELECT {_COLUMNS} FROM journal WHERE seq BETWEEN ? AND ? ORDER BY seq",
-                (first, last_of_round),
-            )
-            .fetchall()
-        )
-        if rows and rows[-1][0] >= last_of_round:
-            break
     released = _released_through(rows)
     if released is None and _later_collection(log, paths[position:], round_number):
         released = int(rows[-1][0])
@@ -198,7 +238,7 @@ def prove_round(
 def _later_collection(log: MerkleLog, paths: Iterable[Path], round_number: int) -> bool:
     for path in paths:
         rows = (
-            log._db(path)
+            log.connection(path)
             .execute(
                 f"SELECT {_COLUMNS} FROM journal WHERE round > ? AND (kind = 'decision' OR"
                 " (kind = 'event' AND body LIKE '%\"type\":\"hands_collected\"%')) ORDER BY seq",
@@ -253,7 +293,7 @@ def prove_round_in(
                 note = checkpoint.read_text()
             except (OSError, UnicodeError) as error:
                 raise ProofError(f"{checkpoint}: cannot read: {error}") from error
-        return prove_round(log, log._live, round_number, checkpoint_note=note)
+        return prove_round(log, log.live, round_number, checkpoint_note=note)
     except sqlite3.Error as error:
         raise ProofError(f"{path}: cannot read the journal: {error}") from error
     finally:

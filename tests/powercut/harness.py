@@ -46,6 +46,7 @@ from tablectl.controller.record.checkpoints import (
     read_checkpoint_file,
 )
 from tablectl.controller.record.journal import (
+    GAP_LEAF,
     JournalError,
     live_segments,
     read_rows,
@@ -447,18 +448,26 @@ class PoweredTable:
         """The Merkle log read back from the segments is the tree of the rows themselves, and
         the newest signed checkpoint covers only rows that survived the cut, with their root."""
         live = self.state / "journal.sqlite"
+        try:  # read first: the daemon runs on, so the rows read after cover it
+            signed = read_checkpoint_file(live, self.identity.verifier)
+        except NoteError as error:
+            return f"the signed checkpoint does not verify: {error}"
         with MerkleLog(live) as log:
-            size = log.size()
+            size = log.size()  # the daemon runs on: rows after this one are not compared
             leaves = [log.leaf(seq) for seq in range(1, size + 1)]
             rows = self.journal_row_hashes()
-            if [merkle.leaf_hash(bytes.fromhex(h)) for h in rows] != leaves:
-                return "the Merkle log's leaves are not the rows' hashes"
+            # a seq the journal skipped (a cut tail continued after) is a gap leaf
+            expected = [
+                merkle.leaf_hash(bytes.fromhex(rows[seq])) if seq in rows else GAP_LEAF
+                for seq in range(1, size + 1)
+            ]
+            if expected != leaves:
+                first = next(
+                    seq for seq in range(1, size + 1) if expected[seq - 1] != leaves[seq - 1]
+                )
+                return f"the Merkle log's leaf {first - 1} is not row {first}'s hash"
             if log.root(size) != merkle.root_of(leaves):
                 return f"the Merkle log's stored nodes do not give the rows' tree of {size}"
-            try:
-                signed = read_checkpoint_file(live, self.identity.verifier)
-            except NoteError as error:
-                return f"the signed checkpoint does not verify: {error}"
             if signed is None:
                 return None
             if signed.size > size:
@@ -467,11 +476,11 @@ class PoweredTable:
                 return f"the signed checkpoint of {signed.size} rows is not the journal's tree"
         return None
 
-    def journal_row_hashes(self) -> list[str]:
-        hashes: list[tuple[int, str]] = []
+    def journal_row_hashes(self) -> dict[int, str]:
+        hashes: dict[int, str] = {}
         for path in live_segments(self.state / "journal.sqlite"):
-            hashes += [(row.seq, row.hash) for row in read_rows(path)]
-        return [h for _, h in sorted(hashes)]
+            hashes.update((row.seq, row.hash) for row in read_rows(path))
+        return hashes
 
     @staticmethod
     def _settled(read: Callable[[], T]) -> T:
