@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tablectl.controller.common.logs import get_logger
 from tablectl.controller.engine.gaming_day import gaming_day_of, local_wall_clock
-from tablectl.controller.record.durable import fsync_directory
+from tablectl.controller.record.durable import fsync_directory, temporary_path
 from tablectl.controller.record.journal import (
     ChainWalk,
     Journal,
@@ -199,7 +199,7 @@ def _copy_verified(segment: Path, archive_dir: Path) -> str | None:
     archive holds it whole (the same last row, verifying), else why not."""
     archive_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = archive_dir / segment.name
-    temporary = archive_dir / f".{segment.name}.copy"
+    temporary = temporary_path(target, "copy")
     try:
         if not target.exists():
             temporary.unlink(missing_ok=True)
