@@ -76,6 +76,7 @@ def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
         problems += check_socket_path(config.operator_socket)
     problems += check_devices(config)
     problems += check_sealing_key(config)
+    problems += check_archive_dir(config)
     problems += check_witness_keys(config)
     problems += check_system_libraries(config)
     return problems
@@ -107,6 +108,23 @@ def check_witness_keys(config: TableConfig) -> list[Problem]:
                 )
             )
     return problems
+
+
+def check_archive_dir(config: TableConfig) -> list[Problem]:
+    """The archive retention copies segments to is not the journal's directory, inside or
+    above it, nor on its filesystem unless said in words (journal_upkeep.archive_problem):
+    retention removes a segment once the archive holds it, so the archive must be another
+    place, or the segment's only copy goes."""
+    if config.archive_dir is None:
+        return []
+    from tablectl.controller.record.journal_upkeep import archive_problem
+
+    problem = archive_problem(
+        config.journal_path.parent,
+        config.archive_dir,
+        same_filesystem_accepted=config.archive_same_filesystem,
+    )
+    return [] if problem is None else [Problem(ERROR, "journal.archive_dir", problem)]
 
 
 def check_sealing_key(config: TableConfig) -> list[Problem]:

@@ -29,7 +29,11 @@ from pathlib import Path
 
 import structlog
 
-from tablectl.controller.common.config import DEFAULT_CHECKPOINT_ROUNDS, load_config
+from tablectl.controller.common.config import (
+    ARCHIVE_SAME_FILESYSTEM_WORDS,
+    DEFAULT_CHECKPOINT_ROUNDS,
+    load_config,
+)
 from tablectl.controller.common.logs import configure_logging
 from tablectl.controller.engine.core import Engine
 from tablectl.controller.engine.table import TableSpec
@@ -77,6 +81,11 @@ socket = "{socket}"
 group = "{group}"
 supervisor_group = "{group}"
 """
+
+
+#: the configuration's words for an archive on the journal's own filesystem (a test's temp
+#: dir is one disk): without them retention and the preflight refuse such an archive
+SAME_DISK_SAID = f'archive_same_filesystem = "{ARCHIVE_SAME_FILESYSTEM_WORDS}"'
 
 
 def write_config(
