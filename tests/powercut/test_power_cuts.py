@@ -26,6 +26,7 @@ from tests.powercut.conftest import need_fuse
 from tests.powercut.harness import (
     FIRST_START_TRIGGERS,
     GAMES,
+    RECOVERY_TRIGGERS,
     ROLLOVER_TRIGGERS,
     SEAL_INTERVAL,
     TRIGGERS,
@@ -33,6 +34,7 @@ from tests.powercut.harness import (
     Trigger,
     cut_at_the_first_start,
     cut_in_a_rollover,
+    double_cut_in_a_rollover,
     play_with_cuts,
 )
 
@@ -263,3 +265,18 @@ def test_the_new_journal_files_build_is_a_trigger_that_fires(trigger: Trigger, t
     report([table])
     assert table.cuts[0].fired, table.cuts[0].trigger
     assert not table.findings, [str(f) for f in table.findings]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("recovery", RECOVERY_TRIGGERS, ids=lambda t: t.name.split(": ")[1])
+def test_a_second_cut_during_the_recovery_of_a_roll_over(recovery: Trigger, tmp_path: Path):
+    """Double cuts: the roll-over cut once its rename is durable, then the restart's undo of
+    it cut at each of its steps (both cuts must fire); the third start is checked."""
+    index = RECOVERY_TRIGGERS.index(recovery)
+    rng = random.Random(f"{SEED}-recovery-{index}")
+    table = double_cut_in_a_rollover(GAMES[index % len(GAMES)], tmp_path, recovery, rng)
+    unknown, _explained = report([table])
+    assert len(table.cuts) == 2 and all(c.fired for c in table.cuts), [
+        c.trigger for c in table.cuts
+    ]
+    assert not unknown, unknown
