@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tablectl.controller.common.config import SERVICE_USER, ConfigError, load_config
+from tablectl.controller.record.checkpoints import default_origin, identity_key_path
 from tablectl.controller.record.export import COLUMNS, export_records
 from tablectl.controller.record.journal import (
     EXIT_TAMPERED,
@@ -33,6 +34,12 @@ from tablectl.controller.record.journal import (
     round_cards,
     segment_files,
     verify_journal,
+)
+from tablectl.controller.record.note import (
+    IdentityKey,
+    NoteError,
+    create_identity_key,
+    load_identity_key,
 )
 from tablectl.controller.record.sealing import (
     DEFAULT_EPOCH_SECONDS,
@@ -122,7 +129,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"seal epoch length (default {DEFAULT_EPOCH_SECONDS} s)",
     )
     keys.add_argument(
-        "--force", action="store_true", help="replace an existing sealing key (a new seed)"
+        "--force",
+        action="store_true",
+        help="replace an existing sealing key (a new seed) and identity key",
+    )
+    keys.add_argument(
+        "--origin",
+        metavar="NAME",
+        help="the name of the table's identity key and its checkpoints' origin (default "
+        "tablectl/TABLE-ID; make it unique, e.g. casino.example/tables/TABLE-ID)",
     )
     keys.add_argument(
         "--user",
@@ -159,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "seat-bias":
             return _seat_bias(args.path, as_json=args.json)
         return _show(args.path, args.round, as_json=args.json)
-    except (JournalError, SealingError) as error:
+    except (JournalError, SealingError, NoteError) as error:
         print(f"tablectl journal: {error}", file=sys.stderr)
         return EXIT_UNREADABLE
     except BrokenPipeError:
@@ -299,6 +314,15 @@ def _backup(args: argparse.Namespace) -> int:
 def _setup_keys(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     path = config.sealing_key_path
+    identity = identity_key_path(path)
+    if path.exists() and not args.force and not identity.exists():
+        # a table sealed before the Merkle log: its identity key only
+        table_key = _identity_key(args, config.table_id, identity)
+        print(table_key.vkey)
+        print(
+            f"table key (checkpoints; proof verify --table-key): {table_key.vkey}", file=sys.stderr
+        )
+        return 0
     if path.exists() and not args.force:
         print(
             f"tablectl journal setup-keys: {path} exists; --force draws a new seed (seals made "
@@ -307,13 +331,17 @@ def _setup_keys(args: argparse.Namespace) -> int:
         )
         return 1
     key = setup_keys(path, interval=args.interval)
+    table_key = _identity_key(args, config.table_id, identity)
     if os.geteuid() == 0:
         try:
             user = pwd.getpwnam(args.user)
-            os.chown(path, user.pw_uid, user.pw_gid)
+            for owned in (path, identity):
+                os.chown(owned, user.pw_uid, user.pw_gid)
         except KeyError:
             print(f"warning: no user {args.user!r}: {path} stays root's", file=sys.stderr)
     print(str(key))
+    # beside it (stderr: stdout stays the verification key alone, as scripts read it)
+    print(f"{TABLE_KEY_SAID}{table_key.vkey}", file=sys.stderr)
     print(
         json.dumps({"sealing_key": str(path), "interval_seconds": args.interval}),
         file=sys.stderr,
@@ -324,6 +352,17 @@ def _setup_keys(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+TABLE_KEY_SAID = "table key (its checkpoints' signer; proof verify --table-key): "
+
+
+def _identity_key(args: argparse.Namespace, table_id: str, path: Path) -> IdentityKey:
+    """The table's Ed25519 identity key (its checkpoints' signer), written 0600 beside the
+    sealing key; a new one with --force."""
+    if path.exists() and not args.force:
+        return load_identity_key(path)
+    return create_identity_key(path, args.origin or default_origin(table_id))
 
 
 def _seat_bias(path: str, *, as_json: bool) -> int:
