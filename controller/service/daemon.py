@@ -79,6 +79,11 @@ from tablectl.controller.service.service import (
     ServiceError,
     TableService,
 )
+from tablectl.controller.service.witness_client import (
+    DaemonWitnesses,
+    Refusal,
+    witness_anchor_damage,
+)
 from tablectl.drivers.base import (
     STATUS_EVENTS,
     AllowList,
@@ -310,6 +315,8 @@ class Daemon:
             self.floor = FloorShipper(config.table_id, service.journal.path, config.floor)
             service.journal.commit_listeners.append(self.floor.notify)
         self._alarms: AlarmCoalescer | None = None
+        #: The table's witnesses (`[witness]`), once the checkpoint signer runs.
+        self.witnesses: DaemonWitnesses | None = None
         self._health: asyncio.Task[None] | None = None
         self._floor_gauges: asyncio.Task[None] | None = None
         self._health_round = -1
@@ -468,6 +475,9 @@ class Daemon:
             self.background = None
         if self.service.checkpoint_signer is not None:
             await self.service.checkpoint_signer.stop()
+        if self.witnesses is not None:
+            await self.witnesses.stop()
+            self.witnesses = None
         if self.upkeep is not None:
             await self.upkeep.stop()
             self.upkeep = None
@@ -529,6 +539,34 @@ class Daemon:
             }
         )
 
+    async def witness_refused(self, refusal: Refusal) -> None:
+        """A witness refuses the journal's checkpoints: it cosigned another history than the
+        journal now holds (cut, restored from an older copy, rewritten). Journaled, a critical
+        alarm; dealing goes on (the live record verified at start), compliance decides."""
+        body = {
+            "type": "witness_refused",
+            "witness": refusal.witness,
+            "url": refusal.url,
+            "status": refusal.status,
+            "reason": refusal.reason,
+            "size": refusal.size,
+        }
+        async with self._lock:
+            if self.service.journal.failure is None:
+                with contextlib.suppress(JournalError):  # a failed write stops dealing itself
+                    self.service.journal.append(
+                        "note", body, round_number=self.service.engine.round_number, durable=True
+                    )
+        await self._publish(
+            {
+                "message": "alarm",
+                "alarm": "witness_refused",
+                "severity": "critical",
+                "witness": refusal.witness,
+                "reason": f"witness {refusal.witness} refuses the journal: {refusal.reason}",
+            }
+        )
+
     def start_background_verifier(self) -> None:
         """After READY: every segment walked end to end by a child at the lowest priority."""
         journal = self.service.journal
@@ -586,6 +624,8 @@ class Daemon:
             status["refused_devices"] = dict(self.refusals)
         if self.floor is not None:
             status["floor"] = self.floor.status()
+        if self.witnesses is not None:
+            status["witnesses"] = self.witnesses.status()
         status["dealing"] = "stopped" if self.dealing_stopped else "allowed"
         if self.dealing_stopped:
             status["dealing_stopped"] = dict(self.dealing_stopped)
@@ -1195,6 +1235,13 @@ async def run_daemon(
             daemon.build_drivers()
             notifier.status("verifying the journal")
             damage = check_before_start(journal)
+            if damage is None and config.witness is not None:
+                notifier.status("checking the journal against its witnesses")
+                anchored = await loop.run_in_executor(
+                    None, witness_anchor_damage, config, journal.path, log
+                )
+                if anchored is not None:
+                    damage = StartDamage(anchored.message, anchored.first_bad_seq)
             if damage is not None and not accept_damaged_journal:
                 log.error(
                     "journal_damaged", error=damage.message, first_bad_seq=damage.first_bad_seq
@@ -1246,6 +1293,11 @@ async def run_daemon(
             daemon.upkeep.start()
             if service.checkpoint_signer is not None:
                 service.checkpoint_signer.start()
+                if config.witness is not None:
+                    daemon.witnesses = DaemonWitnesses(
+                        config.witness, service.checkpoint_signer, daemon.witness_refused
+                    )
+                    daemon.witnesses.start()
             daemon.start_health(health_interval)
         except (
             DaemonError,
