@@ -8,14 +8,15 @@ by the checkpoint the witness returns, naming the first row that differs.
 Which check catches what (docs/journal.md, the threat model): all five here are caught by the
 daemon's start, from the checkpoint the witness returns (whatever the box still holds); the
 witness itself refuses any later checkpoint of the forged history (test_witness_client.py,
-test_witness_server.py), and `journal verify --witness-key` refuses it offline
-(test_verify_witness.py).
+test_witness_server.py), and `journal verify --witness-key` refuses it offline, given the
+checkpoint the witness returns (the last test here).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from tablectl.controller.record.checkpoints import checkpoint_file, identity_key
 from tablectl.controller.record.note import ALG_COSIGNATURE_V1, IdentityKey, load_identity_key
 from tablectl.controller.record.witness_state import WitnessState
 from tablectl.controller.service.witness_server import WitnessHTTPServer
-from tests.journal.crashing import setup_keys
+from tests.journal.crashing import TABLECTL, setup_keys
 from tests.journal.history import Started, build_history, start_daemon, write_config
 from tests.witness import insider
 
@@ -42,6 +43,8 @@ class Table:
     origin: str
     state: WitnessState
     server: WitnessHTTPServer
+    table_vkey: str
+    witness_vkey: str
 
     def cosigned_size(self) -> int:
         latest = self.state.latest(self.origin)
@@ -64,7 +67,15 @@ def table(tmp_path: Path) -> Iterator[Table]:
     )
     build_history(config, ROUNDS)
     try:
-        yield Table(config, config.parent / "journal.sqlite", table_key.name, state, server)
+        yield Table(
+            config,
+            config.parent / "journal.sqlite",
+            table_key.name,
+            state,
+            server,
+            table_key.vkey,
+            witness_key.vkey,
+        )
     finally:
         server.close()
         state.close()
@@ -166,3 +177,49 @@ def test_an_honest_journal_starts_and_the_witness_goes_on(table: Table) -> None:
     assert started.stop() == 0
     assert table.cosigned_size() > first
     assert table.state.refusals() == []
+
+
+def verify(table: Table, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *TABLECTL,
+            "journal",
+            "verify",
+            str(table.config.parent),
+            "--witness-key",
+            table.witness_vkey,
+            "--table-key",
+            table.table_vkey,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_journal_verify_with_the_witness_key(table: Table, tmp_path: Path) -> None:
+    cosigned = witnessed(table)
+    done = verify(table)
+    assert done.returncode == 0, done.stderr
+    assert f"witnessed: rows 1-{cosigned} are the rows regulator.example/w1 cosigned" in done.stdout
+    rows = insider.row_count(table.live)
+    assert f"rows {cosigned + 1}-{rows} are not witnessed yet" in done.stdout
+    # the journal replaced and every anchor on the box removed: nothing vouches for it ...
+    other = write_config(tmp_path / "forger", checkpoint_rounds=10)
+    build_history(other, ROUNDS + 20, seed=7)
+    insider.forget_anchors(table.live)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{table.live}{suffix}").unlink(missing_ok=True)
+    shutil.copy(other.parent / "journal.sqlite", table.live)
+    done = verify(table)
+    assert done.returncode == 1
+    assert "NOT WITNESSED: no checkpoint cosigned by regulator.example/w1 was found" in done.stderr
+    # ... and the checkpoint the witness holds, fetched by the regulator, names the rewrite
+    latest = table.state.latest(table.origin)
+    assert latest is not None
+    fetched = tmp_path / "fetched.checkpoint"
+    fetched.write_text(latest.checkpoint)
+    done = verify(table, "--cosigned", str(fetched))
+    assert done.returncode == 1
+    assert "the history was rewritten" in done.stderr
