@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from tablectl.controller.common.config import SERVICE_USER, ConfigError, load_config
 from tablectl.controller.record.checkpoints import default_origin, identity_key_path
+from tablectl.controller.record.durable import write_private_file
 from tablectl.controller.record.export import COLUMNS, export_records
 from tablectl.controller.record.journal import (
     EXIT_TAMPERED,
@@ -44,6 +45,7 @@ from tablectl.controller.record.note import (
     create_identity_key,
     load_identity_key,
 )
+from tablectl.controller.record.round_proof import ProofError, prove_round_in
 from tablectl.controller.record.sealing import (
     DEFAULT_EPOCH_SECONDS,
     SealingError,
@@ -143,6 +145,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = backup.add_mutually_exclusive_group(required=True)
     source.add_argument("--config", metavar="FILE", help="the table's configuration")
     source.add_argument("--journal", metavar="PATH", help="the live journal file")
+    prove = actions.add_parser(
+        "prove",
+        help="a proof for one ended round: its rows, inclusion proofs, the signed checkpoint",
+    )
+    prove.add_argument(
+        "path", metavar="PATH", help="the journal's directory of segments, or its live file"
+    )
+    prove.add_argument("--round", type=int, required=True, metavar="N", help="the round")
+    prove.add_argument(
+        "--output", required=True, metavar="BUNDLE", help="where to write the proof (JSON)"
+    )
+    prove.add_argument(
+        "--archive", type=Path, metavar="DIR", help="the directory retention moved segments to"
+    )
+    prove.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="FILE",
+        help="a signed (cosigned) checkpoint note to prove against (default: the newest beside "
+        "the journal, the cosigned one when it covers the round)",
+    )
     keys = actions.add_parser(
         "setup-keys", help="write the sealing key; print the verification key (keep it away)"
     )
@@ -197,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
             return _backup(args)
         if args.action == "setup-keys":
             return _setup_keys(args)
+        if args.action == "prove":
+            return _prove(args)
         if args.action == "seat-bias":
             return _seat_bias(args.path, as_json=args.json)
         return _show(args.path, args.round, as_json=args.json)
@@ -429,6 +454,25 @@ def _identity_key(args: argparse.Namespace, table_id: str, path: Path) -> Identi
     if path.exists() and not args.force:
         return load_identity_key(path)
     return create_identity_key(path, args.origin or default_origin(table_id))
+
+
+def _prove(args: argparse.Namespace) -> int:
+    """`journal prove`: exit 0 written, 1 the round cannot be proved (in play, unsigned)."""
+    try:
+        bundle = prove_round_in(
+            Path(args.path), args.round, archive=args.archive, checkpoint=args.checkpoint
+        )
+    except ProofError as error:
+        print(f"tablectl journal prove: {error}", file=sys.stderr)
+        return 1
+    write_private_file(Path(args.output), json.dumps(bundle, indent=1) + "\n")
+    held = bundle["held_back"]
+    print(
+        f"{args.output}: round {args.round}, {len(bundle['rows'])} rows under the checkpoint of "
+        f"{bundle['origin']}"
+        + (f" ({held} later rows of the round wait for the next collection)" if held else "")
+    )
+    return 0
 
 
 def _seat_bias(path: str, *, as_json: bool) -> int:

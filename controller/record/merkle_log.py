@@ -87,6 +87,19 @@ class MerkleLog:
         self._paths = [path for _, path in starts]
         self._live = live
 
+    @property
+    def segments(self) -> list[Path]:
+        """The segment files, oldest first."""
+        return list(self._paths)
+
+    @property
+    def live(self) -> Path | None:
+        return self._live
+
+    def connection(self, path: Path) -> sqlite3.Connection:
+        """A read-only connection to one of the segments (kept until close)."""
+        return self._db(path)
+
     def _db(self, path: Path) -> sqlite3.Connection:
         db = self._connections.get(path)
         if db is None:
@@ -120,11 +133,20 @@ class MerkleLog:
             raise MerkleError(f"row {seq} is before the first segment here (row {self._firsts[0]})")
         return self._paths[position]
 
-    def nodes(self, wanted: Iterable[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
-        """The hashes of nodes (level, index), read in a few queries per segment."""
+    def nodes(
+        self, wanted: Iterable[tuple[int, int]], *, prefer: Path | None = None
+    ) -> dict[tuple[int, int], bytes]:
+        """The hashes of nodes (level, index), read in a few queries per segment. `prefer`: a
+        segment to look in first (a round's own: its merkle table holds the frontier at its
+        start, every left sibling of its rows' paths that lies before it)."""
         found: dict[tuple[int, int], bytes] = {}
         by_home: dict[Path, list[tuple[int, int]]] = {}
-        for node in dict.fromkeys(wanted):
+        wanted = list(dict.fromkeys(wanted))
+        if prefer is not None:
+            self._read_stored(prefer, [node for node in wanted if node[0] > 0], found)
+        for node in wanted:
+            if node in found:
+                continue
             seq = merkle.last_leaf_of(*node) + 1
             position = bisect.bisect_right(self._firsts, seq) - 1
             home = self._paths[max(position, 0)]
@@ -179,12 +201,17 @@ class MerkleLog:
             except sqlite3.OperationalError:
                 return  # a format-1 segment: no merkle table
 
-    def _computed(self, compute: Callable[[NodeReader], object]) -> object:
-        fetched = self.nodes(merkle.nodes_needed(compute))
+    def _computed(
+        self, compute: Callable[[NodeReader], object], prefer: Path | None = None
+    ) -> object:
+        fetched = self.nodes(merkle.nodes_needed(compute), prefer=prefer)
         return compute(lambda level, index: fetched[(level, index)])
 
     def root(self, size: int) -> bytes:
-        root = self._computed(lambda read: merkle.tree_root(size, read))
+        """The root of the first `size` leaves (its frontier: the newest segment's, mostly)."""
+        root = self._computed(
+            lambda read: merkle.tree_root(size, read), prefer=self.segment_of(max(size, 1))
+        )
         assert isinstance(root, bytes)
         return root
 
@@ -201,11 +228,13 @@ class MerkleLog:
         """Proofs for many rows, their nodes fetched together (a round's rows)."""
         seqs = list(seqs)
         needed: list[tuple[int, int]] = []
+        shape: merkle.SubtreeCache = {}  # the dry run's: which nodes, not their hashes
         for seq in seqs:
-            needed += merkle.nodes_needed(_prover(seq - 1, size))
-        fetched = self.nodes(needed)
+            needed += merkle.nodes_needed(_prover(seq - 1, size, shape))
+        fetched = self.nodes(needed, prefer=self.segment_of(seqs[0]) if seqs else None)
+        cache: merkle.SubtreeCache = {}
         return {
-            seq: merkle.inclusion_proof(seq - 1, size, lambda lv, ix: fetched[(lv, ix)])
+            seq: merkle.inclusion_proof(seq - 1, size, lambda lv, ix: fetched[(lv, ix)], cache)
             for seq in seqs
         }
 
@@ -215,8 +244,8 @@ class MerkleLog:
         return proof
 
 
-def _prover(index: int, size: int) -> Callable[[NodeReader], object]:
-    return lambda read: merkle.inclusion_proof(index, size, read)
+def _prover(index: int, size: int, cache: merkle.SubtreeCache) -> Callable[[NodeReader], object]:
+    return lambda read: merkle.inclusion_proof(index, size, read, cache)
 
 
 def _chunks(items: list[int]) -> Iterable[list[int]]:
