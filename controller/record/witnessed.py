@@ -77,6 +77,7 @@ class WitnessedStore:
     """`JOURNAL.witnessed/`: the newest checkpoint each witness cosigned, one file each."""
 
     def __init__(self, journal_path: Path) -> None:
+        self.journal_path = journal_path
         self.directory = witnessed_dir(journal_path)
 
     def save(self, witness: str, note: str) -> None:

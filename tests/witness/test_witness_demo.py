@@ -1,7 +1,8 @@
 """`tablectl demo --witness URL --witness-key VKEY` against a witness of its own (a real
 `tablectl witness serve` process on a port the kernel chose): the demo's rounds are cosigned,
 the resumed demo starts against what the witness holds, and `journal verify --witness-key`
-reports the span the witness proves."""
+reports the span the witness proves; a round of it proved (`journal prove`) and checked
+offline with the table's and the witness's keys (`proof verify`)."""
 
 from __future__ import annotations
 
@@ -73,5 +74,31 @@ def test_the_demo_with_a_witness(tmp_path: Path) -> None:
         )
         assert verified.returncode == 0, verified.stderr
         assert "witnessed: rows 1-" in verified.stdout
+        # a round of it proved, and the proof checked offline with both keys (README)
+        bundle = tmp_path / "round2.json"
+        proved = subprocess.run(
+            [*TABLECTL, "journal", "prove", str(state), "--round", "2", "--output", str(bundle)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proved.returncode == 0, proved.stderr
+        checked = subprocess.run(
+            [
+                *TABLECTL,
+                "proof",
+                "verify",
+                str(bundle),
+                "--table-key",
+                table_key,
+                "--witness-key",
+                witness_key,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert checked.returncode == 0, checked.stderr
+        assert "regulator.example/w1" in checked.stdout
     finally:
         witness.stop()
