@@ -58,7 +58,12 @@ from tablectl.controller.record.journal import (
     recover_at_start,
 )
 from tablectl.controller.record.note import NoteError, create_identity_key, load_identity_key
-from tablectl.controller.record.sealing import SealingError, VerificationKey, setup_keys
+from tablectl.controller.record.sealing import (
+    SealingError,
+    VerificationKey,
+    read_key_file,
+    setup_keys,
+)
 from tablectl.controller.record.tablelock import (
     LockError,
     TableLock,
@@ -464,20 +469,20 @@ def demo_sealing_keys(state_dir: Path) -> str | None:
     verification_file = state_dir / VERIFICATION_KEY_FILE
     if not key_file.exists():
         verification = setup_keys(key_file)
-        write_private_file(verification_file, f"{verification}\n")
+        write_private_file(
+            verification_file, f"{verification}\n", fault="verification_key.before_rename"
+        )
         return None
     with contextlib.suppress(OSError, ValueError):
         VerificationKey.parse(verification_file.read_text())
         return None
     try:
-        held = json.loads(key_file.read_text())
-        if int(held["epoch"]) == 0:
-            seed = VerificationKey(
-                bytes.fromhex(held["key"]), int(held["start"]), int(held["interval"])
-            )
+        held = read_key_file(key_file)
+        if held.epoch == 0:
+            seed = VerificationKey(held.key, held.start, held.interval)
             write_private_file(verification_file, f"{seed}\n")
             return f"{verification_file} was missing or empty: written again from the key"
-    except (OSError, ValueError, KeyError, TypeError):
+    except SealingError:
         pass
     return (
         f"{verification_file} is missing or empty and the sealing key has evolved since: the "

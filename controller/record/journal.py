@@ -49,7 +49,8 @@ from tablectl.controller.engine.table import TableSpec
 from tablectl.controller.record.durable import (
     _fsync_file,
     fsync_directory,
-    wipe_file,
+    sweep_temporaries,
+    temporary_path,
     write_private_file,
 )
 from tablectl.controller.record.merkle import (
@@ -572,6 +573,10 @@ class Journal:
             self._timer.cancel()
             self._timer = None
         previous = {"file": closed_path.name, "last_seq": self._last_seq, "head": self._last_hash}
+        # The head file names the closing segment's last row before anything is closed: a
+        # crash between the rename and the new segment's first rows is undone at the next
+        # start by that name (`recover_at_start`), sealed or not (only a seal wrote it here).
+        self.write_head()
         try:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             # A closed segment is one self-contained file: out of WAL mode, a reader (verify,
@@ -848,7 +853,7 @@ def create_journal_file(path: Path) -> None:
     """A new journal file, whole or not at all: the schema is built (rollback-journal mode,
     synchronous) under a temporary name, fsynced, then renamed into place and the directory
     fsynced. A crash leaves no file or a file with its table, never a file without it."""
-    temporary = path.with_name(f".{path.name}.new")
+    temporary = temporary_path(path, "build")
     for stale in (temporary, Path(f"{temporary}-journal")):
         stale.unlink(missing_ok=True)
     try:
@@ -968,37 +973,143 @@ def _journal_file_state(path: Path) -> str:
     return f"a SQLite file with tables {names} but no journal table"
 
 
-def recover_at_start(live: Path, sealing_key: Path | None = None) -> list[str]:
+#: The files beside a journal that SQLite opens with it.
+SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def _service_user() -> str:
+    with contextlib.suppress(KeyError, ImportError):
+        import pwd
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    return str(os.geteuid())
+
+
+def unrepairable_file(path: Path, why: str) -> str:
+    """Why the start cannot use a file and will not repair it itself, and what to run."""
+    user = _service_user()
+    try:
+        found = path.stat()
+        owner = f"owner uid {found.st_uid}, mode {stat.S_IMODE(found.st_mode):04o}"
+    except OSError:
+        owner = "unreadable"
+    return (
+        f"{path} ({owner}) {why} for the service user {user}: run "
+        f"`chown {user}: {path} && chmod 0600 {path}` as root (keep the file), then start again"
+    )
+
+
+def private_file_problem(path: Path) -> str | None:
+    """None when the start can use `path` (a journal file, the head, the sealing key) or
+    repair it (this user owns it: a wrong mode is made 0600 again, `recover_at_start`);
+    else why not and the command that mends it."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return unrepairable_file(path, f"cannot be looked at ({error.strerror})")
+    if found.st_uid == os.geteuid() or os.access(path, os.R_OK | os.W_OK):
+        return None
+    return unrepairable_file(path, "cannot be read and written")
+
+
+def _unrepairable(path: Path, why: str) -> JournalError:
+    return JournalError(unrepairable_file(path, why))
+
+
+def _restore_private_modes(live: Path, extra: Iterable[Path] = ()) -> list[str]:
+    """Before any file is opened: the live journal, its side files, its head file and `extra`
+    (the sealing key) made mode 0600 and checked readable and writable by this user.
+
+    A crash inside the roll-over's close can leave the live file 0400 beside a hot rollback
+    journal: as the service user (not root) SQLite would open it read-only, could not roll
+    the journal back, and call the file damaged. Raises JournalError naming the file and the
+    command for a file this user cannot repair (another owner)."""
+    done: list[str] = []
+    candidates = [live, *(Path(f"{live}{suffix}") for suffix in SIDE_SUFFIXES)]
+    for path in [*candidates, head_file(live), *extra]:
+        try:
+            found = path.lstat()
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise _unrepairable(path, f"cannot be looked at ({error.strerror})") from error
+        if not stat.S_ISREG(found.st_mode):
+            continue
+        mode = stat.S_IMODE(found.st_mode)
+        if mode != 0o600:
+            try:
+                os.chmod(path, 0o600)
+            except OSError as error:
+                raise _unrepairable(path, f"cannot be made 0600 ({error.strerror})") from error
+            done.append(f"made {path} mode 0600 again (it was {mode:04o})")
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise _unrepairable(path, "cannot be read and written")
+    return done
+
+
+def _holds_row(path: Path, seq: int, digest: str) -> bool:
+    """Whether the file's row `seq` has the hash `digest`."""
+    try:
+        db = _connect_read_only(path)
+    except JournalError:
+        return False
+    try:
+        row = db.execute("SELECT hash FROM journal WHERE seq = ?", (seq,)).fetchone()
+        return row is not None and row[0] == digest
+    except sqlite3.Error:
+        return False
+    finally:
+        db.close()
+
+
+def highest_seq_written(live: Path) -> int:
+    """The highest seq any segment of this journal holds (closed ones included) or its head
+    file records: the next row of a journal started on damage on purpose goes after it."""
+    highest = 0
+    recorded = read_head_file(live)
+    if recorded is not None:
+        highest = recorded[0]
+    for segment in live_segments(live):
+        last = _last_row(segment)
+        if last is not None:
+            highest = max(highest, last[0])
+    return highest
+
+
+def recover_at_start(
+    live: Path, sealing_key: Path | None = None, *, also_sweep: Iterable[Path] = ()
+) -> list[str]:
     """Before the journal is opened: finish or undo what a crash interrupted; what was done.
 
-    - temporaries of the head file, the sealing key and a new journal file are removed (a key
-      temporary is overwritten first: it holds the key of an epoch since erased);
+    - every temporary of a durable write path (durable.TEMPORARY_PATTERNS) in the journal's
+      directory, the sealing key's and `also_sweep` (the archive, the passfile's) is wiped:
+      overwritten, then unlinked (a key's holds a seed or the key of an epoch since erased);
+    - the live file, its side files, the head file and the sealing key are made mode 0600
+      before anything opens them (a crash inside the roll-over's close leaves the live file
+      0400); one this user cannot repair is refused, naming it and the command to run;
     - a live file that holds no row (zero bytes, zeroes, a SQLite file without its table: a
       crash during its creation) is removed, to be created whole;
     - a roll-over cut between closing the live segment and committing the new one's first rows
-      is undone: the closed file that holds the recorded head becomes the live one again (and
-      is rolled over again at the next moment between rounds);
-    - a live file left read-only by a crash inside the close is made writable again.
+      is undone: the latest closed file, when it holds the row the head file records, becomes
+      the live one again (and is rolled over again at the next moment between rounds). No
+      seal is needed: the roll-over writes the head file before it closes anything.
     Raises JournalError, naming the file, for a live file that is not a journal and may hold
     rows (not SQLite, or another database): it is never removed.
     """
     done: list[str] = []
-    directories = {live.parent: [f".{live.name}.head.", f".{live.name}.new"]}
+    directories = {live.parent, *(Path(d) for d in also_sweep)}
     if sealing_key is not None:
-        directories.setdefault(sealing_key.parent, []).append(f".{sealing_key.name}.")
-    for directory, prefixes in directories.items():
-        with contextlib.suppress(OSError):
-            for entry in sorted(directory.iterdir()):
-                name = entry.name
-                if any(name.startswith(p) for p in prefixes) and (
-                    name.endswith(".tmp") or ".new" in name
-                ):
-                    wipe_file(entry)
-                    done.append(f"removed the stale temporary {entry} (overwritten, then unlinked)")
+        directories.add(sealing_key.parent)
+    for directory in sorted(directories):
+        for entry in sweep_temporaries(directory):
+            done.append(f"removed the stale temporary {entry} (overwritten, then unlinked)")
+    done += _restore_private_modes(live, [sealing_key] if sealing_key is not None else [])
     if live.exists():
         state = _journal_file_state(live)
         if state == "empty":
-            for suffix in ("", "-wal", "-shm", "-journal"):
+            for suffix in ("", *SIDE_SUFFIXES):
                 Path(f"{live}{suffix}").unlink(missing_ok=True)
             fsync_directory(live.parent)
             done.append(f"removed {live}: it held no row (a crash during its creation)")
@@ -1012,22 +1123,22 @@ def recover_at_start(live: Path, sealing_key: Path | None = None) -> list[str]:
         (p for p in live_segments(live) if p != live and closed_segment_first_seq(p) is not None),
         key=lambda p: closed_segment_first_seq(p) or 0,
     )
-    if closed and recorded is not None and _last_row(closed[-1]) == recorded:
+    if closed and recorded is not None and (not live.exists() or _last_row(live) is None):
         latest = closed[-1]
-        if live.exists() and _last_row(live) is None:
-            # the new live file was created but its first rows never committed
-            for suffix in ("", "-wal", "-shm"):
+        last = _last_row(latest)
+        # the latest closed file holds the recorded head (its last row, or before it: a head
+        # file an older version left behind a checkpoint): nothing after it was ever written
+        if last is not None and last[0] >= recorded[0] and _holds_row(latest, *recorded):
+            for suffix in ("", *SIDE_SUFFIXES):
                 Path(f"{live}{suffix}").unlink(missing_ok=True)
-        if not live.exists():
             os.chmod(latest, 0o600)
             os.replace(latest, live)
             fsync_directory(live.parent)
             done.append(
-                f"undid an interrupted roll-over: {latest.name} (it ends at the recorded head, "
-                f"row {recorded[0]}) is the live segment {live.name} again"
+                f"undid an interrupted roll-over: {latest.name} (it holds the recorded head, "
+                f"row {recorded[0]}, and ends at row {last[0]}) is the live segment "
+                f"{live.name} again"
             )
-    if live.exists() and stat.S_IMODE(live.stat().st_mode) != 0o600:
-        os.chmod(live, 0o600)
     return done
 
 

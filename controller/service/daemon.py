@@ -46,7 +46,13 @@ from tablectl.controller.record.checkpoints import (
     CheckpointSigner,
     identity_key_path,
 )
-from tablectl.controller.record.journal import Journal, JournalError, JournalRow, recover_at_start
+from tablectl.controller.record.journal import (
+    Journal,
+    JournalError,
+    JournalRow,
+    highest_seq_written,
+    recover_at_start,
+)
 from tablectl.controller.record.journal_upkeep import (
     ClockStep,
     ClockWatch,
@@ -63,6 +69,7 @@ from tablectl.controller.record.tablelock import (
     TableLocked,
     acquire_table_lock,
 )
+from tablectl.controller.record.witnessed import witnessed_dir
 from tablectl.controller.service.eager import start_eagerly
 from tablectl.controller.service.operator import (
     NotDealing,
@@ -1214,7 +1221,15 @@ async def run_daemon(
     daemon: Daemon | None = None
     try:
         try:
-            for done in recover_at_start(config.journal_path, config.sealing_key_path):
+            # the other directories a durable write of this table's may leave a temporary in
+            swept = [witnessed_dir(config.journal_path)]
+            if config.archive_dir is not None:
+                swept.append(config.archive_dir)
+            if config.floor is not None and config.floor.passfile is not None:
+                swept.append(config.floor.passfile.parent)
+            for done in recover_at_start(
+                config.journal_path, config.sealing_key_path, also_sweep=swept
+            ):
                 log.warning("journal_recovered_at_start", what=done)
             journal = Journal(config.journal_path)
         except (JournalError, OSError) as error:
@@ -1249,8 +1264,12 @@ async def run_daemon(
                 notifier.status(f"refusing to start: journal damaged: {damage.message}")
                 journal.discard()
                 return EXIT_JOURNAL_DAMAGED
-            if damage is not None and damage.cut_from is not None:
-                journal.continue_after(damage.cut_from)  # sequence numbers are never reused
+            if damage is not None:
+                # sequence numbers are never reused: not those cut from the tail, nor those of
+                # a closed segment this live file does not follow
+                journal.continue_after(
+                    max(damage.cut_from or 0, highest_seq_written(config.journal_path))
+                )
             clock_watch = ClockWatch(config.clock_step_hours * 3600.0)
             tail = journal.tail_rows(1)
             stepped = clock_watch.at_start(tail[0].recorded_at if tail else None)
@@ -1362,4 +1381,7 @@ def open_sealer(config: TableConfig, log: Any) -> Sealer | None:
     if not path.exists():  # `tablectl run` refused this in its preflight; a caller in process
         log.error("journal_unsealed", reason=f"no sealing key at {path} (journal setup-keys)")
         return None
-    return Sealer(path)
+    sealer = Sealer(path)
+    for what in sealer.repaired:  # a format-1 key converted, or an erased key's slot wiped
+        log.warning("sealing_key_repaired", what=what)
+    return sealer
