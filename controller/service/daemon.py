@@ -1317,6 +1317,9 @@ async def run_daemon(
                         config.witness, service.checkpoint_signer, daemon.witness_refused
                     )
                     daemon.witnesses.start()
+                    # the journal as it starts, shown to the witnesses now (not at the round's
+                    # end): a history they cannot cosign is said at once
+                    service.checkpoint_signer.request()
             daemon.start_health(health_interval)
         except (
             DaemonError,

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from tablectl.controller.record.checkpoints import checkpoint_file, identity_key_path
+from tablectl.controller.record.journal import read_rows
 from tablectl.controller.record.note import ALG_COSIGNATURE_V1, IdentityKey, load_identity_key
 from tablectl.controller.record.witness_state import WitnessState
 from tablectl.controller.service.witness_server import WitnessHTTPServer
@@ -169,6 +170,25 @@ def test_the_head_file_deleted_and_the_tail_cut(table: Table) -> None:
     damage = refused(table)
     assert f"the journal holds {keep} rows" in damage["error"]
     assert damage["first_bad_seq"] == keep + 1
+    # started anyway on purpose: the witness refuses the journal's checkpoint, and the daemon
+    # journals it (a witness_refused note) and raises the critical alarm
+    started = start_daemon(table.config, extra=("--accept-damaged-journal",))
+    assert started.ready_seconds is not None, started.stderr()[-3000:]
+    deadline = time.monotonic() + 60
+    notes: list[dict[str, object]] = []
+    while not notes and time.monotonic() < deadline:
+        notes = [
+            row.body
+            for row in read_rows(table.live)
+            if row.kind == "note" and row.body.get("type") == "witness_refused"
+        ]
+        time.sleep(0.1)
+    assert started.stop() == 0
+    assert notes, "no witness_refused note"
+    assert notes[0]["witness"] == "regulator.example/w1"
+    assert "rows were cut" in str(notes[0]["reason"])
+    log = [json.loads(line) for line in started.stderr().splitlines() if line.startswith("{")]
+    assert any(e["event"] == "witness_refused" and e["level"] == "critical" for e in log)
 
 
 def test_an_honest_journal_starts_and_the_witness_goes_on(table: Table) -> None:
