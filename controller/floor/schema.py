@@ -63,6 +63,12 @@ RECORDED_AT_SQL_DOC = "YYYY-MM-DDTHH:MM:SS.ffffff+00:00"
 STATEMENT_TIMEOUT_MS = 30_000
 #: gaming days made ahead (the current one, the day before, and these many after)
 DAYS_AHEAD = 3
+#: the most days ahead ensure_partitions_ahead makes for anyone (the DBA's `floor maintain`
+#: calls ensure_partitions for more): a writer's login cannot fill the catalog
+MAX_DAYS_AHEAD = 7
+#: a table's login gets the work of ensure_partitions_ahead done at most once in this long
+#: (a shipper asks at each connection; reconnecting faster changes nothing on the floor)
+PARTITIONS_CALL_SECONDS = 10
 
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
@@ -228,13 +234,44 @@ BEGIN
 END
 $$;
 
+-- When a table's login last had a function's work done (writer_calls: the rate limit).
+CREATE TABLE IF NOT EXISTS {SCHEMA}.writer_calls (
+    role name NOT NULL,
+    function text NOT NULL,
+    last_at timestamptz NOT NULL,
+    PRIMARY KEY (role, function)
+);
+
 -- The current gaming day (the floor's clock) and the next ones: what a shipper makes ahead.
-CREATE OR REPLACE FUNCTION {SCHEMA}.ensure_partitions_ahead(days integer) RETURNS integer
-    LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+-- Bounded: at most {MAX_DAYS_AHEAD} days ahead (the DBA's ensure_partitions makes more), and for a
+-- table's login the work at most once in {PARTITIONS_CALL_SECONDS} s (0 made when asked sooner).
+DROP FUNCTION IF EXISTS {SCHEMA}.ensure_partitions_ahead(integer);
+CREATE FUNCTION {SCHEMA}.ensure_partitions_ahead(days integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
 AS $$
-    SELECT {SCHEMA}.ensure_partitions(
-        ((now() AT TIME ZONE cfg.time_zone) - cfg.gaming_day_start)::date - 1, days + 2)
-    FROM {SCHEMA}.settings AS cfg
+DECLARE
+    cfg {SCHEMA}.settings;
+BEGIN
+    IF days IS NULL OR days < 0 OR days > {MAX_DAYS_AHEAD} THEN
+        RAISE EXCEPTION 'ensure_partitions_ahead(%): from 0 to {MAX_DAYS_AHEAD} days ahead'
+            ' (the DBA''s floor maintain makes more)', days
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF session_user::text LIKE 'tablectl\\_table\\_%' THEN
+        IF EXISTS (SELECT 1 FROM {SCHEMA}.writer_calls
+                   WHERE role = session_user AND function = 'ensure_partitions_ahead'
+                     AND last_at > clock_timestamp()
+                         - interval '{PARTITIONS_CALL_SECONDS} seconds') THEN
+            RETURN 0;
+        END IF;
+        INSERT INTO {SCHEMA}.writer_calls AS c (role, function, last_at)
+            VALUES (session_user, 'ensure_partitions_ahead', clock_timestamp())
+            ON CONFLICT (role, function) DO UPDATE SET last_at = excluded.last_at;
+    END IF;
+    SELECT * INTO cfg FROM {SCHEMA}.settings;
+    RETURN {SCHEMA}.ensure_partitions(
+        ((now() AT TIME ZONE cfg.time_zone) - cfg.gaming_day_start)::date - 1, days + 2);
+END
 $$;
 
 -- H7 on the floor: a round's rows reach readers once the round is over. A round ends at an

@@ -211,13 +211,14 @@ class CheckpointSigner:
     # -- proofs for the witness client -----------------------------------------------------------
 
     def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
-        """RFC 9162 consistency proof between two committed sizes of this journal's log."""
-        self.journal.flush()
+        """RFC 9162 consistency proof between two committed sizes of this journal's log (a
+        signed checkpoint's size is committed). Safe from any thread: it reads the segments
+        through its own read-only connections, never the journal's writer."""
         with MerkleLog(self.journal.path) as log:
             return log.consistency_proof(old_size, new_size)
 
     def inclusion_proof(self, seq: int, size: int) -> list[bytes]:
-        self.journal.flush()
+        """Row `seq`'s inclusion proof in the tree of `size` committed rows (any thread)."""
         with MerkleLog(self.journal.path) as log:
             return log.inclusion_proof(seq, size)
 

@@ -44,10 +44,12 @@ from tablectl.controller.record.note import (
     ALG_COSIGNATURE_V1,
     NoteError,
     Verifier,
+    add_signature_lines,
     open_note,
     parse_checkpoint,
     split_note,
 )
+from tablectl.controller.record.witnessed import witnessed_dir
 
 BUNDLE_FORMAT = "tablectl-round-proof/1"
 _COLUMNS = "seq, kind, round, recorded_at, body, prev_hash, hash"
@@ -55,12 +57,6 @@ _COLUMNS = "seq, kind, round, recorded_at, body, prev_hash, hash"
 
 class ProofError(ValueError):
     """A round that cannot be proved yet, or a bundle that does not verify: the reason."""
-
-
-def cosigned_file(live: Path) -> Path:
-    """`journal.sqlite.cosigned`: the newest checkpoint with witnesses' cosignatures (the
-    witness client keeps it); `journal prove` prefers it to the table's own."""
-    return live.with_name(f"{live.name}.cosigned")
 
 
 # --- proving ----------------------------------------------------------------------------------
@@ -252,26 +248,38 @@ def _later_collection(log: MerkleLog, paths: Iterable[Path], round_number: int) 
 
 
 def _newest_checkpoint(live: Path | None, rows: Sequence[tuple[Any, ...]]) -> str:
+    """The checkpoint to prove against: of the cosigned ones kept beside the journal
+    (`JOURNAL.witnessed/*.checkpoint`, one per witness) that cover the round, the size most
+    witnesses cosigned (the largest on a tie), their cosignatures on one note; else the
+    table's own newest (`JOURNAL.checkpoint`)."""
     if live is None:
         raise ProofError("no live journal file here: give the signed checkpoint (--checkpoint)")
     last = int(rows[-1][0])
-    candidates = []
-    for path in (cosigned_file(live), checkpoint_file(live)):
+    by_text: dict[str, list[str]] = {}
+    directory = witnessed_dir(live)
+    for path in sorted(directory.glob("*.checkpoint")) if directory.is_dir() else []:
         try:
             note = path.read_text()
-            size = parse_checkpoint(split_note(note)[0]).size
+            text, _ = split_note(note)
+            if parse_checkpoint(text).size >= last:
+                by_text.setdefault(text, []).append(note)
         except (OSError, UnicodeError, NoteError):
             continue
-        candidates.append((size >= last, path == cosigned_file(live), note))
-    usable = [c for c in candidates if c[0]]
-    if usable:
-        return max(usable, key=lambda c: c[1])[2]  # the cosigned one when it covers the round
-    if candidates:
-        return candidates[0][2]  # too small: said by the caller
-    raise ProofError(
-        f"no signed checkpoint beside {live} ({checkpoint_file(live).name}): the table has no "
-        "identity key (journal setup-keys) or has not signed yet"
-    )
+    if by_text:
+        text, notes = max(
+            by_text.items(), key=lambda item: (len(item[1]), parse_checkpoint(item[0]).size)
+        )
+        merged = notes[0]
+        for other in notes[1:]:
+            merged = add_signature_lines(merged, [s.line for s in split_note(other)[1]])
+        return merged
+    try:
+        return checkpoint_file(live).read_text()
+    except (OSError, UnicodeError) as error:
+        raise ProofError(
+            f"no signed checkpoint beside {live} ({checkpoint_file(live).name}): the table has "
+            f"no identity key (journal setup-keys) or has not signed yet ({error})"
+        ) from error
 
 
 def prove_round_in(
