@@ -37,17 +37,13 @@ from tablectl.controller.record.checkpoints import (
     SignedCheckpoint,
     identity_key_path,
 )
-from tablectl.controller.record.durable import write_private_file
 from tablectl.controller.record.merkle_log import MerkleLog
 from tablectl.controller.record.note import (
     NoteError,
     Verifier,
     add_signature_lines,
     load_identity_key,
-    open_note,
-    parse_checkpoint,
 )
-from tablectl.controller.record.round_proof import cosigned_file
 from tablectl.controller.record.witnessed import (
     Anchor,
     AnchorDamage,
@@ -263,7 +259,6 @@ class _Witness:
         kept = add_signature_lines(newest.note, [line_text])
         try:
             self.client.store.save(self.name, kept)
-            self.client.keep_cosigned(newest, line_text)
         except OSError as error:
             # the cosignature is not lost from the witness; the next checkpoint tries again
             self._log.error("witness_cosignature_not_kept", error=str(error))
@@ -345,25 +340,6 @@ class WitnessClient:
         moment = self.clock() if at is None else at
         for witness in self.witnesses:
             witness.note_signed(moment)
-
-    def keep_cosigned(self, checkpoint: SignedCheckpoint, line: str) -> None:
-        """`journal.sqlite.cosigned` (what `journal prove` puts in a round's proof): the
-        newest checkpoint with every witness's cosignature of it, written whole; a
-        cosignature of an older checkpoint never replaces a newer one."""
-        path = cosigned_file(self.store.journal_path)
-        with self._lock:
-            try:
-                current = path.read_text()
-                held = parse_checkpoint(open_note(current, [self.table_key]).text)
-            except (OSError, UnicodeError, NoteError):
-                current, held = "", None
-            if held is not None and held.size > checkpoint.size:
-                return
-            if held is not None and held.size == checkpoint.size and current:
-                note = add_signature_lines(current, [line])
-            else:
-                note = add_signature_lines(checkpoint.note, [line])
-            write_private_file(path, note)
 
     def cosigned(self, name: str, anchor: Anchor) -> None:
         if self.on_cosigned is not None:
