@@ -70,6 +70,13 @@ DEFAULT_FLOOR_BATCH_ROWS = 2000
 MAX_FLOOR_BATCH_ROWS = 10_000
 # A password written into the DSN (key=value or URI form): refused, it belongs in a passfile.
 _DSN_PASSWORD = re.compile(r"(?:^|\s)password\s*=|^[a-z]+://[^/@\s]*:[^/@\s]*@", re.IGNORECASE)
+# A DSN naming several servers (a replicated floor: `host=a,b,c`, or a URI's `h1:p,h2:p`) and
+# how it chooses among them: only the primary takes rows.
+_DSN_HOSTS = re.compile(r"(?:^|\s)(?:host|hostaddr)\s*=\s*'?([^\s']*)", re.IGNORECASE)
+_URI_HOSTS = re.compile(r"^[a-z]+://(?:[^@/]*@)?([^/?]*)", re.IGNORECASE)
+_DSN_TARGET = re.compile(r"target_session_attrs\s*=\s*'?([a-z-]+)", re.IGNORECASE)
+#: the choices that land on the server taking writes (libpq's target_session_attrs)
+WRITABLE_TARGETS = ("read-write", "primary")
 TABLE_KEYS = ("id", "game", "options", "gaming_day_start", "log_level")
 DEVICE_KEYS = (
     "kind",
@@ -530,6 +537,26 @@ def _devices(problems: _Problems, data: Mapping[str, Any]) -> tuple[DeviceConfig
     return tuple(result)
 
 
+def _multi_host_problem(dsn: str) -> str | None:
+    """A DSN over several servers must ask for the one that takes writes: libpq tries the
+    hosts in order and, without target_session_attrs, keeps the first that answers, which
+    after a failover is a standby that refuses every row (docs/floor.md, a replicated floor)."""
+    hosts = [m.group(1) for m in _DSN_HOSTS.finditer(dsn)]
+    uri = _URI_HOSTS.match(dsn)
+    if uri:
+        hosts.append(uri.group(1))
+    if not any("," in h for h in hosts):
+        return None
+    target = _DSN_TARGET.search(dsn)
+    if target and target.group(1).lower() in WRITABLE_TARGETS:
+        return None
+    said = f"target_session_attrs={target.group(1)}" if target else "no target_session_attrs"
+    return (
+        f"names several servers but {said}: add target_session_attrs=read-write so that "
+        "the table ships to the primary, whichever server it is after a failover"
+    )
+
+
 def _floor(problems: _Problems, data: Mapping[str, Any]) -> FloorConfig | None:
     """The optional [floor] section: without it the table ships nothing."""
     if "floor" not in data:
@@ -549,6 +576,9 @@ def _floor(problems: _Problems, data: Mapping[str, Any]) -> FloorConfig | None:
             "holds a password in clear: keep it in a libpq passfile (floor.passfile) or a "
             "service file instead (docs/floor.md)",
         )
+        dsn = None
+    if dsn is not None and (problem := _multi_host_problem(dsn)):
+        problems.add("floor.dsn", problem)
         dsn = None
     passfile_text = floor.get("passfile")
     passfile: Path | None = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import random
 import socket
 import sqlite3
 import threading
@@ -42,6 +43,12 @@ from tablectl.controller.floor.schema import (
 #: seconds between attempts after a failure: doubling from RETRY_MIN up to RETRY_MAX
 RETRY_MIN = 0.25
 RETRY_MAX = 10.0
+#: ... but a connection that failed (the floor away, or failing over) is tried again within
+#: this long: a replicated floor's failover is over in seconds (Patroni promotes the
+#: synchronous standby ~3 s after the primary dies, measured: docs/floor.md), and the shipper
+#: should find the new primary then, not up to RETRY_MAX later. Each wait is drawn between
+#: half and all of the back-off, so 400 tables do not log in to the new primary in step.
+RETRY_CONNECTION_MAX = 2.0
 #: after a commit wakes it, the shipper waits this long for more rows before it reads: a
 #: table's burst goes as one INSERT transaction, not one per event (fewer wake-ups and
 #: round trips taken from the table PC's CPU); far below the 2 s a floor may trail a burst
@@ -206,6 +213,7 @@ class FloorShipper:
         publish_metrics: bool = True,
         retry_min: float = RETRY_MIN,
         retry_max: float = RETRY_MAX,
+        retry_connection_max: float = RETRY_CONNECTION_MAX,
         linger: float = LINGER_SECONDS,
         statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
         connect_timeout: int = CONNECT_TIMEOUT,
@@ -223,6 +231,7 @@ class FloorShipper:
             metrics.FLOOR_DIVERGED.set(0)
         self.retry_min = retry_min
         self.retry_max = retry_max
+        self.retry_connection_max = retry_connection_max
         self.linger = linger
         self.statement_timeout_ms = statement_timeout_ms
         self.connect_timeout = connect_timeout
@@ -424,9 +433,12 @@ class FloorShipper:
                         break
                     # commits do not cut the back-off short (they come every few ms in
                     # play); only a stop does
-                    self._stopping.wait(delay)
-                    if isinstance(error, FloorDiverged) or error_kind(error) == "diverged":
+                    self._stopping.wait(random.uniform(delay / 2, delay))
+                    kind = error_kind(error)
+                    if isinstance(error, FloorDiverged) or kind == "diverged":
                         delay = self.retry_max
+                    elif kind == "connection":
+                        delay = min(self.retry_max, self.retry_connection_max, delay * 2)
                     else:
                         delay = min(self.retry_max, delay * 2)
         finally:

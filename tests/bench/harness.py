@@ -53,6 +53,7 @@ from tests.bench import (
     device_latency,
     engine,
     floor,
+    floor_failover,
     floor_scale,
     history,
     latency,
@@ -93,6 +94,7 @@ GOALS: dict[str, Goal] = {
     "shuffle_detection_within_goal": Goal(">=", 1.0),
     "shuffle_false_alarms_bound_per_table_year": Goal("<=", 1.0, ("shuffle_honest_rounds",)),
     **{key: Goal(sense, bound) for key, (sense, bound) in floor_scale.GOALS.items()},
+    **{key: Goal(sense, bound) for key, (sense, bound) in floor_failover.GOALS.items()},
 }
 
 
@@ -286,6 +288,21 @@ def floor_scale_section(run: Run) -> Part:
     return Part(results, figures, [f"floor at scale: {results}", f"  floors: {floors}"])
 
 
+def floor_failover_section(run: Run) -> Part:
+    """The replicated floor failing over under 400 tables (tests/bench/floor_failover.py)."""
+    figures = floor_failover.measure(40 if run.quick else floor_failover.TABLES)
+    results = {key: figures[key] for key in floor_failover.RESULT_KEYS}
+    line = (
+        f"  {figures['tables']} tables, {figures['batches_in_flight_at_kill']} batches in flight "
+        f"at the kill of {figures['killed']}'s postmaster; {figures['promoted']} promoted after "
+        f"{figures['promoted_seconds']} s, first table reconnected after "
+        f"{figures['first_reconnect_seconds']} s; {figures['rows_acknowledged_before_kill']:,} "
+        f"rows acknowledged before the kill, {figures['rows_total']:,} on the new primary, "
+        f"{figures['tables_not_identical']} tables not identical to their journals"
+    )
+    return Part(results, figures, [f"floor failover: {results}", line])
+
+
 SECTIONS: list[Section] = [
     Section("latency", "one event through the daemon, pty and commit floors", latency_section),
     Section("engine", "engine vs bare transitions trigger", engine_section),
@@ -299,6 +316,11 @@ SECTIONS: list[Section] = [
         "floor_scale",
         "floor at casino scale: 400 tables, 1x/10x rows, report, verify, catch-up",
         floor_scale_section,
+    ),
+    Section(
+        "floor_failover",
+        "replicated floor (Patroni, etcd, sync standby): kill -9 the primary under 400 tables",
+        floor_failover_section,
     ),
     Section(
         "history", "READY and RSS against history size (1k, 10k, 100k rounds)", history_section

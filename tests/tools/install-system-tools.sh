@@ -35,6 +35,12 @@ need faketime faketime  # the daemon's clock across a gaming-day boundary (tests
 # libfuse3.so.3 from Debian's libfuse3-3, a dependency of fuse3, which brings fusermount3)
 need fusermount3 fuse3
 need pgbouncer pgbouncer  # the floor: many table connections on a few server ones (tests/floor, bench)
+# a replicated floor that fails over (tests/floor/test_floor_failover.py, bench floor_failover)
+# and its backups restored to a point in time (tests/floor/test_floor_backup.py)
+need patroni patroni
+need etcd etcd-server
+need etcdctl etcd-client
+need pgbackrest pgbackrest
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         # Not root: say what is missing and go on; the tests that need a tool skip
