@@ -276,8 +276,16 @@ def _init(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_ERROR
-        create_schema(conn)
+        hidden = create_schema(conn)
         print(f"floor schema ready in database {dbname} (groups {WRITER_GROUP}, {READER_GROUP})")
+        if not hidden:
+            print(
+                "tablectl floor init: warning: not a superuser, so the server's row counters "
+                "(pg_stat_*, relation sizes, pg_locks, the transaction counter) stay readable "
+                "by every login: readers could count the rows of a round in play; run "
+                "`tablectl floor init` once as a superuser (docs/floor.md, Roles)",
+                file=sys.stderr,
+            )
         for table_id in args.table:
             done = add_table(conn, table_id, passfile=args.write_passfile, dbname=dbname)
             where = f"; password in {args.write_passfile}" if done.password_written else ""
