@@ -9,11 +9,11 @@ is in flight, the primary's postmaster is killed with SIGKILL. Patroni promotes 
 synchronous standby; the shippers find it by themselves. Measured:
 
     floor_failover_seconds    the kill to the first batch acknowledged by the new primary
-    floor_failover_rows_lost  rows some table saw acknowledged before the kill that the new
+    floor_failover_rows_lost  rows some table saw acknowledged by the old primary that the new
                               primary did not hold when the table reconnected (goal 0): the
                               head each shipper resumed from against the last row it had
                               acknowledged, and, on the server, rows at or below that mark
-                              stored after the kill (sent again)
+                              stored after the table reconnected (sent again)
 
 and checked: every table's rows on the new primary are its journal's, one to one (no gap, no
 duplicate); the table's gauges said rows were waiting throughout.
@@ -63,6 +63,7 @@ class WatchedShipper(FloorShipper):
         super().__init__(*args, **kwargs)
         self.acks: list[tuple[float, int]] = []  # (monotonic, last seq of the batch)
         self.resumes: list[tuple[float, int]] = []  # (monotonic, the floor's head)
+        self.resumed_wall: list[float] = []  # the same moments, by the wall clock
 
     def _insert(self, conn: Any, batch: list[LocalRow]) -> None:
         super()._insert(conn, batch)
@@ -70,6 +71,7 @@ class WatchedShipper(FloorShipper):
 
     def _resume(self, conn: Any, local: Any) -> None:
         super()._resume(conn, local)
+        self.resumed_wall.append(time.time())
         self.resumes.append((time.monotonic(), self.acknowledged_seq))
 
 
@@ -116,8 +118,11 @@ class FailoverRun:
     first_resume_seconds: float = 0.0
     failover_seconds: float = 0.0
     in_flight_at_kill: int = 0
+    #: per table, the last row acknowledged by the old primary (before the kill, or just after
+    #: it, before the table reconnected)
     acked_before_kill: dict[str, int] = field(default_factory=dict)
     resumed_after_kill: dict[str, int] = field(default_factory=dict)
+    reconnected_wall: dict[str, float] = field(default_factory=dict)
     lost_by_resume: dict[str, int] = field(default_factory=dict)
     sent_again_on_server: dict[str, int] = field(default_factory=dict)
     mismatched: dict[str, str] = field(default_factory=dict)
@@ -344,8 +349,16 @@ class ShippingFloor:
         run.catch_up_seconds = self.wait_caught_up(timeout)
         run.gauges = list(self.gauges)
         for table_id, shipper in self.shippers.items():
-            after = [head for at, head in shipper.resumes if at > run.kill_at]
-            run.resumed_after_kill[table_id] = after[0] if after else shipper.acknowledged_seq
+            after = [(at, head) for at, head in shipper.resumes if at > run.kill_at]
+            run.resumed_after_kill[table_id] = after[0][1] if after else shipper.acknowledged_seq
+            # a batch the dying primary still acknowledged (its standby flushed it before the
+            # walsender died) counts as acknowledged: the new primary must hold it too
+            reconnected = after[0][0] if after else run.kill_at
+            walls = shipper.resumed_wall[len(shipper.resumes) - len(after) :]
+            run.reconnected_wall[table_id] = walls[0] if walls else run.kill_wall
+            run.acked_before_kill[table_id] = max(
+                (seq for at, seq in shipper.acks if at < reconnected), default=0
+            )
             run.lost_by_resume[table_id] = max(
                 0, run.acked_before_kill[table_id] - run.resumed_after_kill[table_id]
             )
@@ -357,7 +370,11 @@ class ShippingFloor:
                     conn.execute(
                         "SELECT count(*) FROM floor.journal_rows WHERE table_id = %s"
                         " AND seq <= %s AND shipped_at >= to_timestamp(%s)",
-                        (table_id, run.acked_before_kill[table_id], run.kill_wall),
+                        (
+                            table_id,
+                            run.acked_before_kill[table_id],
+                            run.reconnected_wall[table_id],
+                        ),
                     ).fetchone()[0]
                 )
             run.rows_total = 0
