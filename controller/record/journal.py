@@ -8,6 +8,16 @@ DELETE through SQLite itself. A row that precedes a device command is appended w
 group-committed: batched and flushed by a short timer on the running asyncio loop, when the
 batch is full, on `flush()`, and by the next durable append. The file and its -wal/-shm are
 mode 0600: the journal holds face-down cards and is for the service user only (docs/rules.md H7).
+
+Format 2 (`PRAGMA user_version` per segment; format-1 segments keep verifying as written):
+every row but a seal carries a secret `nonce` (128 bits from `secrets`) inside its body, so its
+hash, the chain's head and the Merkle log hide the row (a hash of a card is the card otherwise:
+H7); `JournalRow.nonce` holds it and `JournalRow.body` does not. The rows are the leaves of an
+RFC 9162 Merkle tree for the table's whole life (leaf seq-1 = leaf_hash(the row's 32-byte
+hash)); each segment's `merkle` table holds the interior nodes its rows completed (and, in a
+new segment, the tree's frontier at its start, so a retired segment leaves its subtree hashes
+behind), written in the same transaction as the rows (controller/record/merkle_log.py reads
+them for proofs).
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import shutil
 import sqlite3
 import stat
@@ -42,12 +53,22 @@ from tablectl.controller.record.durable import (
     temporary_path,
     write_private_file,
 )
+from tablectl.controller.record.merkle import (
+    CompactTree,
+    leaf_hash,
+    stored_index,
+)
 
 GENESIS_HASH = "0" * 64
 ROW_KINDS = ("table", "event", "decision", "note", "segment", "checkpoint", "seal")
 # Rows the start-up and `verify` look up by kind: a partial index holds only these.
 INDEXED_KINDS = ("segment", "checkpoint", "seal")
-SCHEMA_VERSION = 1
+#: 1: rows without a nonce; 2: rows carry a nonce in their body, and the `merkle` table.
+SCHEMA_VERSION = 2
+#: The body key of a row's secret nonce (docs/journal.md, "Hiding").
+NONCE_KEY = "nonce"
+#: A leaf for a seq the journal skipped (`continue_after`, a cut tail): no row hash is empty.
+GAP_LEAF = leaf_hash(b"")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS journal (
@@ -65,7 +86,13 @@ CREATE TRIGGER IF NOT EXISTS journal_no_delete BEFORE DELETE ON journal
 BEGIN SELECT RAISE(ABORT, 'the journal is append-only: DELETE refused'); END;
 CREATE INDEX IF NOT EXISTS journal_landmarks ON journal(kind, seq)
     WHERE kind IN ('segment', 'checkpoint', 'seal');
+CREATE TABLE IF NOT EXISTS merkle (idx INTEGER PRIMARY KEY, hash BLOB NOT NULL);
+CREATE TRIGGER IF NOT EXISTS merkle_no_update BEFORE UPDATE ON merkle
+BEGIN SELECT RAISE(ABORT, 'the Merkle log is append-only: UPDATE refused'); END;
+CREATE TRIGGER IF NOT EXISTS merkle_no_delete BEFORE DELETE ON merkle
+BEGIN SELECT RAISE(ABORT, 'the Merkle log is append-only: DELETE refused'); END;
 """
+_INSERT_NODE = "INSERT OR IGNORE INTO merkle (idx, hash) VALUES (?, ?)"
 
 
 _INSERT = (
@@ -210,6 +237,8 @@ class JournalRow:
     body: dict[str, Any]
     prev_hash: str
     hash: str
+    #: The row's secret nonce (format 2), kept out of `body`; None for a seal or a format-1 row.
+    nonce: str | None = None
 
 
 def _make_private(path: Path) -> None:
@@ -246,6 +275,9 @@ class Journal:
         ).fetchone()
         self._last_seq: int = last[0] if last else 0
         self._last_hash: str = last[1] if last else GENESIS_HASH
+        # The Merkle log's right edge, and its nodes not yet committed (stored_index, hash).
+        self._pending_nodes: list[tuple[int, bytes]] = []
+        self._tree = self._load_tree()
         # The head (last seq and hash) goes to the system log at open and close: an anchor
         # outside the file, against which a truncated or wholly rewritten chain shows.
         self._log.info("journal_opened", last_seq=self._last_seq, head=self._last_hash)
@@ -320,6 +352,73 @@ class Journal:
         """The sequence number of the last row appended (committed or pending)."""
         return self._last_seq
 
+    @property
+    def tree(self) -> CompactTree:
+        """The Merkle log's frontier over every row appended (leaf seq-1 is row seq); after a
+        flush, over the committed rows: a checkpoint signs its `size` and `root()`."""
+        return self._tree
+
+    def _load_tree(self) -> CompactTree:
+        """The frontier at the last row, from the live segment alone (a segment holds the
+        frontier at its start); rebuilt from every segment's rows when it is missing (a
+        journal written before the log, or rows written by another program)."""
+        size = self._last_seq
+        wanted = CompactTree.frontier_nodes(size)
+        found: list[bytes] = []
+        try:
+            for level, index in wanted:
+                raw = self._db.execute(
+                    "SELECT hash FROM merkle WHERE idx = ?", (stored_index(level, index),)
+                ).fetchone()
+                if raw is None and level == 0:
+                    row = self._db.execute(
+                        "SELECT hash FROM journal WHERE seq = ?", (index + 1,)
+                    ).fetchone()
+                    raw = (leaf_hash(bytes.fromhex(row[0])),) if row else None
+                if raw is None or not isinstance(raw[0], bytes):
+                    return self._rebuild_tree()
+                found.append(raw[0])
+        except (sqlite3.Error, ValueError) as error:
+            raise JournalError(f"{self.path}: cannot read the Merkle log: {error}") from error
+        return CompactTree(size, found)
+
+    def _rebuild_tree(self) -> CompactTree:
+        """Every row of every segment beside the live one, as leaves; the nodes written into
+        the live segment (one transaction). A seq no segment holds (retired before the log
+        existed, or cut) is a GAP_LEAF."""
+        tree = CompactTree()
+        nodes: list[tuple[int, bytes]] = []
+
+        def add(leaf: bytes, stored_leaf: bool) -> None:
+            for level, index, digest in tree.append(leaf):
+                if level > 0 or stored_leaf:
+                    nodes.append((stored_index(level, index), digest))
+
+        for path in live_segments(self.path):
+            db = self._db if path == self.path else _connect_read_only(path)
+            try:
+                for seq, digest in db.execute("SELECT seq, hash FROM journal ORDER BY seq"):
+                    if seq <= tree.size:
+                        continue
+                    while tree.size < seq - 1:
+                        add(GAP_LEAF, True)
+                    add(leaf_hash(bytes.fromhex(digest)), False)  # read from its row
+            finally:
+                if db is not self._db:
+                    db.close()
+        while tree.size < self._last_seq:
+            add(GAP_LEAF, True)
+        try:
+            self._db.execute("BEGIN")
+            self._db.executemany(_INSERT_NODE, nodes)
+            self._db.execute("COMMIT")
+        except sqlite3.Error as error:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            raise JournalError(f"{self.path}: cannot write the Merkle log: {error}") from error
+        self._log.info("merkle_log_rebuilt", leaves=tree.size, nodes=len(nodes))
+        return tree
+
     def size_on_disk(self) -> int:
         """Bytes the journal takes on disk: the database, its -wal (preallocated) and -shm."""
         total = 0
@@ -349,6 +448,8 @@ class Journal:
         """
         if seq > self._last_seq:
             self.flush()
+            while self._tree.size < seq:
+                self._append_leaf(GAP_LEAF, stored_leaf=True)
             self._last_seq = seq
 
     def last_of_kind(self, kind: str) -> JournalRow | None:
@@ -507,6 +608,15 @@ class Journal:
             self.fail(error)
             raise
         fault_point("rollover.after_create")
+        # The new segment holds the log's frontier at its start, committed with its first
+        # rows: the segments before it may be retired and the log still proves what follows.
+        start = self._tree.size
+        self._pending_nodes.extend(
+            (stored_index(level, index), digest)
+            for (level, index), digest in zip(
+                CompactTree.frontier_nodes(start), self._tree.frontier, strict=True
+            )
+        )
         self.append("segment", {**segment, "type": "segment", "previous": previous})
         for kind, body in then:
             self.append(kind, body)
@@ -534,17 +644,31 @@ class Journal:
             raise ValueError(f"journal row kind {kind!r} is not one of {ROW_KINDS}")
         seq = self._last_seq + 1
         recorded_at = self._utc_now()
+        if kind != "seal":  # a seal's content is public by design (its MAC covers the head)
+            body = {**body, NONCE_KEY: secrets.token_hex(16)}
         body_text = canonical_json(body if type(body) is dict else dict(body))
         digest = row_hash(self._last_hash, seq, kind, round_number, recorded_at, body_text)
         self._pending.append(
             (seq, kind, round_number, recorded_at, body_text, self._last_hash, digest)
         )
+        self._append_leaf(leaf_hash(bytes.fromhex(digest)))
         self._last_seq, self._last_hash = seq, digest
         if durable or len(self._pending) >= self.max_batch:
             self.flush()
         elif self._timer is None:
             self._schedule_flush()
         return seq
+
+    def _append_leaf(self, leaf: bytes, *, stored_leaf: bool = False) -> None:
+        """The next leaf of the log; the nodes it completes wait for the rows' commit (a leaf
+        itself is its row's hash, stored only for a gap)."""
+        if stored_leaf:
+            self._pending_nodes.append((stored_index(0, self._tree.size), leaf))
+        completed = self._tree.append(leaf)
+        if len(completed) > 1:
+            self._pending_nodes.extend(
+                (stored_index(level, index), digest) for level, index, digest in completed[1:]
+            )
 
     def _schedule_flush(self) -> None:
         try:
@@ -567,16 +691,19 @@ class Journal:
         """
         if self.failure is not None:
             raise JournalError(f"{self.path}: the journal failed earlier: {self.failure}")
-        if not self._pending:
+        if not self._pending and not self._pending_nodes:
             return
         started = time.perf_counter()
         try:
-            if len(self._pending) == 1:
+            if len(self._pending) == 1 and not self._pending_nodes:
                 # one row: one statement, its own transaction (autocommit), fsynced alike
                 self._db.execute(_INSERT, self._pending[0])
             else:
+                # the rows and the log's nodes they complete: one transaction
                 self._db.execute("BEGIN")
                 self._db.executemany(_INSERT, self._pending)
+                if self._pending_nodes:
+                    self._db.executemany(_INSERT_NODE, self._pending_nodes)
                 self._db.execute("COMMIT")
         except sqlite3.Error as error:
             with contextlib.suppress(sqlite3.Error):
@@ -586,6 +713,7 @@ class Journal:
             assert self.failure is not None
             raise self.failure from error
         self._pending.clear()
+        self._pending_nodes.clear()
         metrics.JOURNAL_WRITE_SECONDS.observe(time.perf_counter() - started)
         for listener in self.commit_listeners:
             listener(self._last_seq)
@@ -608,6 +736,7 @@ class Journal:
         self.failure = error
         lost = len(self._pending)
         self._pending.clear()  # never committed later as if nothing had happened
+        self._pending_nodes.clear()
         metrics.JOURNAL_WRITE_ERRORS.inc()
         self._log.error("journal_write_failed", error=str(error), rows_not_written=lost)
         if self.on_failure is not None:
@@ -682,7 +811,17 @@ def _to_row(raw: _RawRow) -> JournalRow:
         parsed = json.loads(body)
     except ValueError:
         parsed = {"unparseable": body}
-    return JournalRow(seq, kind, round_number, recorded_at, parsed, prev_hash, digest)
+    nonce = parsed.pop(NONCE_KEY, None) if type(parsed) is dict else None
+    return JournalRow(
+        seq,
+        kind,
+        round_number,
+        recorded_at,
+        parsed,
+        prev_hash,
+        digest,
+        nonce if isinstance(nonce, str) else None,
+    )
 
 
 # The floor store (controller/floor) reads the same rows back from PostgreSQL.

@@ -42,6 +42,10 @@ from tablectl.controller.common.metrics import MetricsServer, start_metrics_serv
 from tablectl.controller.engine.cards import mask_card_words
 from tablectl.controller.engine.events import DEVICE_EVENTS, UNDECODABLE_FRAME
 from tablectl.controller.floor.shipper import FloorShipper
+from tablectl.controller.record.checkpoints import (
+    CheckpointSigner,
+    identity_key_path,
+)
 from tablectl.controller.record.journal import (
     Journal,
     JournalError,
@@ -57,6 +61,7 @@ from tablectl.controller.record.journal_upkeep import (
     check_before_start,
 )
 from tablectl.controller.record.journal_verifier import BackgroundVerifier
+from tablectl.controller.record.note import NoteError, load_identity_key
 from tablectl.controller.record.sealing import Sealer, SealingError
 from tablectl.controller.record.tablelock import (
     LockError,
@@ -482,6 +487,8 @@ class Daemon:
         if self.background is not None:
             await self.background.stop()
             self.background = None
+        if self.service.checkpoint_signer is not None:
+            await self.service.checkpoint_signer.stop()
         if self.upkeep is not None:
             await self.upkeep.stop()
             self.upkeep = None
@@ -512,6 +519,8 @@ class Daemon:
             if self.service.between_rounds():
                 self.service.checkpoint()
             self.service.seal()
+            if self.service.checkpoint_signer is not None:
+                self.service.checkpoint_signer.sign()  # the tree as the table stops
         except Exception as error:  # the stop goes on: the journal is closed below regardless
             self._log.exception("journal_stop_failed", error=str(error))
 
@@ -1320,6 +1329,7 @@ async def run_daemon(
                 daemon.clock_stepped(stepped)  # before any seal: the key must not jump
             service.sealer = open_sealer(config, log)
             service.seal_unsealed_at_start()
+            service.checkpoint_signer = open_checkpoint_signer(config, journal, log)
             service.checkpoint_parts["interlocks"] = daemon.interlocks.as_dict
             # The journal is streamed once for both: the holds, then the replay's restart
             # decisions (controller_restarted) go through the device-command seam like any
@@ -1351,6 +1361,8 @@ async def run_daemon(
             if daemon.floor is not None:
                 daemon.upkeep.floor_confirmed_seq = daemon.floor.confirmed_seq
             daemon.upkeep.start()
+            if service.checkpoint_signer is not None:
+                service.checkpoint_signer.start()
             daemon.start_health(health_interval)
         except (
             DaemonError,
@@ -1358,6 +1370,7 @@ async def run_daemon(
             ServiceError,
             JournalError,
             SealingError,
+            NoteError,
             OSError,
         ) as error:
             log.error("cannot_start", error=str(error))
@@ -1391,6 +1404,18 @@ async def run_daemon(
     # record fails, the stop is not clean (exit 3, like any failed write of the record).
     assert daemon is not None
     return daemon.exit_code
+
+
+def open_checkpoint_signer(
+    config: TableConfig, journal: Journal, log: Any
+) -> CheckpointSigner | None:
+    """The table's identity key, when `journal setup-keys` wrote one: the daemon signs its
+    Merkle log's checkpoints (None: it signs none, and says so)."""
+    path = identity_key_path(config.sealing_key_path)
+    if not path.exists():
+        log.warning("checkpoints_unsigned", reason=f"no identity key at {path} (setup-keys)")
+        return None
+    return CheckpointSigner(journal, load_identity_key(path))
 
 
 def open_sealer(config: TableConfig, log: Any) -> Sealer | None:
