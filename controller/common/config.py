@@ -70,7 +70,13 @@ GROUP_NAME_PATTERN = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 HHMM_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 TOP_LEVEL_KEYS = ("table", "journal", "metrics", "operator", "devices", "floor", "witness")
-FLOOR_KEYS = ("dsn", "passfile", "batch_rows")
+FLOOR_KEYS = ("dsn", "passfile", "batch_rows", "on_divergence")
+#: `[floor] on_divergence`: what the table does when its journal no longer matches the floor's
+#: copy (a rollback, a rewrite, a clone shipping as it): an operator's decision, in words; the
+#: first, the default, holds dealing until a supervisor sends floor_divergence_acknowledged
+DIVERGENCE_STOP = "stop dealing until a supervisor acknowledges"
+DIVERGENCE_KEEP = "keep dealing"
+DIVERGENCE_CHOICES = (DIVERGENCE_STOP, DIVERGENCE_KEEP)
 DEFAULT_FLOOR_BATCH_ROWS = 2000
 MAX_FLOOR_BATCH_ROWS = 10_000
 # A password written into the DSN (key=value or URI form): refused, it belongs in a passfile.
@@ -199,6 +205,8 @@ class FloorConfig:
     dsn: str
     passfile: Path | None = None
     batch_rows: int = DEFAULT_FLOOR_BATCH_ROWS
+    #: on_divergence = DIVERGENCE_STOP (True, the default) or DIVERGENCE_KEEP (False)
+    stop_on_divergence: bool = True
 
 
 @dataclass(frozen=True)
@@ -607,7 +615,24 @@ def _floor(problems: _Problems, data: Mapping[str, Any]) -> FloorConfig | None:
             f"{batch_rows!r} is not allowed; expected a whole number 1-{MAX_FLOOR_BATCH_ROWS}",
         )
         return None
-    return FloorConfig(dsn=dsn, passfile=passfile, batch_rows=batch_rows) if dsn else None
+    words = floor.get("on_divergence", DIVERGENCE_STOP)
+    if words not in DIVERGENCE_CHOICES:
+        problems.add(
+            "floor.on_divergence",
+            f'{words!r} is not allowed; expected "{DIVERGENCE_STOP}" (the default) or '
+            f'"{DIVERGENCE_KEEP}", in words',
+        )
+        return None
+    return (
+        FloorConfig(
+            dsn=dsn,
+            passfile=passfile,
+            batch_rows=batch_rows,
+            stop_on_divergence=words == DIVERGENCE_STOP,
+        )
+        if dsn
+        else None
+    )
 
 
 WITNESS_KEYS = ("quorum", "timeout", "witnesses")

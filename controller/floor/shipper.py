@@ -246,6 +246,11 @@ class FloorShipper:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._log = get_logger("floor", table=table_id)
+        #: told once per divergence (on the shipper's thread), with why: the daemon alarms,
+        #: journals it and, as configured, holds dealing; again only after the floor and the
+        #: journal matched once more
+        self.on_diverged: Callable[[str], None] | None = None
+        self._divergence_told = False
         # what the status reports (written by the thread, read by anyone)
         self.committed_seq = 0
         self.acknowledged_seq = 0
@@ -528,6 +533,7 @@ class FloorShipper:
         with self._lock:
             self.acknowledged_seq = head_seq
             self.head_known = True
+        self._divergence_told = False
         self._write_ack_hint(head_seq)
         self._log.info("floor_connected", acknowledged_seq=head_seq)
 
@@ -630,6 +636,11 @@ class FloorShipper:
             metrics.FLOOR_LAST_ERROR_TIMESTAMP.set(self.last_error_at or 0)
             metrics.FLOOR_DIVERGED.set(1 if kind == "diverged" else 0)
         self._log.warning("floor_ship_failed", error=kind, message=message)
+        if kind == "diverged" and not self._divergence_told:
+            self._divergence_told = True
+            self._log.critical("floor_diverged", message=message)
+            if self.on_diverged is not None:
+                self.on_diverged(message)
 
     def _publish(self) -> None:
         if self.publish_metrics:
