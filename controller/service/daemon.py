@@ -122,6 +122,10 @@ DEFAULT_HEALTH_INTERVAL = 30.0
 DRAIN_DEADLINE = 1.0
 #: The supervisor's acknowledgement of a clock step (handled here, never by the engine).
 CLOCK_STEP_ACKNOWLEDGED = "clock_step_acknowledged"
+#: The supervisor's decision to deal on after the floor's copy diverged (handled here too).
+FLOOR_DIVERGENCE_ACKNOWLEDGED = "floor_divergence_acknowledged"
+#: The hold on the shoe and the shuffler while a divergence waits for a supervisor.
+FLOOR_DIVERGED_HOLD = "floor_diverged"
 #: Seconds within which repeats of one alarm are folded into one message with a count.
 ALARM_COALESCE_SECONDS = 5.0
 #: The journal failed its start check (docs/journal.md): refused like any other start problem;
@@ -330,6 +334,9 @@ class Daemon:
         self._space_low = False
         #: Set when dealing stopped (fail-stop): {"reason", "since"}; status and STATUS= say it.
         self.dealing_stopped: dict[str, str] | None = None
+        #: Set while a divergence from the floor's copy holds dealing (on_divergence's default):
+        #: {"reason", "since"}, until a supervisor sends floor_divergence_acknowledged
+        self.floor_divergence: dict[str, str] | None = None
         self.exit_code = EXIT_OK
         #: Called once when dealing stops (run_daemon ends the process after a linger).
         self.on_stopped_dealing: Callable[[], None] | None = None
@@ -374,7 +381,14 @@ class Daemon:
         loop = asyncio.get_running_loop()
         self.service.device_commands = self._device_commands
         if self.floor is not None:
-            self.floor.start()
+            shipper = self.floor
+            # told on the shipper's thread: handled on the loop, under the event lock
+
+            def diverged(why: str) -> None:
+                loop.call_soon_threadsafe(self._on_divergence, why)
+
+            shipper.on_diverged = diverged
+            shipper.start()
             self._floor_gauges = loop.create_task(self._floor_gauge_loop(), name="daemon:floor")
         self._consumer = loop.create_task(self._consume(), name="daemon:events")
         for name, driver in self.drivers.items():
@@ -636,6 +650,8 @@ class Daemon:
         status["dealing"] = "stopped" if self.dealing_stopped else "allowed"
         if self.dealing_stopped:
             status["dealing_stopped"] = dict(self.dealing_stopped)
+        if self.floor_divergence:
+            status["floor_divergence"] = dict(self.floor_divergence)
         since = status.pop("devices_since", {})
         status["devices_down"] = {
             name: {"since": since.get(name), "reason": self.why_down(name)}
@@ -883,6 +899,13 @@ class Daemon:
                 raise NotDealing(f"dealing stopped: {self.dealing_stopped['reason']}")
             if event.get("type") == CLOCK_STEP_ACKNOWLEDGED:
                 return self._acknowledge_clock(event)
+            if event.get("type") == FLOOR_DIVERGENCE_ACKNOWLEDGED:
+                return self._acknowledge_divergence(event)
+            if self.floor_divergence is not None and event.get("type") == "bets_closed":
+                raise NotDealing(
+                    f"dealing held: {self.floor_divergence['reason']}; a supervisor sends "
+                    f"{FLOOR_DIVERGENCE_ACKNOWLEDGED} to deal on without the floor's copy"
+                )
             self.service.recorded_then_failed = None
             try:
                 decisions = await self.service.handle_operator_event(event, peer)
@@ -952,6 +975,80 @@ class Daemon:
         if sealer is not None:
             # the supervisor says the clock is right: the epochs it skipped are gone unsealed
             sealer.catch_up(datetime.datetime.now(datetime.UTC))
+        return []
+
+    # -- divergence from the floor's copy (docs/floor.md, "Divergence") ----------------------
+
+    def _on_divergence(self, why: str) -> None:
+        task = asyncio.get_running_loop().create_task(self.floor_diverged(why))
+        self._unfinished.add(task)
+        task.add_done_callback(self._unfinished.discard)
+
+    async def floor_diverged(self, why: str) -> None:
+        """The journal no longer matches the floor's copy (at start or while running): a
+        `divergence` note, a critical alarm, and, unless `[floor] on_divergence = "keep
+        dealing"`, dealing held (the shoe and the shuffler locked, no round opened) until a
+        supervisor acknowledges."""
+        floor = self.config.floor
+        hold = floor is None or floor.stop_on_divergence
+        dealing = (
+            f"held until a supervisor sends {FLOOR_DIVERGENCE_ACKNOWLEDGED}"
+            if hold
+            else 'goes on (on_divergence = "keep dealing")'
+        )
+        since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        async with self._lock:
+            if self.service.journal.failure is None:
+                with contextlib.suppress(JournalError):  # a failed write stops dealing itself
+                    self.service.journal.append(
+                        "note",
+                        {"type": "divergence", "reason": why, "dealing": dealing},
+                        round_number=self.service.engine.round_number,
+                        durable=True,
+                    )
+            if hold:
+                self.floor_divergence = {"reason": why, "since": since}
+                self.interlocks.shoe.add(FLOOR_DIVERGED_HOLD)
+                self.interlocks.shuffler.add(FLOOR_DIVERGED_HOLD)
+                self._sync()
+                self._update_status()
+        self._log.critical("floor_divergence", reason=why, dealing=dealing)
+        await self._publish(
+            {
+                "message": "alarm",
+                "alarm": "floor_diverged",
+                "severity": "critical",
+                "reason": f"the journal no longer matches the floor's copy: {why}",
+                "dealing": dealing,
+            }
+        )
+
+    def _acknowledge_divergence(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A supervisor lets the table deal on without the floor's copy (journaled, who)."""
+        held = self.floor_divergence
+        if held is None:
+            raise NotDealing(
+                f"{FLOOR_DIVERGENCE_ACKNOWLEDGED}: no divergence holds dealing (nothing to do)"
+            )
+        caller = event.get("caller") or {"user": event.get("by")}
+        try:
+            self.service.journal.append(
+                "note",
+                {"type": "divergence_acknowledged", "reason": held["reason"], "caller": caller},
+                round_number=self.service.engine.round_number,
+                durable=True,
+            )
+        except JournalError as error:
+            raise NotDealing(f"not recorded, dealing stopped: {error}") from error
+        self.floor_divergence = None
+        self.interlocks.shoe.discard(FLOOR_DIVERGED_HOLD)
+        self.interlocks.shuffler.discard(FLOOR_DIVERGED_HOLD)
+        self._sync()
+        self._update_status()
+        self._log.warning("floor_divergence_acknowledged", reason=held["reason"])
+        self._schedule_publish(
+            {"message": "notice", "notice": "floor_divergence_acknowledged", **held}
+        )
         return []
 
     def _schedule_publish(self, message: Mapping[str, Any]) -> None:
@@ -1051,8 +1148,9 @@ class Daemon:
     def restore_interlocks(self, checkpoint: Mapping[str, Any]) -> None:
         """The holds in force at a checkpoint (its `interlocks`, as `Interlocks.as_dict`)."""
         held = checkpoint.get("interlocks", {})
-        self.interlocks.shoe = set(held.get("shoe_locked", ()))
-        self.interlocks.shuffler = set(held.get("shuffler_deck_locked", ()))
+        # a divergence's hold is the shipper's to raise again at this start, not the record's
+        self.interlocks.shoe = set(held.get("shoe_locked", ())) - {FLOOR_DIVERGED_HOLD}
+        self.interlocks.shuffler = set(held.get("shuffler_deck_locked", ())) - {FLOOR_DIVERGED_HOLD}
 
     def replay_row(self, row: JournalRow) -> None:
         """One journaled row of the replay, folded into the holds (streamed: row by row)."""

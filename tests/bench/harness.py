@@ -53,6 +53,7 @@ from tests.bench import (
     device_latency,
     engine,
     floor,
+    floor_failover,
     floor_scale,
     history,
     latency,
@@ -102,6 +103,7 @@ GOALS: dict[str, Goal] = {
     "witness_cosign_vs_floor": Goal(
         ">=", 0.5, ("witness_cosigns_per_second", "floor_cosign_checks_per_second")
     ),
+    **{key: Goal(sense, bound) for key, (sense, bound) in floor_failover.GOALS.items()},
     # the witnessed Merkle log (tests/bench/merkle.py): a round's proof from a year's log
     "prove_year_ms": Goal("<=", 50),
     "proof_verify_ms": Goal("<=", 10),
@@ -341,6 +343,21 @@ def witness_section(run: Run) -> Part:
     return Part(results, figures, lines)
 
 
+def floor_failover_section(run: Run) -> Part:
+    """The replicated floor failing over under 400 tables (tests/bench/floor_failover.py)."""
+    figures = floor_failover.measure(40 if run.quick else floor_failover.TABLES)
+    results = {key: figures[key] for key in floor_failover.RESULT_KEYS}
+    line = (
+        f"  {figures['tables']} tables, {figures['batches_in_flight_at_kill']} batches in flight "
+        f"at the kill of {figures['killed']}'s postmaster; {figures['promoted']} promoted after "
+        f"{figures['promoted_seconds']} s, first table reconnected after "
+        f"{figures['first_reconnect_seconds']} s; {figures['rows_acknowledged_before_kill']:,} "
+        f"rows acknowledged before the kill, {figures['rows_total']:,} on the new primary, "
+        f"{figures['tables_not_identical']} tables not identical to their journals"
+    )
+    return Part(results, figures, [f"floor failover: {results}", line])
+
+
 SECTIONS: list[Section] = [
     Section("latency", "one event through the daemon, pty and commit floors", latency_section),
     Section("engine", "engine vs bare transitions trigger", engine_section),
@@ -359,6 +376,11 @@ SECTIONS: list[Section] = [
         "floor_scale",
         "floor at casino scale: 400 tables, 1x/10x rows, report, verify, catch-up",
         floor_scale_section,
+    ),
+    Section(
+        "floor_failover",
+        "replicated floor (Patroni, etcd, sync standby): kill -9 the primary under 400 tables",
+        floor_failover_section,
     ),
     Section(
         "history", "READY and RSS against history size (1k, 10k, 100k rounds)", history_section
