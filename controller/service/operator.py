@@ -334,15 +334,22 @@ class OperatorServer:
             )
         except OSError as error:
             raise OperatorError(f"{path}: cannot listen: {error.strerror}") from error
-        try:
-            os.chown(path, -1, self.allowed_gid)
-        except PermissionError:
-            self._log.warning(
-                "operator_socket_group_unchanged", path=str(path), group=self.allowed_group
-            )
-        os.chmod(path, self.socket_mode)
         bound = path.lstat()
         self._bound = (bound.st_dev, bound.st_ino)
+        try:
+            if bound.st_gid != self.allowed_gid:
+                os.chown(path, -1, self.allowed_gid)
+        except OSError as error:
+            # A socket left with the service's own group admits root alone: no dealer or
+            # supervisor could reach the table, so the daemon does not start that way.
+            await self.close()
+            raise OperatorError(
+                f"{path}: cannot give the operator socket to group {self.allowed_group!r} "
+                f"(operator.group): chown: {error.strerror}; dealers and supervisors could not "
+                "connect. The daemon's user must be a member of that group, and a systemd unit "
+                "must allow chown (tablectl@.service: SystemCallFilter=@chown)"
+            ) from error
+        os.chmod(path, self.socket_mode)
         self._check_descriptors()
         self._log.info(
             "operator_listening",

@@ -237,6 +237,51 @@ def test_socket_mode_and_group(shared_dir, log_stream):
     assert not (shared_dir / "op.sock").exists()
 
 
+SERVE_AS_NOBODY = """
+import asyncio, sys
+from tablectl.controller.service.operator import OperatorError, OperatorServer
+
+async def handle(event, peer):
+    return []
+
+server = OperatorServer(sys.argv[1], allowed_group=sys.argv[2], handle_event=handle, status=dict)
+try:
+    asyncio.run(server.start())
+except OperatorError as error:
+    print(error)
+    sys.exit(2)
+print("started with the socket left to the service's own group")
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
+    reason="serving as another user needs root and a system python",
+)
+def test_a_socket_the_daemon_cannot_hand_to_the_operator_group_stops_the_start(shared_dir):
+    """The service user cannot chown its socket to the operator group (not a member, or a
+    seccomp filter without @chown, issue 34): only root could talk to the table, so the start
+    fails, saying why and what the unit needs, and the socket is not left behind."""
+    group = a_group_nobody_is_not_in()
+    state = shared_dir / "run"
+    state.mkdir()
+    os.chown(state, NOBODY, NOBODY)
+    site = next((REPO / ".venv" / "lib").glob("python3.11/site-packages"))
+    done = subprocess.run(
+        [SYSTEM_PYTHON, "-c", SERVE_AS_NOBODY, str(state / "operator.sock"), group.gr_name],
+        user=NOBODY, group=NOBODY, extra_groups=[],
+        env={"PYTHONPATH": f"{REPO / '.src'}:{site}", "PATH": "/usr/bin:/bin"},
+        cwd="/", capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (
+        f"{state / 'operator.sock'}: cannot give the operator socket to group "
+        f"{group.gr_name!r} (operator.group): chown: Operation not permitted"
+    ) in done.stdout
+    assert "SystemCallFilter=@chown" in done.stdout
+    assert not (state / "operator.sock").exists()
+
+
 def test_unknown_group_is_a_clear_error(tmp_path):
     async def handler(event: dict[str, Any], peer: PeerCredentials) -> list[dict[str, Any]]:
         return []
