@@ -438,7 +438,9 @@ def test_booted_the_unit_is_ready_restarted_on_failure_and_by_the_watchdog(
         first = booted.unit("MainPID", "ActiveState", "StatusText", "NRestarts")
         assert first["ActiveState"] == "active" and first["NRestarts"] == "0", first
         assert first["StatusText"] == "round 0 idle; all devices up", first
-        assert '"event": "ready"' in booted.ok("journalctl -u tablectl@demo --no-pager")
+        # journald has the line's fields (the native protocol), the message a sentence
+        ready = booted.ok("journalctl -u tablectl@demo --no-pager -o cat EVENT=ready TABLE=demo")
+        assert ready.startswith("ready: seconds "), ready
 
         # a crash: Restart=on-failure starts it again (RestartSec=2s), a new process
         booted.ok("systemctl kill -s SIGKILL tablectl@demo")
@@ -596,6 +598,16 @@ def test_booted_a_dealer_and_a_supervisor_reach_the_table_installed_as_the_readm
         # the journal says who: the users the socket's credentials named
         shown = booted.ok("tablectl journal show /var/lib/tablectl/hilo01/journal.sqlite")
         assert "dealer1" in shown and "super1" in shown, shown[-3000:]
+        # journald: every field of a line a journal field; an absent device said once a while
+        fields = booted.ok(
+            "journalctl -u tablectl@hilo01 --no-pager -o json EVENT=ready TABLE=hilo01"
+        )
+        assert '"SYSLOG_IDENTIFIER":"tablectl"' in fields and '"LOGGER":"daemon"' in fields
+        failed = booted.ok(
+            "journalctl -u tablectl@hilo01 --no-pager -o cat EVENT=connect_failed DEVICE=shuffler"
+        ).splitlines()
+        assert failed and failed[0].startswith("connect failed: device shuffler"), failed
+        assert len(failed) <= 3, failed  # 0, 1 and 3 minutes at most, not every 10 s
         for user in ("dealer1", "super1"):
             screen = as_user(
                 user,
