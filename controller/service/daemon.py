@@ -417,6 +417,7 @@ class Daemon:
             f"STATUS=waiting for {', '.join(waiting)} to handshake (at most {seconds_left:.0f} s "
             "more, then ready without them)",
             f"EXTEND_TIMEOUT_USEC={int((seconds_left + DEVICE_WAIT_MARGIN) * 1_000_000)}",
+            drop_when_busy=True,
         )
 
     async def announce_ready(self, absent: list[str]) -> None:
@@ -1035,6 +1036,7 @@ class Daemon:
         self.notifier.notify(
             f"STATUS=replaying the journal: row {seq} of {last_seq} ({events} events)",
             f"EXTEND_TIMEOUT_USEC={REPLAY_EXTEND_USEC}",
+            drop_when_busy=True,  # the next progress notice says it again
         )
 
     def _sync(self, only: str | None = None) -> None:

@@ -13,6 +13,7 @@ policy-rc.d, as Debian's chroots have): the boot is the last test's, with system
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -535,6 +536,23 @@ def plug_the_rack(booted: Booted) -> None:
     )
 
 
+def edit_the_example(path: Path, rack_firmware: str) -> None:
+    """README's "then edit it": the rack on the PC's serial port /dev/ttyS9 with its firmware as
+    `tablectl probe` read it, and a metrics port the kernel picks (the host's network)."""
+    text = path.read_text()
+    head, rack = text.split("[devices.rack]", 1)
+    rack = re.sub(
+        r"^allowed_firmware_sha256 = .*$",
+        f'allowed_firmware_sha256 = ["{rack_firmware}"]',
+        rack,
+        count=1,
+        flags=re.M,
+    )
+    rack = rack.replace("/dev/tablectl/discard_rack-RACK-HILO-0001", "/dev/ttyS9")
+    rack = re.sub(r"^listen = .*$", 'listen = "127.0.0.1:0"', rack, flags=re.M)
+    path.write_text(head + "[devices.rack]" + rack)
+
+
 def test_booted_a_dealer_and_a_supervisor_reach_the_table_installed_as_the_readme_says(
     packages: Packages, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -547,6 +565,10 @@ def test_booted_a_dealer_and_a_supervisor_reach_the_table_installed_as_the_readm
     machine's console), so the device is the reference rack simulated on a pty inside the
     container, the pty bind-mounted at /dev/ttyS9 as the name the configuration gives."""
     root = new_root(tmp_path_factory, "readme-root")
+    # a table PC runs systemd: the init debootstrap's minbase leaves out, installed to boot
+    root.ok(
+        "apt-get -qq update && apt-get install -y -qq --no-install-recommends systemd-sysv dbus"
+    )
     (root.path / "usr/sbin/policy-rc.d").unlink()  # booted, the system is a real one
     deb = packages.first.name
     shutil.copy(packages.first, root.path / "srv" / deb)
@@ -568,11 +590,10 @@ def test_booted_a_dealer_and_a_supervisor_reach_the_table_installed_as_the_readm
             if command.startswith("cd /srv && apt install"):
                 plug_the_rack(booted)
             if command.startswith("tablectl example-config"):
-                # "then edit it": the rack on the PC's serial port, a metrics port of the kernel's
-                booted.ok(
-                    "sed -i -e 's#/dev/tablectl/discard_rack-RACK-HILO-0001#/dev/ttyS9#' "
-                    "-e 's/^listen = .*/listen = \"127.0.0.1:0\"/' /etc/tablectl/hilo01.toml"
-                )
+                # "then edit it": the rack on the PC's serial port, its firmware as `probe`
+                # reads it, a metrics port of the kernel's
+                probed = json.loads(booted.ok("tablectl probe discard_rack --port /dev/ttyS9"))
+                edit_the_example(root.path / "etc/tablectl/hilo01.toml", probed["firmware_sha256"])
         unit = booted.ok("systemctl show tablectl@hilo01 -p ActiveState -p StatusText")
         assert "ActiveState=active" in unit, unit
         sock = booted.ok("stat -c '%U:%G %a %F' /run/tablectl/hilo01/operator.sock").strip()
