@@ -40,6 +40,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+import tablectl.simulators.shuffles as shuffles
 from tablectl.controller.commands.cli import add_old_option_name
 from tablectl.controller.common.config import (
     SEALING_KEY_NAME,
@@ -55,7 +56,12 @@ from tablectl.controller.record.journal import (
     read_rows,
     recover_at_start,
 )
-from tablectl.controller.record.sealing import SealingError, VerificationKey, setup_keys
+from tablectl.controller.record.sealing import (
+    SealingError,
+    VerificationKey,
+    read_key_file,
+    setup_keys,
+)
 from tablectl.controller.record.tablelock import (
     LockError,
     TableLock,
@@ -65,7 +71,6 @@ from tablectl.controller.record.tablelock import (
 from tablectl.controller.service.daemon import Daemon, run_daemon
 from tablectl.controller.service.preflight import ERROR, check_free_space
 from tablectl.drivers.registry import get_driver_class
-from tablectl.simulators import shuffles
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
 from tablectl.simulators.narration import StepPrinter, last_seq, summarise
@@ -431,14 +436,12 @@ def demo_sealing_keys(state_dir: Path) -> str | None:
         VerificationKey.parse(verification_file.read_text())
         return None
     try:
-        held = json.loads(key_file.read_text())
-        if int(held["epoch"]) == 0:
-            seed = VerificationKey(
-                bytes.fromhex(held["key"]), int(held["start"]), int(held["interval"])
-            )
+        held = read_key_file(key_file)
+        if held.epoch == 0:
+            seed = VerificationKey(held.key, held.start, held.interval)
             write_private_file(verification_file, f"{seed}\n")
             return f"{verification_file} was missing or empty: written again from the key"
-    except (OSError, ValueError, KeyError, TypeError):
+    except SealingError:
         pass
     return (
         f"{verification_file} is missing or empty and the sealing key has evolved since: the "

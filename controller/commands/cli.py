@@ -68,6 +68,10 @@ COMMANDS: dict[str, Command] = {
         "tablectl.controller.commands.floor",
         "the floor store in PostgreSQL: init, verify, compare, round, report",
     ),
+    "witness": Command(
+        "tablectl.controller.commands.witness",
+        "a witness for tables' journals (C2SP tlog-witness): setup-key, serve",
+    ),
     "op": Command(
         "tablectl.controller.commands.op", "send one operator event to the running table"
     ),

@@ -28,8 +28,21 @@ WRITER_GROUP = "tablectl_floor_writer"
 READER_GROUP = "tablectl_floor_reader"
 #: the regulator's lab: reads every row, a round in play included (H7: grant it sparingly)
 AUDITOR_GROUP = "tablectl_floor_auditor"
-#: what readers query: the rows of ended rounds (and table rows), joined on the release mark
-RELEASED_VIEW = "released_rows"
+#: what readers call for rows: a table's rows up to its release mark (ended rounds only), by
+#: a function whose plan no reader sees (a view's EXPLAIN ANALYZE counted the rows it hid)
+RELEASED_ROWS = "released_rows"
+#: what readers read of rounds: the spans of ended rounds only, written at each release
+ENDED_ROUNDS = "ended_rounds"
+#: the columns of floor.tables a reader may read: none moves while a round is played
+READER_TABLE_COLUMNS = (
+    "table_id",
+    "registered_at",
+    "released_seq",
+    "released_hash",
+    "released_verified_seq",
+    "released_verified_hash",
+    "table_row",
+)
 #: the SQLSTATE the floor's triggers raise (class "TF": tablectl floor)
 SQLSTATE_DIVERGED = "TF001"
 SQLSTATE_CHAIN = "TF002"
@@ -70,8 +83,9 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.tables (
     -- the chain's head on the floor (what an insert must continue; what a shipper resumes from)
     head_seq bigint NOT NULL DEFAULT 0,
     head_hash text NOT NULL DEFAULT repeat('0', 64),
-    -- the last row of the table's last ended round: what a reader may see (H7)
+    -- the last row of the table's last ended round, and its hash: what a reader may see (H7)
     released_seq bigint NOT NULL DEFAULT 0,
+    released_hash text NOT NULL DEFAULT repeat('0', 64),
     pending_collection bigint,
     -- the last row `floor verify` proved (a later verify starts after it)
     verified_seq bigint NOT NULL DEFAULT 0,
@@ -80,6 +94,15 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.tables (
     -- the table's row 1 (its game): kept when row 1's partition is retired
     table_row text
 );
+-- a floor made before these columns
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_hash text NOT NULL
+    DEFAULT repeat('0', 64);
+-- the verified mark as far as it lies within the released rows (what a reader's verify
+-- starts from): never past the release mark, so it never names a row of a round in play
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_verified_seq bigint NOT NULL
+    DEFAULT 0;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_verified_hash text NOT NULL
+    DEFAULT repeat('0', 64);
 
 -- One partition per gaming day (by recorded_at, the table's UTC clock at the row's commit),
 -- made ahead by `floor init`/`floor maintain` and by every shipper as it connects; a row
@@ -131,6 +154,19 @@ CREATE INDEX IF NOT EXISTS journal_rows_landmarks ON {SCHEMA}.journal_rows (tabl
 -- dispute names a table and a round; this gives its rows' seqs and time span, so the lookup
 -- reads them by the primary key in the one or two gaming days' partitions that hold them.
 CREATE TABLE IF NOT EXISTS {SCHEMA}.rounds (
+    table_id text NOT NULL,
+    round bigint NOT NULL,
+    first_seq bigint NOT NULL,
+    last_seq bigint NOT NULL,
+    first_at timestamptz NOT NULL,
+    last_at timestamptz NOT NULL,
+    PRIMARY KEY (table_id, round)
+);
+
+-- The spans of ended rounds (what readers read of floor.rounds): a round is written here by
+-- check_batch when the release mark passes its last row, so nothing in this table moves while
+-- a round is played (floor.rounds' last_seq and last_at of a live round move with every row).
+CREATE TABLE IF NOT EXISTS {SCHEMA}.{ENDED_ROUNDS} (
     table_id text NOT NULL,
     round bigint NOT NULL,
     first_seq bigint NOT NULL,
@@ -217,6 +253,7 @@ DECLARE
     chain record;
     released bigint;
     waiting bigint;
+    head_released text;
 BEGIN
     SELECT table_id INTO own FROM {SCHEMA}.tables WHERE writer_role = session_user;
     FOR batch IN
@@ -288,10 +325,28 @@ BEGIN
                max(seq) FILTER (WHERE next_seq IS NULL)
             INTO released, waiting
             FROM followed WHERE collected;
+        -- what readers see moves here only: the released head's hash, and the rounds whose
+        -- last row the release passed (into ended_rounds)
+        released := greatest(held.released_seq, coalesce(released, 0));
+        head_released := held.released_hash;
+        IF released > held.released_seq THEN
+            head_released := CASE WHEN released = held.head_seq THEN held.head_hash
+                ELSE (SELECT hash FROM inserted
+                          WHERE table_id = batch.table_id AND seq = released) END;
+            INSERT INTO {SCHEMA}.{ENDED_ROUNDS} AS e
+                    (table_id, round, first_seq, last_seq, first_at, last_at)
+                SELECT table_id, round, first_seq, last_seq, first_at, last_at
+                    FROM {SCHEMA}.rounds
+                    WHERE table_id = batch.table_id AND last_seq <= released
+                      AND last_seq > held.released_seq
+                ON CONFLICT (table_id, round) DO UPDATE SET
+                    first_seq = excluded.first_seq, last_seq = excluded.last_seq,
+                    first_at = excluded.first_at, last_at = excluded.last_at;
+        END IF;
         UPDATE {SCHEMA}.tables
             SET head_seq = batch.last, head_hash = chain.last_hash,
                 table_row = coalesce(table_row, chain.first_body),
-                released_seq = greatest(released_seq, coalesce(released, 0)),
+                released_seq = released, released_hash = head_released,
                 pending_collection = waiting
             WHERE table_id = batch.table_id;
     END LOOP;
@@ -312,6 +367,9 @@ BEGIN
     END IF;
     UPDATE {SCHEMA}.tables SET verified_seq = upto, verified_hash = digest, verified_at = now()
         WHERE table_id = tid AND verified_seq < upto;
+    -- a reader's verify starts from the mark only where it lies within the released rows
+    UPDATE {SCHEMA}.tables SET released_verified_seq = upto, released_verified_hash = digest
+        WHERE table_id = tid AND released_verified_seq < upto AND upto <= released_seq;
 END
 $$;
 
@@ -345,12 +403,43 @@ ALTER TABLE {SCHEMA}.tables ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {SCHEMA} FROM PUBLIC;
 
--- What readers query: a join on the release mark (the planner's, not a check per row).
-CREATE OR REPLACE VIEW {SCHEMA}.{RELEASED_VIEW} WITH (security_barrier) AS
-    SELECT rows.* FROM {SCHEMA}.journal_rows AS rows
-        JOIN {SCHEMA}.tables AS released USING (table_id)
-        WHERE rows.seq <= released.released_seq OR rows.round IS NULL;
-REVOKE ALL ON {SCHEMA}.{RELEASED_VIEW} FROM PUBLIC;
+-- What readers call for rows: one table's rows after `after_seq`, up to `upto_seq` and its
+-- release mark (ended rounds only), recorded in [from_at, to_at), of one kind when given, in
+-- seq order; and its row 1 when it is the table row (the game: no card). The release mark
+-- bounds the index scan itself, so no row of a round in play is read, and no reader sees the
+-- plan (a function is not inlined into the caller's EXPLAIN; the view before it was, and its
+-- EXPLAIN ANALYZE counted the rows it filtered out: the rows of the round in play).
+DROP VIEW IF EXISTS {SCHEMA}.released_rows;
+CREATE OR REPLACE FUNCTION {SCHEMA}.{RELEASED_ROWS}(
+        tid text, after_seq bigint DEFAULT 0, upto_seq bigint DEFAULT NULL,
+        from_at timestamptz DEFAULT NULL, to_at timestamptz DEFAULT NULL,
+        of_kind text DEFAULT NULL)
+    RETURNS SETOF {SCHEMA}.journal_rows
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+    ROWS 2000
+AS $$
+DECLARE
+    upper bigint;
+BEGIN
+    SELECT greatest(t.released_seq, 1) INTO upper FROM {SCHEMA}.tables AS t
+        WHERE t.table_id = tid;
+    IF upper IS NULL THEN
+        RETURN;
+    END IF;
+    upper := least(upper, coalesce(upto_seq, upper));
+    RETURN QUERY
+        SELECT r.* FROM {SCHEMA}.journal_rows AS r, {SCHEMA}.tables AS t
+            WHERE t.table_id = tid AND r.table_id = tid
+              AND r.seq > coalesce(after_seq, 0) AND r.seq <= upper
+              AND r.recorded_at >= coalesce(from_at, '-infinity')
+              AND r.recorded_at < coalesce(to_at, 'infinity')
+              AND (of_kind IS NULL OR r.kind = of_kind)
+              AND (r.seq <= t.released_seq OR (r.seq = 1 AND r.kind = 'table'))
+            ORDER BY r.seq;
+END
+$$;
+REVOKE ALL ON FUNCTION {SCHEMA}.{RELEASED_ROWS}(text, bigint, bigint, timestamptz, timestamptz,
+    text) FROM PUBLIC;
 """
 
 # Roles are cluster-wide: created when missing (a second database on the server reuses them).
@@ -378,12 +467,19 @@ GRANT INSERT ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
 GRANT SELECT (table_id, writer_role, head_seq, head_hash) ON {SCHEMA}.tables TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.ensure_partitions_ahead(integer) TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.record_verified(text, bigint, text) TO {AUDITOR_GROUP};
--- readers (surveillance, the pit, reports): the released view, ended rounds only (H7), and
--- the floor's bookkeeping; the auditor (the regulator's lab) the rows table itself, every
+-- readers (surveillance, the pit, reports): released state only (H7): the released rows
+-- (a function), the spans of ended rounds, of floor.tables the columns that move only when a
+-- round ends (never the head, the pending collection or the verified mark past the release),
+-- and the floor's bookkeeping. A floor made by an earlier tablectl granted readers all of
+-- floor.tables and floor.rounds: taken back here. The auditor (the regulator's lab): every
 -- row, a round in play included.
-GRANT SELECT ON {SCHEMA}.{RELEASED_VIEW}, {SCHEMA}.tables, {SCHEMA}.settings, {SCHEMA}.retired,
-    {SCHEMA}.rounds TO {READER_GROUP}, {AUDITOR_GROUP};
-GRANT SELECT ON {SCHEMA}.journal_rows TO {AUDITOR_GROUP};
+REVOKE ALL ON {SCHEMA}.tables, {SCHEMA}.rounds FROM {READER_GROUP};
+GRANT SELECT ({", ".join(READER_TABLE_COLUMNS)}) ON {SCHEMA}.tables TO {READER_GROUP};
+GRANT SELECT ON {SCHEMA}.{ENDED_ROUNDS}, {SCHEMA}.settings, {SCHEMA}.retired
+    TO {READER_GROUP}, {AUDITOR_GROUP};
+GRANT EXECUTE ON FUNCTION {SCHEMA}.{RELEASED_ROWS}(text, bigint, bigint, timestamptz,
+    timestamptz, text) TO {READER_GROUP}, {AUDITOR_GROUP};
+GRANT SELECT ON {SCHEMA}.journal_rows, {SCHEMA}.tables, {SCHEMA}.rounds TO {AUDITOR_GROUP};
 
 DROP POLICY IF EXISTS writer_sees_own_table ON {SCHEMA}.tables;
 CREATE POLICY writer_sees_own_table ON {SCHEMA}.tables FOR SELECT TO {WRITER_GROUP}
@@ -391,6 +487,86 @@ CREATE POLICY writer_sees_own_table ON {SCHEMA}.tables FOR SELECT TO {WRITER_GRO
 DROP POLICY IF EXISTS reader_reads_tables ON {SCHEMA}.tables;
 CREATE POLICY reader_reads_tables ON {SCHEMA}.tables FOR SELECT
     TO {READER_GROUP}, {AUDITOR_GROUP} USING (true);
+"""
+
+
+#: What the server shows any login about relations, transactions and the WAL (pg_catalog's
+#: statistics and size functions, the lock table, the transaction counter): each moves with
+#: the rows a table ships, so a reader polling one counts the rows of a round in play. Taken
+#: from PUBLIC in the floor's database (and given to pg_read_all_stats, the DBA's monitoring);
+#: they belong to the bootstrap superuser, so only a superuser can (`floor init` run as one,
+#: or the statements in docs/floor.md). Also taken: pg_class's tuple and page counts, and
+#: temporary tables (a reader's own insert would read the transaction counter as its xmin).
+HIDDEN_STATISTICS_FUNCTIONS = (
+    "pg_relation_size",
+    "pg_total_relation_size",
+    "pg_table_size",
+    "pg_indexes_size",
+    "pg_database_size",
+    "pg_tablespace_size",
+    "pg_relation_filenode",
+    "pg_lock_status",
+    "pg_blocking_pids",
+    "pg_safe_snapshot_blocking_pids",
+    "pg_current_wal_lsn",
+    "pg_current_wal_insert_lsn",
+    "pg_current_wal_flush_lsn",
+    "pg_last_wal_receive_lsn",
+    "pg_last_wal_replay_lsn",
+    "pg_last_xact_replay_timestamp",
+    "pg_current_snapshot",
+    "txid_current_snapshot",
+    "pg_current_xact_id",
+    "txid_current",
+    "pg_current_xact_id_if_assigned",
+    "txid_current_if_assigned",
+    "pg_xact_status",
+    "txid_status",
+    "pg_xact_commit_timestamp",
+    "pg_xact_commit_timestamp_origin",
+    "pg_last_committed_xact",
+    "pg_visible_in_snapshot",
+    "txid_visible_in_snapshot",
+    "mxid_age",
+)
+#: overloads taken by their signature (age(timestamp) stays: it reads no counter)
+HIDDEN_STATISTICS_SIGNATURES = ("pg_catalog.age(xid)",)
+#: pg_class's columns that count a relation's rows and pages (the rest stay readable)
+HIDDEN_CLASS_COLUMNS = ("reltuples", "relpages", "relallvisible", "relfrozenxid", "relminmxid")
+
+
+def _sql_list(names: tuple[str, ...]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+#: as regprocedure prints them in the catalog's own schema
+_SIGNATURES = tuple(name.removeprefix("pg_catalog.") for name in HIDDEN_STATISTICS_SIGNATURES)
+
+_HIDE_STATISTICS = f"""
+DO $$
+DECLARE
+    f record;
+    visible text;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure AS signature FROM pg_proc AS p
+                 JOIN pg_namespace AS n ON n.oid = p.pronamespace
+             WHERE n.nspname = 'pg_catalog'
+               AND (p.proname LIKE 'pg\\_stat\\_get\\_%'
+                    OR p.proname = ANY(ARRAY[{_sql_list(HIDDEN_STATISTICS_FUNCTIONS)}])
+                    OR p.oid::regprocedure::text = ANY(ARRAY[{_sql_list(_SIGNATURES)}]))
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f.signature);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pg_read_all_stats', f.signature);
+    END LOOP;
+    SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO visible
+        FROM pg_attribute
+        WHERE attrelid = 'pg_catalog.pg_class'::regclass AND attnum > 0 AND NOT attisdropped
+          AND attname <> ALL(ARRAY[{_sql_list(HIDDEN_CLASS_COLUMNS)}]);
+    REVOKE SELECT ON pg_catalog.pg_class FROM PUBLIC;
+    EXECUTE format('GRANT SELECT (%s) ON pg_catalog.pg_class TO PUBLIC', visible);
+    GRANT SELECT ON pg_catalog.pg_class TO pg_read_all_stats;
+    EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+END $$;
 """
 
 
@@ -414,15 +590,29 @@ class Provisioned:
     password_written: bool
 
 
-def create_schema(conn: Any) -> None:
+def create_schema(conn: Any) -> bool:
     """Schema, functions, triggers, group roles, grants and policies (idempotent), and the
-    partitions of the gaming days around today."""
+    partitions of the gaming days around today; then the server's row counters hidden from
+    readers when this login may (hide_statistics: whether it did)."""
     refuse_old_layout(conn)
     with conn.transaction():
         conn.execute(_ROLES)
         conn.execute(_DDL)
         conn.execute(_GRANTS)
         conn.execute(f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (DAYS_AHEAD,))
+    return hide_statistics(conn)
+
+
+def hide_statistics(conn: Any) -> bool:
+    """Take the server's row counters from PUBLIC in the floor's database (see
+    HIDDEN_STATISTICS_FUNCTIONS); False when this login is not a superuser (only one can:
+    the catalog is the bootstrap superuser's), which `floor init` then says."""
+    row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    if not row or not row[0]:
+        return False
+    with conn.transaction():
+        conn.execute(_HIDE_STATISTICS)
+    return True
 
 
 def refuse_old_layout(conn: Any) -> None:

@@ -1304,4 +1304,7 @@ def open_sealer(config: TableConfig, log: Any) -> Sealer | None:
     if not path.exists():  # `tablectl run` refused this in its preflight; a caller in process
         log.error("journal_unsealed", reason=f"no sealing key at {path} (journal setup-keys)")
         return None
-    return Sealer(path)
+    sealer = Sealer(path)
+    for what in sealer.repaired:  # a format-1 key converted, or an erased key's slot wiped
+        log.warning("sealing_key_repaired", what=what)
+    return sealer

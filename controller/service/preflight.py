@@ -75,7 +75,36 @@ def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
         problems += check_socket_path(config.operator_socket)
     problems += check_devices(config)
     problems += check_sealing_key(config)
+    problems += check_witness_keys(config)
     problems += check_system_libraries(config)
+    return problems
+
+
+def check_witness_keys(config: TableConfig) -> list[Problem]:
+    """Each [witness] key is a witness's public key (a C2SP cosignature/v1 vkey whose key ID
+    matches it), as `tablectl witness setup-key` printed it: a mistyped key would make every
+    cosignature look forged."""
+    if config.witness is None:
+        return []
+    from tablectl.controller.record.note import ALG_COSIGNATURE_V1, NoteError, Verifier
+
+    problems: list[Problem] = []
+    for index, endpoint in enumerate(config.witness.witnesses):
+        key = f"witness.witnesses[{index}].key"
+        try:
+            verifier = Verifier.parse(endpoint.key)
+        except NoteError as error:
+            problems.append(Problem(ERROR, key, str(error)))
+            continue
+        if verifier.alg != ALG_COSIGNATURE_V1:
+            problems.append(
+                Problem(
+                    ERROR,
+                    key,
+                    f"{verifier.name}: a table's signing key (type 0x01), not a witness's "
+                    "cosignature key (type 0x04, from `tablectl witness setup-key`)",
+                )
+            )
     return problems
 
 

@@ -15,7 +15,7 @@ from tablectl.controller.floor.schema import (
     AUDITOR_GROUP,
     OWN_TABLE_CHECK,
     READER_GROUP,
-    RELEASED_VIEW,
+    RELEASED_ROWS,
     SCHEMA,
     WRITER_GROUP,
     writer_role,
@@ -134,7 +134,7 @@ def test_readers_select_and_nothing_else(floor_db: FloorDb, tmp_path: Path) -> N
     with psycopg.connect(f"{dsn} user={reader}", autocommit=True) as conn:
         # no round of this journal ended (no collection): only its table row is released
         count = conn.execute(
-            f"SELECT count(*) FROM {SCHEMA}.{RELEASED_VIEW} WHERE table_id = %s", (table_id,)
+            f"SELECT count(*) FROM {SCHEMA}.{RELEASED_ROWS}(%s)", (table_id,)
         ).fetchone()
         assert count == (1,)
         # the rows table itself is the auditor's: refused to a reader

@@ -68,8 +68,8 @@ def _today() -> datetime.date:
 def seven_closed_segments(config: Path) -> tuple[list[Path], VerificationKey]:
     """Seven gaming days of play, each closed and sealed by the upkeep: days today-8 to
     today-2 closed, today-1 live (the upkeep stepped with explicit times, the seals real)."""
+    key = setup_keys(config)  # before the history: a seal vouches for no row older than its key
     build_history(config, 5)
-    key = setup_keys(config)
     first_day = _today() - datetime.timedelta(days=8)
 
     async def scenario() -> None:
@@ -173,8 +173,8 @@ def test_retention_counts_the_gaming_days_the_journal_holds_not_the_clocks(tmp_p
 @pytest.mark.long
 def test_a_clock_stepped_back_at_start_holds_seals_until_the_clock_agrees_again(tmp_path):
     config, port = _table(tmp_path / "t")
+    key = setup_keys(config)  # before the history: a seal vouches for no row older than its key
     build_history(config, 5)
-    key = setup_keys(config)
     key_before = held_key(config)
     clock_file = tmp_path / "clock"
     clock = faketime_env(clock_file, "-2d")
@@ -199,7 +199,13 @@ def test_a_clock_stepped_back_at_start_holds_seals_until_the_clock_agrees_again(
     resolved = next(r.body for r in rows if r.body.get("type") == "clock_step_resolved")
     assert resolved["how"] == "the clock agrees again"
     assert held_key(config)["epoch"] >= key_before["epoch"]
-    assert verify_journal(config.parent / "journal.sqlite", verification_key=key).ok
+    journal = config.parent / "journal.sqlite"
+    assert verify_journal(journal).ok  # the chain holds across the step
+    # the rows of the hold are stamped two days before the key's first epoch: no seal can
+    # vouch for them (a first seal no more than any other), and the verdict names the step
+    stepped = verify_journal(journal, verification_key=key)
+    assert not stepped.ok and "after no earlier seal" in stepped.message, stepped.message
+    assert "says the clock was stepped" in stepped.message, stepped.message
 
 
 class _Subscriber:
@@ -231,8 +237,8 @@ def test_a_step_while_running_alarms_holds_the_roll_over_until_a_supervisor_ackn
     roll-over into the new gaming day nor a seal happens until a supervisor sends
     clock_step_acknowledged; then both resume, and the whole directory verifies."""
     config, port = _table(tmp_path / "t")
+    key = setup_keys(config)  # before the history: a seal vouches for no row older than its key
     build_history(config, 5)
-    key = setup_keys(config)
     clock_file = tmp_path / "clock"
     started = start_daemon(config, timeout=20, env=faketime_env(clock_file, "+0"))
     subscriber = _Subscriber(config.parent / "op.sock")
@@ -263,7 +269,11 @@ def test_a_step_while_running_alarms_holds_the_roll_over_until_a_supervisor_ackn
     assert step["detected"] == "running" and step["step_seconds"] > 2 * 86400
     resolved = next(n for n in notes if n.get("type") == "clock_step_resolved")
     assert resolved["how"] == "acknowledged" and resolved["caller"]["role"] == "supervisor"
-    assert verify_journal(config.parent, verification_key=key).ok
+    assert verify_journal(config.parent).ok  # the chain holds across the step
+    # the rows before the step were never sealed (seals held) and their key was erased at the
+    # acknowledgement: the next seal's key was made after them, and the verdict names the step
+    stepped = verify_journal(config.parent, verification_key=key)
+    assert not stepped.ok and "a clock_step note at row" in stepped.message, stepped.message
 
 
 @pytest.mark.long

@@ -30,8 +30,13 @@ from tablectl.controller.record.journal import (
     read_rows,
     row_hash,
 )
-from tablectl.controller.record.sealing import VerificationKey, seal_mac, setup_keys
-from tests.journal.sealed import Row, read_all, write_all
+from tablectl.controller.record.sealing import (
+    VerificationKey,
+    read_key_file,
+    seal_mac,
+    setup_keys,
+)
+from tests.journal.sealed import Row, forge_one_first_seal, read_all, write_all
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]
 INTERVAL = 2
@@ -176,7 +181,7 @@ def test_the_issues_forged_reseal_fails_on_the_daemons_journal(daemon_journal, t
         digest = row_hash(prev, seq, str(row[1]), row[2], str(row[3]), str(row[4]))  # type: ignore[arg-type]
         kept.append([seq, row[1], row[2], row[3], row[4], prev, digest])
         prev = digest
-    stolen = json.loads((state / "sealing-key").read_text())  # what the table PC holds now
+    stolen = read_key_file(state / "sealing-key").as_dict()  # what the table PC holds now
     now = datetime.datetime.now(datetime.UTC)
     fields = {
         "type": "seal",
@@ -208,4 +213,26 @@ def test_the_issues_forged_reseal_fails_on_the_daemons_journal(daemon_journal, t
     assert "backdated" in out, out
     # the chain alone (no key) holds: the rewrite is consistent, only the seals' spans tell
     code, out = verify(str(state))
+    assert code == 0, out
+
+
+def test_every_seal_removed_and_one_first_seal_under_a_stolen_key_is_refused(
+    daemon_journal, tmp_path
+):
+    """Issue 30's first forgery on the daemon's journal: every seal dropped, a card changed
+    in row 101, the rows renumbered and rehashed with their original stamps, one seal of the
+    stolen key's current epoch with no predecessor, the head and key files updated. The
+    chain, the head and the MAC all hold; the forged seal cannot vouch for rows stamped
+    before its own epoch, and `verify` names the row and the seal."""
+    state, key, stopped = copy_of(daemon_journal, tmp_path)
+    rows_before = read_all(state / "journal.sqlite")
+    changed, seal_seq, epoch = forge_one_first_seal(state)
+    assert changed >= 101
+    until = (stopped - datetime.timedelta(seconds=5)).isoformat()
+    code, out = verify(str(state), "--verify-key", str(key), "--expect-until", until)
+    assert code == 1, out
+    first_stamp = str(rows_before[0][3])
+    assert f"row 1 is stamped {first_stamp}, before seal row {seal_seq} (epoch {epoch}" in out
+    assert "after no earlier seal" in out and "A first seal vouches for no row" in out, out
+    code, out = verify(str(state))  # the chain alone holds: only the seal's span tells
     assert code == 0, out

@@ -172,8 +172,8 @@ def test_an_online_backup_while_rows_are_written_holds_every_committed_row(
 
 def test_the_backup_command_prints_rows_head_and_last_seal(tmp_path: Path, capsys) -> None:
     config_path = write_config(tmp_path / "t")
-    build_history(config_path, 5)
     assert cli.main(["journal", "setup-keys", "--config", str(config_path)]) == 0
+    build_history(config_path, 5)
     capsys.readouterr()
 
     async def seal() -> None:

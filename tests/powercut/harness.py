@@ -18,7 +18,8 @@ survived, the daemon restarted, and `check` holds the table to its promises:
 4. before its first round, the daemon's device holds are those the journal gives (the last
    checkpoint's `interlocks`, then every decision and event after it, folded as a restart
    folds them), and the simulated shoe and shuffler are locked exactly when held;
-5. no temporary file of a private write (`.NAME.PID.tmp`) is left behind by the restart.
+5. no temporary file of a private write (`.NAME.PID.tmp`) is left behind by the restart, and
+   the sealing key file holds one key only (the slot of the key it replaced overwritten).
 
 Each failure is a `Finding` naming the cut, so a run reports them all rather than the first.
 """
@@ -45,7 +46,7 @@ from tablectl.controller.record.journal import (
     read_rows,
     verify_journal,
 )
-from tablectl.controller.record.sealing import VerificationKey, setup_keys
+from tablectl.controller.record.sealing import KEY_FILE_SIZE, VerificationKey, setup_keys
 from tablectl.controller.service.daemon import Interlocks
 from tests.powercut.lossyfs import LossyMount
 from tests.powercut.player import event_digest
@@ -75,18 +76,22 @@ class Trigger:
 TRIGGERS: tuple[Trigger, ...] = (
     Trigger("at a random instant"),
     Trigger("at a random instant (early)"),
-    Trigger("a seal: before the new sealing key's rename", ("rename",), r"sealing-key\.\d+\.tmp"),
     Trigger(
-        "a seal: after the new sealing key's rename",
-        ("rename",),
-        r"sealing-key\.\d+\.tmp",
+        "a seal: the evolved key written into the key file's free slot, before its fsync",
+        ("fsync",),
+        r"/sealing-key$",
+    ),
+    Trigger(
+        "a seal: the evolved key's slot fsynced, the old key's slot not yet overwritten",
+        ("fsync",),
+        r"/sealing-key$",
         "after",
     ),
     Trigger(
-        "a seal: after the sealing key's temporary file is fsynced",
+        "a seal: before the key file's 1st or 2nd fsync (the new key's slot, the old one's wipe)",
         ("fsync",),
-        r"sealing-key\.\d+\.tmp",
-        "after",
+        r"/sealing-key$",
+        nth_max=2,
     ),
     Trigger(
         "the head file (checkpoint, seal): before its rename",
@@ -460,6 +465,9 @@ class PoweredTable:
             self.fail(number, f"journal verify --verify-key exits {code}: {said}")
         for leftover in sorted(p.name for p in self.state.iterdir() if p.name.endswith(".tmp")):
             self.fail(number, f"temporary file left after the restart: {leftover}")
+        slots = held_key_slots(self.state / "sealing-key")
+        if slots != 1:
+            self.fail(number, f"the sealing key file holds {slots} keys after the restart")
         holds = self.holds_line()
         if holds is None:
             self.fail(number, "the restarted daemon played no round (no holds recorded)")
@@ -611,3 +619,11 @@ def cut_in_a_rollover(
 
 def clean(base: Path) -> None:
     shutil.rmtree(base, ignore_errors=True)
+
+
+def held_key_slots(key_file: Path) -> int:
+    """How many of the key file's two slots are not zeroes (one: the key it holds; two: the
+    key it replaced is still readable there)."""
+    raw = key_file.read_bytes()
+    half = KEY_FILE_SIZE // 2
+    return sum(1 for part in (raw[:half], raw[half:]) if part.strip(b"\0"))
