@@ -41,12 +41,11 @@ from tablectl.controller.service.operator_client import (
 )
 from tablectl.controller.service.status_words import (
     cards_dealt_line,
-    deck_state,
+    deck_words,
     device_line,
     fault_words,
     round_state,
     rule_words,
-    stub_cadence_short,
 )
 
 #: seconds between two status requests when nothing is pushed
@@ -333,15 +332,8 @@ class TableWatch(App[int]):
         decks.clear()
         deck_rows = []
         for name, deck in (status.get("decks") or {}).items():
-            if deck.get("state") == "not_seen":  # nothing reported on the cards yet
-                row = (str(name), "not yet seen", "-", "-")
-            else:
-                row = (
-                    str(name),
-                    deck_state(deck.get("state")),
-                    stub_cadence_short(deck),
-                    str(deck.get("cards_in_shoe", 0)),
-                )
+            words = deck_words(deck, short=True)  # status's words (status_words), in columns
+            row = (str(name), *words, *["-"] * (3 - len(words)))
             decks.add_row(*row)
             deck_rows.append("  ".join(row))
         self.shown["decks"] = "\n".join(deck_rows)
