@@ -332,8 +332,8 @@ class TableWatch(App[int]):
         decks.clear()
         deck_rows = []
         for name, deck in (status.get("decks") or {}).items():
-            words = deck_words(deck, short=True)  # status's words (status_words), in columns
-            row = (str(name), *words, *["-"] * (3 - len(words)))
+            columns = deck_words(deck, short=True)  # status's words (status_words), in columns
+            row = (str(name), *columns, *["-"] * (3 - len(columns)))
             decks.add_row(*row)
             deck_rows.append("  ".join(row))
         self.shown["decks"] = "\n".join(deck_rows)
