@@ -24,7 +24,5 @@ def test_status_and_watch_say_each_deck_state_alike(state: str) -> None:
         assert "cards in the shoe" not in line and "stub count" not in line
     else:
         assert column == [DECK_STATES[state], "2 of 5", "40"]
-        assert (
-            line
-            == f"  A: {DECK_STATES[state]}; 2 of 5 rounds since its stub count; 40 cards in the shoe"
-        )
+        cadence = "2 of 5 rounds since its stub count"
+        assert line == f"  A: {DECK_STATES[state]}; {cadence}; 40 cards in the shoe"
