@@ -635,7 +635,7 @@ def test_booted_a_dealer_and_a_supervisor_reach_the_table_installed_as_the_readm
             screen = as_user(
                 user,
                 "env TERM=xterm-256color COLUMNS=120 LINES=40 script -qfec "
-                "'timeout -s INT 8 tablectl watch --table hilo01' /dev/null",
+                "'timeout -k 2 8 tablectl watch --table hilo01' /dev/null",
             ).stdout
             plain_screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]", "", screen)
             assert "cannot connect" not in plain_screen, plain_screen[-2000:]
