@@ -38,6 +38,7 @@ from tablectl.controller.service.operator_client import (
     OperatorClientError,
     default_socket,
     reply_of,
+    versioned,
 )
 from tablectl.controller.service.status_words import (
     cards_dealt_line,
@@ -78,7 +79,7 @@ async def request_async(
         raise OperatorClientError(f"{socket_path}: cannot connect: {error.strerror}") from error
     try:
         with contextlib.suppress(ConnectionError):
-            writer.write((json.dumps(dict(message)) + "\n").encode())
+            writer.write((json.dumps(versioned(message)) + "\n").encode())
             await writer.drain()
         try:
             line = await asyncio.wait_for(reader.readline(), timeout)
@@ -218,8 +219,14 @@ class TableWatch(App[int]):
                 continue
             self.log(f"subscribed to {self.socket_path}")
             try:
-                writer.write(b'{"type": "subscribe"}\n')
+                writer.write((json.dumps(versioned({"type": "subscribe"})) + "\n").encode())
                 await writer.drain()
+                try:
+                    reply_of(self.socket_path, await reader.readline())  # "subscribed"
+                except OperatorClientError as error:
+                    self._show_unreachable(str(error))
+                    await asyncio.sleep(RECONNECT_SECONDS)
+                    continue
                 while line := await reader.readline():
                     with contextlib.suppress(ValueError):
                         message = json.loads(line)
