@@ -64,6 +64,10 @@ COMMANDS: dict[str, Command] = {
         "tablectl.controller.commands.journal",
         "verify, back up or seal a journal (setup-keys), or show a round's cards",
     ),
+    "proof": Command(
+        "tablectl.controller.commands.proof",
+        "check a round's proof (journal prove) offline: its rows, the signed checkpoint",
+    ),
     "floor": Command(
         "tablectl.controller.commands.floor",
         "the floor store in PostgreSQL: init, verify, compare, round, report",

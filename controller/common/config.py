@@ -48,8 +48,12 @@ JOURNAL_KEYS = (
     "checkpoint_rounds",
     "retain_days",
     "archive_dir",
+    "archive_same_filesystem",
     "clock_step_hours",
 )
+#: `[journal] archive_same_filesystem`: an archive on the journal's own filesystem is refused
+#: (one disk failure loses both copies) unless the configuration says this, in these words.
+ARCHIVE_SAME_FILESYSTEM_WORDS = "one disk holds both copies"
 #: A start whose clock is more than this many hours past the journal's last row is a clock
 #: step (docs/journal.md, "Clock steps"): longer than a table is normally closed.
 DEFAULT_CLOCK_STEP_HOURS = 168
@@ -234,6 +238,9 @@ class TableConfig:
     checkpoint_rounds: int = DEFAULT_CHECKPOINT_ROUNDS
     retain_days: int = 0
     archive_dir: Path | None = None
+    #: `archive_same_filesystem = "one disk holds both copies"`: the archive may share the
+    #: journal's filesystem (retention and the preflight refuse it otherwise)
+    archive_same_filesystem: bool = False
     #: options the configuration did not state but a table gets (the shuffle watch): a
     #: journal begun by a version without them goes on as written (service.py)
     implied_options: tuple[str, ...] = ()
@@ -860,6 +867,16 @@ def _journal_options(problems: _Problems, journal: Mapping[str, Any]) -> dict[st
             )
         else:
             options["sealing"] = word == "on"
+    if "archive_same_filesystem" in journal:
+        words = journal["archive_same_filesystem"]
+        if words != ARCHIVE_SAME_FILESYSTEM_WORDS:
+            problems.add(
+                "journal.archive_same_filesystem",
+                f'{words!r} is not allowed; the only value is "{ARCHIVE_SAME_FILESYSTEM_WORDS}",'
+                " in words: an archive on the journal's filesystem is refused unless meant",
+            )
+        else:
+            options["archive_same_filesystem"] = True
     for key in ("sealing_key", "archive_dir"):
         if key in journal:
             text = _string(problems, journal, key, f"journal.{key}", what="an absolute path")

@@ -25,6 +25,8 @@ POINTS = {
     "key.after_new_slot": "the evolved key written and fsynced in the key file's free slot, the "
     "old key's slot not yet overwritten",
     "head.before_rename": "the head file's temporary written and fsynced, not renamed",
+    "verification_key.before_rename": "the demo's verification key (the seed) in its temporary "
+    "file, fsynced, not renamed",
 }
 
 ENVIRONMENT = "TABLECTL_FAULT_AT"

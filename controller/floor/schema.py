@@ -63,6 +63,12 @@ RECORDED_AT_SQL_DOC = "YYYY-MM-DDTHH:MM:SS.ffffff+00:00"
 STATEMENT_TIMEOUT_MS = 30_000
 #: gaming days made ahead (the current one, the day before, and these many after)
 DAYS_AHEAD = 3
+#: the most days ahead ensure_partitions_ahead makes for anyone (the DBA's `floor maintain`
+#: calls ensure_partitions for more): a writer's login cannot fill the catalog
+MAX_DAYS_AHEAD = 7
+#: a table's login gets the work of ensure_partitions_ahead done at most once in this long
+#: (a shipper asks at each connection; reconnecting faster changes nothing on the floor)
+PARTITIONS_CALL_SECONDS = 10
 
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
@@ -103,6 +109,14 @@ ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_verified_seq bigin
     DEFAULT 0;
 ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_verified_hash text NOT NULL
     DEFAULT repeat('0', 64);
+-- durable_elsewhere(): the last row the floor holds on two machines (a synchronous standby
+-- flushed it, or the WAL archive holds it), and the mark it is proving next (a head and the
+-- WAL position after its commit), checked at most once a second
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_elsewhere_seq bigint NOT NULL
+    DEFAULT 0;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_mark_seq bigint;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_mark_lsn pg_lsn;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_checked_at timestamptz;
 
 -- One partition per gaming day (by recorded_at, the table's UTC clock at the row's commit),
 -- made ahead by `floor init`/`floor maintain` and by every shipper as it connects; a row
@@ -220,13 +234,44 @@ BEGIN
 END
 $$;
 
+-- When a table's login last had a function's work done (writer_calls: the rate limit).
+CREATE TABLE IF NOT EXISTS {SCHEMA}.writer_calls (
+    role name NOT NULL,
+    function text NOT NULL,
+    last_at timestamptz NOT NULL,
+    PRIMARY KEY (role, function)
+);
+
 -- The current gaming day (the floor's clock) and the next ones: what a shipper makes ahead.
-CREATE OR REPLACE FUNCTION {SCHEMA}.ensure_partitions_ahead(days integer) RETURNS integer
-    LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+-- Bounded: at most {MAX_DAYS_AHEAD} days ahead (the DBA's ensure_partitions makes more), and for a
+-- table's login the work at most once in {PARTITIONS_CALL_SECONDS} s (0 made when asked sooner).
+DROP FUNCTION IF EXISTS {SCHEMA}.ensure_partitions_ahead(integer);
+CREATE FUNCTION {SCHEMA}.ensure_partitions_ahead(days integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
 AS $$
-    SELECT {SCHEMA}.ensure_partitions(
-        ((now() AT TIME ZONE cfg.time_zone) - cfg.gaming_day_start)::date - 1, days + 2)
-    FROM {SCHEMA}.settings AS cfg
+DECLARE
+    cfg {SCHEMA}.settings;
+BEGIN
+    IF days IS NULL OR days < 0 OR days > {MAX_DAYS_AHEAD} THEN
+        RAISE EXCEPTION 'ensure_partitions_ahead(%): from 0 to {MAX_DAYS_AHEAD} days ahead'
+            ' (the DBA''s floor maintain makes more)', days
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF session_user::text LIKE 'tablectl\\_table\\_%' THEN
+        IF EXISTS (SELECT 1 FROM {SCHEMA}.writer_calls
+                   WHERE role = session_user AND function = 'ensure_partitions_ahead'
+                     AND last_at > clock_timestamp()
+                         - interval '{PARTITIONS_CALL_SECONDS} seconds') THEN
+            RETURN 0;
+        END IF;
+        INSERT INTO {SCHEMA}.writer_calls AS c (role, function, last_at)
+            VALUES (session_user, 'ensure_partitions_ahead', clock_timestamp())
+            ON CONFLICT (role, function) DO UPDATE SET last_at = excluded.last_at;
+    END IF;
+    SELECT * INTO cfg FROM {SCHEMA}.settings;
+    RETURN {SCHEMA}.ensure_partitions(
+        ((now() AT TIME ZONE cfg.time_zone) - cfg.gaming_day_start)::date - 1, days + 2);
+END
 $$;
 
 -- H7 on the floor: a round's rows reach readers once the round is over. A round ends at an
@@ -373,6 +418,76 @@ BEGIN
 END
 $$;
 
+-- The WAL position held on a second machine: the least a synchronous standby has flushed
+-- (pg_stat_replication, sync or quorum standbys), or the end of the last WAL segment the
+-- archiver stored (pg_stat_archiver, with archive_mode on), the greater; NULL when neither.
+CREATE OR REPLACE FUNCTION {SCHEMA}.wal_durable_elsewhere() RETURNS pg_lsn
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    standby pg_lsn;
+    segment text;
+    archived pg_lsn;
+    size numeric := pg_size_bytes(current_setting('wal_segment_size'));
+BEGIN
+    SELECT min(flush_lsn) INTO standby FROM pg_stat_replication
+        WHERE sync_state IN ('sync', 'quorum');
+    IF current_setting('archive_mode') <> 'off' THEN
+        SELECT last_archived_wal INTO segment FROM pg_stat_archiver;
+        IF segment ~ '^[0-9A-F]{{24}}$' THEN
+            archived := '0/0'::pg_lsn
+                + ('x' || substr(segment, 9, 8))::bit(32)::bigint::numeric * 4294967296
+                + (('x' || substr(segment, 17, 8))::bit(32)::bigint + 1)::numeric * size;
+        END IF;
+    END IF;
+    RETURN greatest(standby, archived);
+END
+$$;
+
+-- What a table may remove locally without an archive: the last of its rows the floor holds
+-- durable on two machines. Two steps: a mark (the head now, and the WAL position now, after
+-- the head's commit) is proved once that position is held elsewhere (wal_durable_elsewhere),
+-- then a new mark is taken. A table's login asks for its own table only; answered from the
+-- last check within a second (a login cannot make the floor write faster than that).
+CREATE OR REPLACE FUNCTION {SCHEMA}.durable_elsewhere(tid text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    own text;
+    held {SCHEMA}.tables;
+    elsewhere pg_lsn;
+    durable bigint;
+BEGIN
+    SELECT table_id INTO own FROM {SCHEMA}.tables WHERE writer_role = session_user;
+    IF session_user::text LIKE 'tablectl\\_table\\_%' AND own IS DISTINCT FROM tid THEN
+        RAISE EXCEPTION 'a table''s role asks for its own table only'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT * INTO held FROM {SCHEMA}.tables WHERE table_id = tid FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    IF held.durable_checked_at > now() - interval '1 second' THEN
+        RETURN held.durable_elsewhere_seq;
+    END IF;
+    elsewhere := {SCHEMA}.wal_durable_elsewhere();
+    durable := held.durable_elsewhere_seq;
+    IF held.durable_mark_lsn IS NOT NULL AND elsewhere >= held.durable_mark_lsn THEN
+        durable := greatest(durable, held.durable_mark_seq);
+    END IF;
+    IF held.head_seq > durable
+       AND (held.durable_mark_lsn IS NULL OR durable >= held.durable_mark_seq) THEN
+        held.durable_mark_seq := held.head_seq;
+        held.durable_mark_lsn := pg_current_wal_insert_lsn();
+    END IF;
+    UPDATE {SCHEMA}.tables
+        SET durable_elsewhere_seq = durable, durable_mark_seq = held.durable_mark_seq,
+            durable_mark_lsn = held.durable_mark_lsn, durable_checked_at = clock_timestamp()
+        WHERE table_id = tid;
+    RETURN durable;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION {SCHEMA}.refuse_change() RETURNS trigger
     LANGUAGE plpgsql AS $$
 BEGIN
@@ -466,6 +581,7 @@ REVOKE ALL ON {SCHEMA}.journal_rows FROM {WRITER_GROUP}, {READER_GROUP}, {AUDITO
 GRANT INSERT ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
 GRANT SELECT (table_id, writer_role, head_seq, head_hash) ON {SCHEMA}.tables TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.ensure_partitions_ahead(integer) TO {WRITER_GROUP};
+GRANT EXECUTE ON FUNCTION {SCHEMA}.durable_elsewhere(text) TO {WRITER_GROUP}, {AUDITOR_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.record_verified(text, bigint, text) TO {AUDITOR_GROUP};
 -- readers (surveillance, the pit, reports): released state only (H7): the released rows
 -- (a function), the spans of ended rounds, of floor.tables the columns that move only when a

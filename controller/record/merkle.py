@@ -88,7 +88,14 @@ def last_leaf_of(level: int, index: int) -> int:
     return ((index + 1) << level) - 1
 
 
-def subtree_hash(start: int, end: int, node_at: NodeReader) -> bytes:
+#: Subtree hashes already computed, by (start, end): proofs of many leaves of one tree (a
+#: round's rows) share their ragged right edge.
+SubtreeCache = dict[tuple[int, int], bytes]
+
+
+def subtree_hash(
+    start: int, end: int, node_at: NodeReader, cache: SubtreeCache | None = None
+) -> bytes:
     """MTH of leaves [start, end) where that range is a subtree of a tree (RFC 9162's
     D[start:end] in a recursion): complete nodes read, the ragged right edge hashed."""
     n = end - start
@@ -96,8 +103,17 @@ def subtree_hash(start: int, end: int, node_at: NodeReader) -> bytes:
         raise MerkleError(f"an empty subtree [{start}, {end})")
     if n & (n - 1) == 0 and start % n == 0:
         return node_at(n.bit_length() - 1, start // n)
+    if cache is not None:
+        found = cache.get((start, end))
+        if found is not None:
+            return found
     k = _split(n)
-    return node_hash(subtree_hash(start, start + k, node_at), subtree_hash(start + k, end, node_at))
+    digest = node_hash(
+        subtree_hash(start, start + k, node_at, cache), subtree_hash(start + k, end, node_at, cache)
+    )
+    if cache is not None:
+        cache[(start, end)] = digest
+    return digest
 
 
 def tree_root(size: int, node_at: NodeReader) -> bytes:
@@ -107,8 +123,11 @@ def tree_root(size: int, node_at: NodeReader) -> bytes:
     return EMPTY_ROOT if size == 0 else subtree_hash(0, size, node_at)
 
 
-def inclusion_proof(index: int, size: int, node_at: NodeReader) -> list[bytes]:
-    """PATH(index, D[size]) (RFC 9162 §2.1.3.1), leaf side first."""
+def inclusion_proof(
+    index: int, size: int, node_at: NodeReader, cache: SubtreeCache | None = None
+) -> list[bytes]:
+    """PATH(index, D[size]) (RFC 9162 §2.1.3.1), leaf side first. `cache`: shared by the
+    proofs of many leaves of the same tree."""
     if not 0 <= index < size:
         raise MerkleError(f"leaf {index} is not in a tree of {size} leaves")
     proof: list[bytes] = []
@@ -123,7 +142,7 @@ def inclusion_proof(index: int, size: int, node_at: NodeReader) -> list[bytes]:
             siblings.append((start, start + k))
             start = start + k
     for low, high in reversed(siblings):
-        proof.append(subtree_hash(low, high, node_at))
+        proof.append(subtree_hash(low, high, node_at, cache))
     return proof
 
 

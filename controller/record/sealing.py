@@ -188,13 +188,23 @@ def read_key_file(path: str | Path) -> KeyState:
         raw = key_path.read_bytes()
     except OSError as error:
         raise SealingError(f"{key_path}: cannot read the sealing key: {error}") from error
-    state = _newest_slot(raw)[0] if len(raw) == KEY_FILE_SIZE else _legacy_state(raw)
-    if state is None:
+    return _key_state(key_path, raw)[0]
+
+
+def _key_state(path: Path, raw: bytes) -> tuple[KeyState, int, bool]:
+    """(the state, the slot it is in, whether it is a format-1 file's); SealingError when the
+    file holds none. A format-1 file (its JSON in slot 0's block) is read whatever follows
+    it: a cut inside its conversion may have grown the file with slot 1 not yet whole."""
+    state, index = _newest_slot(raw) if len(raw) == KEY_FILE_SIZE else (None, 0)
+    if state is not None:
+        return state, index, False
+    legacy = _legacy_state(raw[:_SLOT_SIZE].rstrip(b"\0"))
+    if legacy is None:
         raise SealingError(
-            f"{key_path}: not a sealing key file (no whole slot: damaged, or not written by "
+            f"{path}: not a sealing key file (no whole slot: damaged, or not written by "
             "`tablectl journal setup-keys`)"
         )
-    return state
+    return legacy, 0, True
 
 
 def _newest_slot(raw: bytes) -> tuple[KeyState | None, int]:
@@ -262,14 +272,7 @@ class Sealer:
             raw = self.path.read_bytes()
         except OSError as error:
             raise SealingError(f"{self.path}: cannot read the sealing key: {error}") from error
-        state, self._slot = _newest_slot(raw) if len(raw) == KEY_FILE_SIZE else (None, 0)
-        legacy = _legacy_state(raw) if len(raw) != KEY_FILE_SIZE else None
-        found = state or legacy
-        if found is None:
-            raise SealingError(
-                f"{self.path}: not a sealing key file (no whole slot: damaged, or not written by "
-                "`tablectl journal setup-keys`)"
-            )
+        found, self._slot, legacy = _key_state(self.path, raw)
         if len(found.key) != 32 or found.interval <= 0 or found.epoch < 0:
             raise SealingError(f"{self.path}: not a sealing key file (bad key, epoch or interval)")
         self._key = found.key
@@ -278,9 +281,8 @@ class Sealer:
         self.start = found.start
         self.interval = found.interval
         self._generation = found.generation
-        if legacy is not None:
+        if legacy:
             # the JSON file's bytes are in slot 0's block: the state goes to slot 1 first
-            self._slot = 0
             self._store(self._key, self.epoch)
             self.repaired.append(
                 f"converted {self.path} from key file format 1 (JSON) to two slots in place"

@@ -157,20 +157,18 @@ def stolen_key(key_path: Path) -> bytes:
 def forge_one_first_seal(state: Path, *, card_row: int = 101) -> tuple[int, int, int]:
     """Issue 30's forgery, as an intruder with root on the table PC does it with the files:
     every segment merged into the live file, every seal row dropped, a card changed in row
-    `card_row` (or the first card row after it), the rows renumbered and rehashed with their
-    original `recorded_at`, one seal appended under the key stolen from the key file (its
-    current epoch, no predecessor), the head file and the key file updated to match. Returns
+    `card_row` (or the first card row after it; the last one of a shorter journal), the rows
+    renumbered and rehashed with their original `recorded_at`, one seal appended under the
+    key stolen from the key file (its current epoch, no predecessor), the head file and the
+    key file updated to match. Returns
     (the changed row, the forged seal's row, its epoch)."""
     live = state / "journal.sqlite"
     segments = live_segments(live)
     rows = [row for segment in segments for row in read_all(segment)]
     rows.sort(key=lambda r: int(str(r[0])))
     kept = [list(r) for r in rows if r[1] not in ("seal", "segment")]
-    changed = next(
-        index
-        for index, row in enumerate(kept)
-        if index + 1 >= card_row and row[1] == "event" and '"card":"' in str(row[4])
-    )
+    cards = [i for i, row in enumerate(kept) if row[1] == "event" and '"card":"' in str(row[4])]
+    changed = next((i for i in cards if i + 1 >= card_row), cards[-1])  # a short journal: its last
     body = json.loads(str(kept[changed][4]))
     body["card"] = "As" if body["card"] != "As" else "Kd"
     kept[changed][4] = canonical_json(body)

@@ -27,7 +27,7 @@ from tablectl.controller.record.journal_upkeep import JournalUpkeep, apply_reten
 from tablectl.controller.record.sealing import Sealer, VerificationKey
 from tablectl.controller.service.service import TableService
 from tests.journal.crashing import faketime_env, held_key, log_of, run, setup_keys
-from tests.journal.history import build_history, start_daemon, write_config
+from tests.journal.history import SAME_DISK_SAID, build_history, start_daemon, write_config
 
 DAY_START = datetime.time(6, 0)
 
@@ -99,7 +99,8 @@ def test_a_start_65_days_ahead_retires_nothing_journals_the_step_and_keeps_the_k
     the sealing key does not jump ~1,560 epochs (hourly) ahead."""
     archive = tmp_path / "archive"
     config, port = _table(
-        tmp_path / "t", journal_extra=f'retain_days = 30\narchive_dir = "{archive}"'
+        tmp_path / "t",
+        journal_extra=f'retain_days = 30\narchive_dir = "{archive}"\n{SAME_DISK_SAID}',
     )
     closed, _ = seven_closed_segments(config)
     key_before = held_key(config)
@@ -140,13 +141,17 @@ def test_retention_counts_the_gaming_days_the_journal_holds_not_the_clocks(tmp_p
     live = config.parent / "journal.sqlite"
     live_day = _today() - datetime.timedelta(days=1)
     ahead = _today() + datetime.timedelta(days=65)
-    outcome = apply_retention(live, ahead, 30, archive, live_day=live_day)
+    outcome = apply_retention(
+        live, ahead, 30, archive, live_day=live_day, archive_same_filesystem=True
+    )
     assert outcome.retired == [] and len(outcome.kept) == 7
     assert all("fewer than retain_days = 30" in why for _, why in outcome.kept)
     # no archive and no floor: old enough, but the only copy
     only = apply_retention(live, _today(), 3, None, live_day=live_day)
     assert only.retired == [] and all("only copy" in why for _, why in only.kept)
-    outcome = apply_retention(live, _today(), 3, archive, live_day=live_day)
+    outcome = apply_retention(
+        live, _today(), 3, archive, live_day=live_day, archive_same_filesystem=True
+    )
     assert [p.name for p, _ in outcome.retired] == [p.name for p in closed[:5]]
     assert sorted(p.name for p in archive.iterdir()) == [p.name for p in closed[:5]]
     assert sorted(config.parent.glob("journal-*.sqlite")) == closed[5:]

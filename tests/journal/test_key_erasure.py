@@ -224,3 +224,39 @@ def test_a_key_file_with_no_whole_slot_is_refused_naming_it(tmp_path: Path):
     key_path.write_text('{"format": 7}')
     with pytest.raises(SealingError, match="setup-keys"):
         Sealer(key_path)
+
+
+def test_setup_keys_force_overwrites_the_old_key_file_in_place(tmp_path: Path):
+    """`setup-keys --force` on an existing key file: the same file (inode), the new seed in
+    it, the old seed nowhere in it (its blocks are the new file's)."""
+    key_path = tmp_path / "sealing-key"
+    old = setup_keys(key_path, interval=EPOCH, now=KEYS_MADE)
+    inode = key_path.stat().st_ino
+    new = setup_keys(key_path, interval=EPOCH, now=KEYS_MADE + 5)
+    assert key_path.stat().st_ino == inode and key_path.stat().st_size == KEY_FILE_SIZE
+    assert read_key_file(key_path).key == new.seed
+    assert keys_found(key_path.read_bytes(), {0: old.seed}) == []
+
+
+def test_a_cut_inside_the_conversion_of_a_format_1_file_loses_no_key(tmp_path: Path):
+    """The file grew to two slots but slot 2's bytes never landed (zeroes, or torn): the
+    format-1 JSON in slot 1's block is still read, and the conversion done again."""
+    key_path = tmp_path / "sealing-key"
+    seed = bytes(range(32))
+    legacy = {
+        "format": 1,
+        "key": seed.hex(),
+        "epoch": 3,
+        "last_sealed_epoch": 2,
+        "start": KEYS_MADE,
+        "interval": EPOCH,
+    }
+    text = (json.dumps(legacy, sort_keys=True) + "\n").encode()
+    first = text + bytes(KEY_FILE_SIZE // 2 - len(text))
+    for torn in (b"", b"tablectl sealing key slot v2\n{" * 3):  # slot 2: zeroes, or torn
+        key_path.write_bytes(first + torn + bytes(KEY_FILE_SIZE // 2 - len(torn)))
+        sealer = Sealer(key_path)
+        assert (sealer.epoch, sealer.last_sealed_epoch) == (3, 2)
+        assert "format 1" in sealer.repaired[0]
+        assert read_key_file(key_path).key == seed
+        assert not key_path.read_bytes()[: KEY_FILE_SIZE // 2].strip(b"\0")  # the JSON wiped
