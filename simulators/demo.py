@@ -71,7 +71,7 @@ from tablectl.controller.record.tablelock import (
     acquire_table_lock,
 )
 from tablectl.controller.service.daemon import Daemon, run_daemon
-from tablectl.controller.service.preflight import ERROR, check_free_space
+from tablectl.controller.service.preflight import ERROR, check_free_space, check_witness_keys
 from tablectl.drivers.registry import get_driver_class
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
@@ -208,6 +208,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="the libpq passfile holding the --floor-dsn role's password",
+    )
+    parser.add_argument(
+        "--witness",
+        default=None,
+        metavar="URL",
+        help="send the journal's signed checkpoints to this witness (`tablectl witness serve`, "
+        "C2SP tlog-witness) and check the journal against it at start; needs --witness-key",
+    )
+    parser.add_argument(
+        "--witness-key",
+        default=None,
+        metavar="VKEY",
+        help="the witness's public key (`tablectl witness setup-key` printed it)",
     )
     parser.add_argument(
         "--table",
@@ -358,6 +371,7 @@ def demo_config(
     *,
     table_id: str = "demo",
     floor: Mapping[str, Any] | None = None,
+    witness: Mapping[str, Any] | None = None,
 ) -> TableConfig:
     """The table's configuration, validated like a file's: devices at the demo's ptys/USB ids.
 
@@ -401,6 +415,8 @@ def demo_config(
     }
     if floor is not None:
         data["floor"] = dict(floor)
+    if witness is not None:
+        data["witness"] = dict(witness)
     return parse_config(data, "tablectl demo (generated)")
 
 
@@ -414,6 +430,14 @@ def _floor_section(args: argparse.Namespace) -> dict[str, Any] | None:
     if passfile is not None:
         section["passfile"] = str(passfile)
     return section
+
+
+def _witness_section(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The [witness] section for --witness URL --witness-key VKEY, or None."""
+    url = getattr(args, "witness", None)
+    if not url:
+        return None
+    return {"witnesses": [{"url": url, "key": getattr(args, "witness_key", None) or ""}]}
 
 
 VERIFICATION_KEY_FILE = "verification-key"
@@ -638,6 +662,14 @@ async def play_demo(
     harness.plug()
     if on_plugged is not None:
         on_plugged(harness)
+    if getattr(args, "witness", None) and not getattr(args, "witness_key", None):
+        lock.release()
+        harness.unplug()
+        print(
+            "tablectl demo: --witness needs --witness-key (the witness's public key)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         config = demo_config(
             args.game,
@@ -649,7 +681,21 @@ async def play_demo(
             drivers,
             table_id=getattr(args, "table_id", "demo"),
             floor=_floor_section(args),
+            witness=_witness_section(args),
         )
+        if config.witness is not None:
+            problems = check_witness_keys(config)
+            if problems:
+                for problem in problems:
+                    print(f"tablectl demo: --witness-key: {problem.message}", file=sys.stderr)
+                return 2
+            table_key = (state_dir / TABLE_KEY_FILE).read_text().strip()
+            print(
+                f"witnessed by {config.witness.witnesses[0].url}: the table's key is "
+                f"{table_key} (in {state_dir / TABLE_KEY_FILE}); the witness must know it: "
+                f'tablectl witness serve ... --log "$(cat {state_dir / TABLE_KEY_FILE})"',
+                flush=True,
+            )
         why_not = cannot_resume(config)
         if why_not is not None:
             print(f"tablectl demo: {why_not}", file=sys.stderr)

@@ -78,7 +78,29 @@ def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
     problems += check_sealing_key(config)
     problems += check_archive_dir(config)
     problems += check_witness_keys(config)
+    problems += check_identity_key(config)
     problems += check_system_libraries(config)
+    return problems
+
+
+def check_identity_key(config: TableConfig) -> list[Problem]:
+    """A table with witnesses has its identity key: it signs the checkpoints they cosign."""
+    if config.witness is None:
+        return []
+    from tablectl.controller.record.checkpoints import identity_key_path
+
+    problems: list[Problem] = []
+    identity = identity_key_path(config.sealing_key_path)
+    if not identity.is_file():
+        problems.append(
+            Problem(
+                ERROR,
+                "witness",
+                f"no identity key at {identity}: the table signs no checkpoint for its "
+                f"witnesses without it; create it with `tablectl journal setup-keys --config "
+                f"{config.source}`",
+            )
+        )
     return problems
 
 

@@ -92,6 +92,45 @@ def test_a_password_in_the_configured_dsn_is_refused() -> None:
         parse_config({**base, "floor": {"dsn": "service=f", "batch_rows": 0}}, "t1.toml")
 
 
+def test_a_dsn_over_several_servers_must_ask_for_the_primary() -> None:
+    """A replicated floor's DSN lists its servers; without target_session_attrs=read-write
+    libpq keeps the first that answers, a standby after a failover: refused, with the fix."""
+    base = {"table": {"id": "t1", "game": "five_card_hilo"}}
+    for dsn in (
+        "host=a,b,c port=5432,5432,5432 dbname=floor user=tablectl_table_t1",
+        "host=a,b dbname=floor target_session_attrs=any",
+        "host=a,b dbname=floor target_session_attrs=standby",
+        "postgresql://a:5432,b:5432/floor?user=tablectl_table_t1",
+    ):
+        with pytest.raises(ConfigError, match=r"floor\.dsn: names several servers.*read-write"):
+            parse_config({**base, "floor": {"dsn": dsn}}, "t1.toml")
+    for dsn in (
+        "host=a,b,c port=5432,5432,5432 dbname=floor target_session_attrs=read-write",
+        "host=a,b dbname=floor target_session_attrs=primary",
+        "postgresql://a:5432,b:5432/floor?target_session_attrs=read-write",
+        "host=floor.casino dbname=floor",
+        "service=tablectl-floor",
+    ):
+        config = parse_config({**base, "floor": {"dsn": dsn}}, "t1.toml")
+        assert config.floor is not None and config.floor.dsn == dsn
+
+
+def test_floor_init_says_whether_a_synchronous_standby_holds_the_rows(
+    floor_db: FloorDb, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One server alone: `floor init` says the rows are on one machine; asked to require a
+    synchronous standby, it refuses (the replicated case: tests/floor/test_floor_failover.py)."""
+    from tablectl.controller.commands.cli import main as tablectl
+
+    assert tablectl(["floor", "init", "--dsn", floor_db.admin_dsn]) == 0
+    said = capsys.readouterr()
+    assert "no synchronous standby" in said.out + said.err
+    code = tablectl(["floor", "init", "--dsn", floor_db.admin_dsn, "--require-sync-standby"])
+    said = capsys.readouterr()
+    assert code == 1
+    assert "no synchronous standby" in said.err and "synchronous_standby_names" in said.err
+
+
 def test_verify_round_and_report_from_the_floor(floor_db: FloorDb, tmp_path: Path) -> None:
     table_id = unique_table_id()
     journal = _play_hilo_with_faults(floor_db, tmp_path / "table", table_id)
