@@ -590,8 +590,13 @@ async def play_demo(
     on_round: RoundCallback | None = None,
     on_plugged: HarnessCallback | None = None,
     shuffle_seconds: float = SHUFFLE_SECONDS,
+    interrupted: asyncio.Event | None = None,
 ) -> int:
     """The demo on the running loop; ``args`` as `add_arguments` parses them. Exit status.
+
+    ``interrupted``: set on Ctrl-C by whoever runs several tables at once (the floor demo,
+    one handler for all: the loop keeps one handler a signal, the last one added); None, the
+    demo's own SIGINT/SIGTERM handler sets its own.
 
     ``on_round`` and ``on_plugged`` are the seams a soak uses (tests/soak/daemon_soak.py) to
     check every round against the daemon while it runs; the demo itself passes neither.
@@ -634,9 +639,10 @@ async def play_demo(
     if not getattr(args, "floor", False):
         print(f"resume this table later with: {resume_command(args)}", flush=True)
     loop = asyncio.get_running_loop()
-    interrupted = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, interrupted.set)
+    if interrupted is None:
+        interrupted = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, interrupted.set)
     drivers: dict[str, str] = getattr(args, "drivers", None) or {}
     try:
         harness = SimulatedTableHarness(

@@ -133,6 +133,9 @@ ALARM_COALESCE_SECONDS = 5.0
 EXIT_JOURNAL_DAMAGED = EXIT_REFUSED
 #: How much longer systemd should wait, told every REPLAY_PROGRESS_EVERY events of a replay.
 REPLAY_EXTEND_USEC = 30_000_000
+#: Seconds beyond the device wait asked of systemd for the rest of the start (READY follows
+#: within a drain of the events the devices sent).
+DEVICE_WAIT_MARGIN = 10.0
 #: The last rows of the live segment the operator socket reads its answers to client ids from
 #: (a retry after a restart is answered, not applied twice): bounded, whatever the history.
 OPERATOR_MEMORY_ROWS = 8192
@@ -425,15 +428,30 @@ class Daemon:
             ) from error
 
     async def wait_for_devices(self, timeout: float) -> list[str]:
-        """Wait until every device has handshaken, at most `timeout` s; the absent ones' names."""
-        if self.drivers:
-            await asyncio.wait(
-                [
-                    asyncio.ensure_future(driver.wait_connected(timeout))
-                    for driver in self.drivers.values()
-                ]
-            )
+        """Wait until every device has handshaken, at most `timeout` s; the absent ones' names.
+
+        While it waits, systemd is told what for (STATUS=, shown by `systemctl status` and
+        `systemctl start`'s wait) and that the start needs that long (EXTEND_TIMEOUT_USEC)."""
+        started = time.monotonic()
+        pending = {
+            asyncio.ensure_future(driver.wait_connected(timeout))
+            for driver in self.drivers.values()
+        }
+        while pending:
+            self._say_waiting(timeout - (time.monotonic() - started))
+            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
         return [name for name, driver in self.drivers.items() if not driver.up]
+
+    def _say_waiting(self, seconds_left: float) -> None:
+        waiting = [name for name, driver in self.drivers.items() if not driver.up]
+        if not waiting or seconds_left <= 0:
+            return
+        self.notifier.notify(
+            f"STATUS=waiting for {', '.join(waiting)} to handshake (at most {seconds_left:.0f} s "
+            "more, then ready without them)",
+            f"EXTEND_TIMEOUT_USEC={int((seconds_left + DEVICE_WAIT_MARGIN) * 1_000_000)}",
+            drop_when_busy=True,
+        )
 
     async def announce_ready(self, absent: list[str]) -> None:
         """READY=1 with the round's state; absent devices raise an alarm and show in STATUS."""
@@ -1172,6 +1190,7 @@ class Daemon:
         self.notifier.notify(
             f"STATUS=replaying the journal: row {seq} of {last_seq} ({events} events)",
             f"EXTEND_TIMEOUT_USEC={REPLAY_EXTEND_USEC}",
+            drop_when_busy=True,  # the next progress notice says it again
         )
 
     def _sync(self, only: str | None = None) -> None:
