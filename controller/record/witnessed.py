@@ -77,6 +77,7 @@ class WitnessedStore:
     """`JOURNAL.witnessed/`: the newest checkpoint each witness cosigned, one file each."""
 
     def __init__(self, journal_path: Path) -> None:
+        self.journal_path = journal_path
         self.directory = witnessed_dir(journal_path)
 
     def save(self, witness: str, note: str) -> None:
@@ -163,3 +164,68 @@ def newest_per_witness(anchors: Iterable[Anchor]) -> Mapping[str, Anchor]:
         if anchor.witness not in newest or anchor.size > newest[anchor.witness].size:
             newest[anchor.witness] = anchor
     return newest
+
+
+@dataclass(frozen=True)
+class WitnessedVerdict:
+    """`journal verify --witness-key`'s verdict: the span the cosigned checkpoints prove, or
+    why the journal contradicts them (`first_bad_seq`), or that none was found."""
+
+    ok: bool
+    message: str
+    first_bad_seq: int | None = None
+    proven_rows: int = 0
+    rows: int = 0
+
+
+def verify_witnessed(
+    live: Path,
+    tree_size: int,
+    root_at: Callable[[int], bytes],
+    table: Verifier,
+    witnesses: Iterable[Verifier],
+    given: Iterable[tuple[str, str]] = (),
+) -> WitnessedVerdict:
+    """The journal's log (`tree_size` leaves, `root_at`) against every checkpoint cosigned by
+    one of `witnesses` (and signed by `table`): those held beside `live` and `given`
+    (where, note text), e.g. fetched from a witness by the regulator."""
+    keys = list(witnesses)
+    anchors, problems = WitnessedStore(live).held(table, keys)
+    for where, note in given:
+        found = False
+        for witness in keys:
+            try:
+                anchors.append(open_cosigned(note, table, witness, where))
+                found = True
+            except NoteError:
+                continue
+        if not found:
+            problems.append(
+                f"{where}: no checkpoint of {table.name} cosigned by a witness key given"
+            )
+    said = "".join(f"; {problem}" for problem in problems)
+    if not anchors:
+        return WitnessedVerdict(
+            False,
+            f"no checkpoint cosigned by {', '.join(k.name for k in keys)} was found (held "
+            f"beside the journal in {witnessed_dir(live)}, or given with --cosigned){said}: "
+            "nothing outside the box vouches for this journal",
+            rows=tree_size,
+        )
+    damage = anchor_damage(anchors, tree_size, root_at)
+    if damage is not None:
+        return WitnessedVerdict(False, damage.message + said, damage.first_bad_seq, rows=tree_size)
+    newest = max(anchors, key=lambda a: (a.size, a.cosigned_at))
+    who = sorted({a.witness for a in anchors if a.size == newest.size})
+    rest = (
+        f"; rows {newest.size + 1}-{tree_size} are not witnessed yet"
+        if tree_size > newest.size
+        else ""
+    )
+    return WitnessedVerdict(
+        True,
+        f"witnessed: rows 1-{newest.size} are the rows {', '.join(who)} cosigned (a checkpoint "
+        f"of {newest.size} rows at {newest.cosigned_at}, {newest.source}){rest}{said}",
+        proven_rows=newest.size,
+        rows=tree_size,
+    )

@@ -105,6 +105,19 @@ def stub_cadence_short(deck: Mapping[str, Any]) -> str:
     return f"{count} of {every}"
 
 
+def deck_words(deck: Mapping[str, Any], *, short: bool = False) -> list[str]:
+    """A deck as `status` and `watch` both say it: its state, then, once anything was reported
+    on it, the S1 cadence and the cards in the shoe (`short`: the watch's table columns). A
+    deck nothing reported on yet is "not yet seen", never a state the engine assumes."""
+    state = deck.get("state")
+    if state == "not_seen":
+        return ["not yet seen"] if short else [deck_state(state)]
+    cards = deck.get("cards_in_shoe", 0)
+    if short:
+        return [deck_state(state), stub_cadence_short(deck), str(cards)]
+    return [deck_state(state), stub_cadence(deck), f"{cards} cards in the shoe"]
+
+
 def when(stamp: object) -> str:
     """An ISO time as the local clock reads it ("14:02:11", or with the date if not today)."""
     try:
@@ -152,14 +165,7 @@ def describe(status: Mapping[str, Any]) -> list[str]:
     lines.append("decks:")
     for name, deck in decks.items():
         marker = " (current)" if name == current and len(decks) > 1 else ""
-        if deck.get("state") == "not_seen":
-            lines.append(f"  {name}{marker}: {deck_state(deck.get('state'))}")
-            continue
-        lines.append(
-            f"  {name}{marker}: {deck_state(deck.get('state'))}; "
-            f"{stub_cadence(deck)}; "
-            f"{deck.get('cards_in_shoe', 0)} cards in the shoe"
-        )
+        lines.append(f"  {name}{marker}: {'; '.join(deck_words(deck))}")
     devices = status.get("devices") or {}
     down = status.get("devices_down") or {}
     lines.append("devices:")
