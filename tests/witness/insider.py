@@ -82,3 +82,11 @@ def row_count(live: Path) -> int:
         return int(db.execute("SELECT max(seq) FROM journal").fetchone()[0])
     finally:
         db.close()
+
+
+def first_seq(live: Path) -> int:
+    db = sqlite3.connect(f"file:{live}?mode=ro", uri=True)
+    try:
+        return int(db.execute("SELECT min(seq) FROM journal").fetchone()[0])
+    finally:
+        db.close()
