@@ -264,6 +264,7 @@ class _Witness:
             self._log.error("witness_cosignature_not_kept", error=str(error))
         self.cosigned = anchor
         self.known_size = anchor.size
+        self.client.last_error.pop(self.name, None)
         if self.refused is not None:
             self._log.warning("witness_cosigns_again", size=anchor.size)
         self.refused = None
