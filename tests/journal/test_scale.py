@@ -18,7 +18,9 @@ from tests.journal.history import MEMORY_LIMIT, build_history, start_daemon, wri
 ROUNDS = 20_000  # no checkpoint after the last round: the start replays the 25 before it
 
 
-def test_the_daemon_starts_on_20000_rounds_from_its_last_checkpoint_under_512_mib(tmp_path: Path) -> None:
+def test_the_daemon_starts_on_20000_rounds_from_its_checkpoint_under_512_mib(
+    tmp_path: Path,
+) -> None:
     config = write_config(tmp_path / "table")
     rounds, rows = build_history(config, ROUNDS, checkpoint_last=False)
     assert rounds == ROUNDS and rows > 600_000
