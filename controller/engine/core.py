@@ -871,8 +871,8 @@ class Engine:
                 return decisions
         blocked = self._mid_round_block()
         if blocked is not None:
-            # a rule that stops the round's later cards too (3C21: the rack's G5 reshuffle
-            # jammed, C4): the card is not dealt, nor taken for the burn card
+            # a game's rule that stops the round's later cards too (C4 after a mid-round
+            # reshuffle that jammed): the card is not dealt, nor taken for the burn card
             self._discard_unusable(card)
             return [*decisions, self._d("deal_blocked", blocked, self._block_reason(blocked))]
         foreign = self._foreign_card(card, ev.get("deck"))
@@ -1698,17 +1698,17 @@ class Engine:
 
     def _unfinished_remedy(self) -> list[Decision]:
         """At the collection of a round played out: a remedy the rules asked for and never
-        got (HILO's M7), as decisions that end the round void; none by default."""
+        got (a game's own rule), as decisions that end the round void; none by default."""
         return []
 
     def _mid_round_block(self) -> str | None:
-        """A rule that blocks a later card of a round already dealing (3C21: C4 after its
-        rack's G5 reshuffle jammed), or None."""
+        """A game's rule that blocks a later card of a round already dealing (C4 after a
+        mid-round reshuffle of its own jammed), or None."""
         return None
 
     def _manual_shoe_fault(self, fault: str) -> list[Decision]:
         """A manual (card-reading) shoe reports a fault other than empty or an undecodable
-        frame: nothing by default (the cards dealt stand); 3C21 decides (I6)."""
+        frame: nothing by default (the cards dealt stand); a game may decide (I6)."""
         return []
 
     # Events of another game's steps: refused, naming the step this game does not have.
