@@ -13,7 +13,7 @@ import os
 
 from setuptools import find_packages, setup
 
-FOLDERS = ("controller", "drivers", "simulators")
+FOLDERS = ("controller", "drivers", "simulators", "games")
 #: folder -> the package its files ship in (data only: no Python is imported from these)
 DATA_FOLDERS = {
     "share": "tablectl.share",

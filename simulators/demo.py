@@ -40,6 +40,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+import tablectl.simulators.shuffles as shuffles
 from tablectl.controller.commands.cli import add_old_option_name
 from tablectl.controller.common.config import (
     SEALING_KEY_NAME,
@@ -49,13 +50,20 @@ from tablectl.controller.common.config import (
 )
 from tablectl.controller.common.logs import configure_logging
 from tablectl.controller.engine.registry import bundled_game_names
+from tablectl.controller.record.checkpoints import default_origin, identity_key_path
 from tablectl.controller.record.durable import write_private_file
 from tablectl.controller.record.journal import (
     JournalError,
     read_rows,
     recover_at_start,
 )
-from tablectl.controller.record.sealing import SealingError, VerificationKey, setup_keys
+from tablectl.controller.record.note import NoteError, create_identity_key, load_identity_key
+from tablectl.controller.record.sealing import (
+    SealingError,
+    VerificationKey,
+    read_key_file,
+    setup_keys,
+)
 from tablectl.controller.record.tablelock import (
     LockError,
     TableLock,
@@ -65,7 +73,6 @@ from tablectl.controller.record.tablelock import (
 from tablectl.controller.service.daemon import Daemon, run_daemon
 from tablectl.controller.service.preflight import ERROR, check_free_space
 from tablectl.drivers.registry import get_driver_class
-from tablectl.simulators import shuffles
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
 from tablectl.simulators.narration import StepPrinter, last_seq, summarise
@@ -410,6 +417,19 @@ def _floor_section(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 VERIFICATION_KEY_FILE = "verification-key"
+#: The table's public identity key in the demo's state dir (`proof verify --table-key`).
+TABLE_KEY_FILE = "table-key"
+
+
+def demo_identity_key(state_dir: Path, table_id: str) -> None:
+    """The demo signs its Merkle log's checkpoints like a table: an identity key beside the
+    sealing key (once), its public key in STATE_DIR/table-key."""
+    key_file = identity_key_path(state_dir / SEALING_KEY_NAME)
+    if key_file.exists():
+        key = load_identity_key(key_file)
+    else:
+        key = create_identity_key(key_file, default_origin(table_id))
+    write_private_file(state_dir / TABLE_KEY_FILE, f"{key.vkey}\n")
 
 
 def demo_sealing_keys(state_dir: Path) -> str | None:
@@ -425,20 +445,20 @@ def demo_sealing_keys(state_dir: Path) -> str | None:
     verification_file = state_dir / VERIFICATION_KEY_FILE
     if not key_file.exists():
         verification = setup_keys(key_file)
-        write_private_file(verification_file, f"{verification}\n")
+        write_private_file(
+            verification_file, f"{verification}\n", fault="verification_key.before_rename"
+        )
         return None
     with contextlib.suppress(OSError, ValueError):
         VerificationKey.parse(verification_file.read_text())
         return None
     try:
-        held = json.loads(key_file.read_text())
-        if int(held["epoch"]) == 0:
-            seed = VerificationKey(
-                bytes.fromhex(held["key"]), int(held["start"]), int(held["interval"])
-            )
+        held = read_key_file(key_file)
+        if held.epoch == 0:
+            seed = VerificationKey(held.key, held.start, held.interval)
             write_private_file(verification_file, f"{seed}\n")
             return f"{verification_file} was missing or empty: written again from the key"
-    except (OSError, ValueError, KeyError, TypeError):
+    except SealingError:
         pass
     return (
         f"{verification_file} is missing or empty and the sealing key has evolved since: the "
@@ -576,7 +596,7 @@ async def play_demo(
         return 1
     # As `tablectl run`: no start on a disk too full to journal, what a crash left behind
     # put right (or refused, said), the keys written durably.
-    refused = prepare_state_dir(state_dir)
+    refused = prepare_state_dir(state_dir, getattr(args, "table_id", "demo"))
     if refused is not None:
         lock.release()
         print(f"tablectl demo: {refused}", file=sys.stderr)
@@ -642,7 +662,7 @@ def open_round(engine: Any) -> tuple[str, list[int], bool] | None:
     return engine.state, list(rnd.positions), bool(rnd.started)
 
 
-def prepare_state_dir(state_dir: Path) -> str | None:
+def prepare_state_dir(state_dir: Path, table_id: str = "demo") -> str | None:
     """Before the demo's daemon starts: why it must not (a full disk, a journal file it
     cannot use), or None; what a crash left behind is put right and said on stderr."""
     journal = state_dir / "journal.sqlite"
@@ -653,7 +673,8 @@ def prepare_state_dir(state_dir: Path) -> str | None:
         for done in recover_at_start(journal, state_dir / SEALING_KEY_NAME):
             print(f"tablectl demo: {done}", file=sys.stderr)
         said = demo_sealing_keys(state_dir)
-    except (JournalError, SealingError, OSError) as error:
+        demo_identity_key(state_dir, table_id)
+    except (JournalError, SealingError, NoteError, OSError) as error:
         return str(error)
     if said is not None:
         print(f"tablectl demo: {said}", file=sys.stderr)

@@ -25,7 +25,7 @@ from typing import Any
 from tablectl.controller.engine.gaming_day import gaming_day_of
 from tablectl.controller.floor.report import build_report, write_csv, write_html
 from tablectl.controller.floor.schema import READER_GROUP, add_table, create_schema
-from tablectl.controller.floor.store import connect, rows_relation, verify_table
+from tablectl.controller.floor.store import connect, table_rows_sql, verify_table
 from tablectl.simulators.pgserver import PostgresUnavailable, ThrowawayPostgres
 
 #: table id -> (game, fault rate, the faults injected)
@@ -88,10 +88,16 @@ async def run_floor_demo(args: argparse.Namespace, seed: int, play_demo: PlayDem
         report = build_report(conn, day)
         csv_path = write_csv(report, state_dir / f"floor-report-{day}.csv")
         html_path = write_html(report, state_dir / f"floor-report-{day}.html")
-        voided = conn.execute(
-            f"SELECT table_id, round FROM {rows_relation(conn)} WHERE kind = 'decision'"
-            " AND body::jsonb ->> 'decision' = 'void_round' ORDER BY table_id, seq LIMIT 1"
-        ).fetchone()
+        voided = None
+        for table_id in FLOOR_TABLES:
+            source, where, params = table_rows_sql(conn, table_id, kind="decision")
+            voided = conn.execute(
+                f"SELECT %s, r.round FROM {source} WHERE {where}"
+                " AND r.body::jsonb ->> 'decision' = 'void_round' ORDER BY r.seq LIMIT 1",
+                (table_id, *params),
+            ).fetchone()
+            if voided:
+                break
     print(f"report (gaming day {day}): {html_path}")
     print(f"report as CSV: {csv_path}")
     if voided:

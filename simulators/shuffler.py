@@ -10,9 +10,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import tablectl.simulators.shuffles as shuffles
 from tablectl.drivers.protocol import messages as m
 from tablectl.drivers.protocol.messages import Fault, Msg, ResultCode
-from tablectl.simulators import shuffles
 from tablectl.simulators.cards import composition
 from tablectl.simulators.device import OK, SimulatedDevice
 

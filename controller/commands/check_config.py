@@ -19,7 +19,7 @@ from collections import defaultdict
 
 from tablectl.controller.common.config import ConfigError, TableConfig, load_config
 from tablectl.controller.record.tablelock import lock_path_for, running_holder
-from tablectl.controller.service.preflight import errors, preflight
+from tablectl.controller.service.preflight import check_witness_keys, errors, preflight
 
 EXIT_CODES = """exit status:
   0  the files are valid and `tablectl run` would start (warnings, if any, on stderr)
@@ -71,7 +71,9 @@ def _check_one(path: str, *, file_only: bool) -> TableConfig | None:
             f"{lock_path_for(config.journal_path)}); its metrics address and socket are its own",
             file=sys.stderr,
         )
-    problems = [] if file_only else preflight(config, running=running is not None)
+    problems = (
+        check_witness_keys(config) if file_only else preflight(config, running=running is not None)
+    )
     for found in problems:
         print(found.text(config.source), file=sys.stderr)
     failed = errors(problems)
@@ -91,6 +93,12 @@ def _check_one(path: str, *, file_only: bool) -> TableConfig | None:
             f"; ships to the floor store: {config.floor.dsn}"
             + (f" (passfile {config.floor.passfile})" if config.floor.passfile else "")
             if config.floor is not None
+            else ""
+        )
+        + (
+            f"; witnesses: {', '.join(w.name for w in config.witness.witnesses)} (quorum "
+            f"{config.witness.quorum})"
+            if config.witness is not None
             else ""
         )
     )

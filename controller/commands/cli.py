@@ -64,9 +64,17 @@ COMMANDS: dict[str, Command] = {
         "tablectl.controller.commands.journal",
         "verify, back up or seal a journal (setup-keys), or show a round's cards",
     ),
+    "proof": Command(
+        "tablectl.controller.commands.proof",
+        "check a round's proof (journal prove) offline: its rows, the signed checkpoint",
+    ),
     "floor": Command(
         "tablectl.controller.commands.floor",
         "the floor store in PostgreSQL: init, verify, compare, round, report",
+    ),
+    "witness": Command(
+        "tablectl.controller.commands.witness",
+        "a witness for tables' journals (C2SP tlog-witness): setup-key, serve",
     ),
     "op": Command(
         "tablectl.controller.commands.op", "send one operator event to the running table"

@@ -209,8 +209,16 @@ def _init(args: argparse.Namespace) -> int:
     try:
         params = {k: str(v) for k, v in conninfo_to_dict(args.dsn).items()}
         dbname = params.get("dbname") or str(conn.info.dbname)
-        create_schema(conn)
+        hidden = create_schema(conn)
         print(f"floor schema ready in database {dbname} (groups {WRITER_GROUP}, {READER_GROUP})")
+        if not hidden:
+            print(
+                "tablectl floor init: warning: not a superuser, so the server's row counters "
+                "(pg_stat_*, relation sizes, pg_locks, the transaction counter) stay readable "
+                "by every login: readers could count the rows of a round in play; run "
+                "`tablectl floor init` once as a superuser (docs/floor.md, Roles)",
+                file=sys.stderr,
+            )
         for table_id in args.table:
             done = add_table(conn, table_id, passfile=args.write_passfile, dbname=dbname)
             where = f"; password in {args.write_passfile}" if done.password_written else ""

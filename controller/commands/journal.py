@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tablectl.controller.common.config import SERVICE_USER, ConfigError, load_config
+from tablectl.controller.record.checkpoints import default_origin, identity_key_path
+from tablectl.controller.record.durable import write_private_file
 from tablectl.controller.record.export import COLUMNS, export_records
 from tablectl.controller.record.journal import (
     EXIT_TAMPERED,
@@ -34,6 +36,13 @@ from tablectl.controller.record.journal import (
     segment_files,
     verify_journal,
 )
+from tablectl.controller.record.note import (
+    IdentityKey,
+    NoteError,
+    create_identity_key,
+    load_identity_key,
+)
+from tablectl.controller.record.round_proof import ProofError, prove_round_in
 from tablectl.controller.record.sealing import (
     DEFAULT_EPOCH_SECONDS,
     SealingError,
@@ -110,6 +119,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = backup.add_mutually_exclusive_group(required=True)
     source.add_argument("--config", metavar="FILE", help="the table's configuration")
     source.add_argument("--journal", metavar="PATH", help="the live journal file")
+    prove = actions.add_parser(
+        "prove",
+        help="a proof for one ended round: its rows, inclusion proofs, the signed checkpoint",
+    )
+    prove.add_argument(
+        "path", metavar="PATH", help="the journal's directory of segments, or its live file"
+    )
+    prove.add_argument("--round", type=int, required=True, metavar="N", help="the round")
+    prove.add_argument(
+        "--output", required=True, metavar="BUNDLE", help="where to write the proof (JSON)"
+    )
+    prove.add_argument(
+        "--archive", type=Path, metavar="DIR", help="the directory retention moved segments to"
+    )
+    prove.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="FILE",
+        help="a signed (cosigned) checkpoint note to prove against (default: the newest beside "
+        "the journal, the cosigned one when it covers the round)",
+    )
     keys = actions.add_parser(
         "setup-keys", help="write the sealing key; print the verification key (keep it away)"
     )
@@ -122,7 +152,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"seal epoch length (default {DEFAULT_EPOCH_SECONDS} s)",
     )
     keys.add_argument(
-        "--force", action="store_true", help="replace an existing sealing key (a new seed)"
+        "--force",
+        action="store_true",
+        help="replace an existing sealing key (a new seed) and identity key",
+    )
+    keys.add_argument(
+        "--origin",
+        metavar="NAME",
+        help="the name of the table's identity key and its checkpoints' origin (default "
+        "tablectl/TABLE-ID; make it unique, e.g. casino.example/tables/TABLE-ID)",
     )
     keys.add_argument(
         "--user",
@@ -156,10 +194,12 @@ def run(args: argparse.Namespace) -> int:
             return _backup(args)
         if args.action == "setup-keys":
             return _setup_keys(args)
+        if args.action == "prove":
+            return _prove(args)
         if args.action == "seat-bias":
             return _seat_bias(args.path, as_json=args.json)
         return _show(args.path, args.round, as_json=args.json)
-    except (JournalError, SealingError) as error:
+    except (JournalError, SealingError, NoteError) as error:
         print(f"tablectl journal: {error}", file=sys.stderr)
         return EXIT_UNREADABLE
     except BrokenPipeError:
@@ -299,6 +339,15 @@ def _backup(args: argparse.Namespace) -> int:
 def _setup_keys(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     path = config.sealing_key_path
+    identity = identity_key_path(path)
+    if path.exists() and not args.force and not identity.exists():
+        # a table sealed before the Merkle log: its identity key only
+        table_key = _identity_key(args, config.table_id, identity)
+        print(table_key.vkey)
+        print(
+            f"table key (checkpoints; proof verify --table-key): {table_key.vkey}", file=sys.stderr
+        )
+        return 0
     if path.exists() and not args.force:
         print(
             f"tablectl journal setup-keys: {path} exists; --force draws a new seed (seals made "
@@ -307,13 +356,17 @@ def _setup_keys(args: argparse.Namespace) -> int:
         )
         return 1
     key = setup_keys(path, interval=args.interval)
+    table_key = _identity_key(args, config.table_id, identity)
     if os.geteuid() == 0:
         try:
             user = pwd.getpwnam(args.user)
-            os.chown(path, user.pw_uid, user.pw_gid)
+            for owned in (path, identity):
+                os.chown(owned, user.pw_uid, user.pw_gid)
         except KeyError:
             print(f"warning: no user {args.user!r}: {path} stays root's", file=sys.stderr)
     print(str(key))
+    # beside it (stderr: stdout stays the verification key alone, as scripts read it)
+    print(f"{TABLE_KEY_SAID}{table_key.vkey}", file=sys.stderr)
     print(
         json.dumps({"sealing_key": str(path), "interval_seconds": args.interval}),
         file=sys.stderr,
@@ -322,6 +375,36 @@ def _setup_keys(args: argparse.Namespace) -> int:
         "Keep the verification key above away from the table PC (print it, store it with the "
         "regulator's copy): `tablectl journal verify PATH --verify-key KEY` proves the seals.",
         file=sys.stderr,
+    )
+    return 0
+
+
+TABLE_KEY_SAID = "table key (its checkpoints' signer; proof verify --table-key): "
+
+
+def _identity_key(args: argparse.Namespace, table_id: str, path: Path) -> IdentityKey:
+    """The table's Ed25519 identity key (its checkpoints' signer), written 0600 beside the
+    sealing key; a new one with --force."""
+    if path.exists() and not args.force:
+        return load_identity_key(path)
+    return create_identity_key(path, args.origin or default_origin(table_id))
+
+
+def _prove(args: argparse.Namespace) -> int:
+    """`journal prove`: exit 0 written, 1 the round cannot be proved (in play, unsigned)."""
+    try:
+        bundle = prove_round_in(
+            Path(args.path), args.round, archive=args.archive, checkpoint=args.checkpoint
+        )
+    except ProofError as error:
+        print(f"tablectl journal prove: {error}", file=sys.stderr)
+        return 1
+    write_private_file(Path(args.output), json.dumps(bundle, indent=1) + "\n")
+    held = bundle["held_back"]
+    print(
+        f"{args.output}: round {args.round}, {len(bundle['rows'])} rows under the checkpoint of "
+        f"{bundle['origin']}"
+        + (f" ({held} later rows of the round wait for the next collection)" if held else "")
     )
     return 0
 

@@ -10,6 +10,7 @@ import datetime
 import ipaddress
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +48,12 @@ JOURNAL_KEYS = (
     "checkpoint_rounds",
     "retain_days",
     "archive_dir",
+    "archive_same_filesystem",
     "clock_step_hours",
 )
+#: `[journal] archive_same_filesystem`: an archive on the journal's own filesystem is refused
+#: (one disk failure loses both copies) unless the configuration says this, in these words.
+ARCHIVE_SAME_FILESYSTEM_WORDS = "one disk holds both copies"
 #: A start whose clock is more than this many hours past the journal's last row is a clock
 #: step (docs/journal.md, "Clock steps"): longer than a table is normally closed.
 DEFAULT_CLOCK_STEP_HOURS = 168
@@ -64,7 +69,7 @@ SHA256_PATTERN = re.compile(r"^[0-9a-f]{64}$")
 GROUP_NAME_PATTERN = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 HHMM_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
-TOP_LEVEL_KEYS = ("table", "journal", "metrics", "operator", "devices", "floor")
+TOP_LEVEL_KEYS = ("table", "journal", "metrics", "operator", "devices", "floor", "witness")
 FLOOR_KEYS = ("dsn", "passfile", "batch_rows")
 DEFAULT_FLOOR_BATCH_ROWS = 2000
 MAX_FLOOR_BATCH_ROWS = 10_000
@@ -223,6 +228,7 @@ class TableConfig:
     gaming_day_start: datetime.time
     log_level: str
     floor: FloorConfig | None = None
+    witness: WitnessConfig | None = None
     supervisor_group: str = SUPERVISOR_GROUP
     operator_limits: OperatorLimits = OperatorLimits()
     # [journal] beyond its path (docs/journal.md): sealing key, checkpoints, retention
@@ -232,6 +238,9 @@ class TableConfig:
     checkpoint_rounds: int = DEFAULT_CHECKPOINT_ROUNDS
     retain_days: int = 0
     archive_dir: Path | None = None
+    #: `archive_same_filesystem = "one disk holds both copies"`: the archive may share the
+    #: journal's filesystem (retention and the preflight refuse it otherwise)
+    archive_same_filesystem: bool = False
     #: options the configuration did not state but a table gets (the shuffle watch): a
     #: journal begun by a version without them goes on as written (service.py)
     implied_options: tuple[str, ...] = ()
@@ -571,6 +580,103 @@ def _floor(problems: _Problems, data: Mapping[str, Any]) -> FloorConfig | None:
     return FloorConfig(dsn=dsn, passfile=passfile, batch_rows=batch_rows) if dsn else None
 
 
+WITNESS_KEYS = ("quorum", "timeout", "witnesses")
+WITNESS_ENTRY_KEYS = ("url", "key")
+DEFAULT_WITNESS_TIMEOUT = 5.0
+# A verifier key's shape (C2SP signed-note): NAME+HASH+BASE64; note.py checks the rest.
+_VKEY_SHAPE = re.compile(r"^[^+\s]+\+[0-9a-f]{8}\+[A-Za-z0-9+/]+={0,2}$")
+
+
+@dataclass(frozen=True)
+class WitnessEndpoint:
+    """One witness the table sends its checkpoints to: its URL (the tlog-witness submission
+    prefix) and its public key (a C2SP vkey; its name is the cosignature's key name)."""
+
+    url: str
+    key: str
+
+    @property
+    def name(self) -> str:
+        return self.key.split("+", 1)[0]
+
+
+@dataclass(frozen=True)
+class WitnessConfig:
+    """[witness] (docs/journal.md): where the table's signed checkpoints go, and how many
+    witnesses must cosign one for it to count (`quorum`)."""
+
+    witnesses: tuple[WitnessEndpoint, ...]
+    quorum: int
+    timeout: float = DEFAULT_WITNESS_TIMEOUT
+
+
+def _witness(problems: _Problems, data: Mapping[str, Any]) -> WitnessConfig | None:
+    """The optional [witness] section: without it the table's checkpoints go nowhere."""
+    if "witness" not in data:
+        return None
+    section = _table(problems, data, "witness", "witness")
+    _check_unknown(problems, section, "witness", WITNESS_KEYS)
+    entries = section.get("witnesses")
+    if not isinstance(entries, list) or not entries:
+        problems.add(
+            "witness.witnesses",
+            'is required: a list of { url = "http://HOST:PORT", key = "NAME+HASH+KEY" } '
+            "(the key `tablectl witness setup-key` printed on the witness's machine)",
+        )
+        return None
+    endpoints: list[WitnessEndpoint] = []
+    names: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = f"witness.witnesses[{index}]"
+        if not isinstance(entry, dict):
+            problems.add(where, f"must be a table {{ url = ..., key = ... }}, got {entry!r}")
+            continue
+        _check_unknown(problems, entry, where, WITNESS_ENTRY_KEYS)
+        url = _string(problems, entry, "url", f"{where}.url", what='"http://HOST:PORT[/PREFIX]"')
+        key = _string(problems, entry, "key", f"{where}.key", what="the witness's public key")
+        if url is not None:
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                problems.add(f"{where}.url", f"{url!r} is not an http:// or https:// URL")
+                url = None
+            elif parts.query or parts.fragment:
+                problems.add(f"{where}.url", f"{url!r}: a URL prefix takes no ?query or #fragment")
+                url = None
+        if key is not None and not _VKEY_SHAPE.match(key):
+            problems.add(
+                f"{where}.key",
+                f"{key!r} is not a witness public key (NAME+HASH+KEY, as `tablectl witness "
+                "setup-key` prints it)",
+            )
+            key = None
+        if key is not None:
+            name = key.split("+", 1)[0]
+            if name in names:
+                problems.add(f"{where}.key", f"a second witness named {name!r}: names must differ")
+            names.add(name)
+        if url is not None and key is not None:
+            endpoints.append(WitnessEndpoint(url.rstrip("/"), key))
+    quorum = section.get("quorum", len(entries))
+    if isinstance(quorum, bool) or not isinstance(quorum, int) or not 1 <= quorum <= len(entries):
+        problems.add(
+            "witness.quorum",
+            f"{quorum!r} is not allowed; expected a whole number 1-{len(entries)} (how many of "
+            "the witnesses listed must cosign a checkpoint)",
+        )
+        return None
+    timeout = section.get("timeout", DEFAULT_WITNESS_TIMEOUT)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0.1 <= timeout <= 60
+    ):
+        problems.add("witness.timeout", f"{timeout!r} is not allowed; expected seconds 0.1-60")
+        return None
+    if len(endpoints) != len(entries):
+        return None
+    return WitnessConfig(tuple(endpoints), quorum, float(timeout))
+
+
 # [operator] key -> (OperatorLimits field, lowest, highest): each a number in its range.
 OPERATOR_LIMIT_KEYS: dict[str, tuple[float, float]] = {
     "idle_timeout": (1, 3600),
@@ -713,6 +819,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
 
     devices = _devices(problems, data)
     floor = _floor(problems, data)
+    witness = _witness(problems, data)
     if game is not None and not problems.items:
         # the engine's own check of the options (the service builds its TableSpec from the
         # journal's table row, so nothing here keeps it)
@@ -739,6 +846,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         gaming_day_start=gaming_day_start,
         log_level=log_level,
         floor=floor,
+        witness=witness,
         supervisor_group=supervisor_group,
         operator_limits=limits,
         implied_options=implied,
@@ -759,6 +867,16 @@ def _journal_options(problems: _Problems, journal: Mapping[str, Any]) -> dict[st
             )
         else:
             options["sealing"] = word == "on"
+    if "archive_same_filesystem" in journal:
+        words = journal["archive_same_filesystem"]
+        if words != ARCHIVE_SAME_FILESYSTEM_WORDS:
+            problems.add(
+                "journal.archive_same_filesystem",
+                f'{words!r} is not allowed; the only value is "{ARCHIVE_SAME_FILESYSTEM_WORDS}",'
+                " in words: an archive on the journal's filesystem is refused unless meant",
+            )
+        else:
+            options["archive_same_filesystem"] = True
     for key in ("sealing_key", "archive_dir"):
         if key in journal:
             text = _string(problems, journal, key, f"journal.{key}", what="an absolute path")

@@ -22,8 +22,11 @@ POINTS = {
     "rollover.after_create": "the new live file exists with its table, no row yet",
     "rollover.after_rows": "the new segment's first rows committed, head file not rewritten",
     "seal.after_commit": "a seal row committed, the sealing key not yet evolved",
-    "key.before_rename": "the evolved key's temporary file written and fsynced, not renamed",
+    "key.after_new_slot": "the evolved key written and fsynced in the key file's free slot, the "
+    "old key's slot not yet overwritten",
     "head.before_rename": "the head file's temporary written and fsynced, not renamed",
+    "verification_key.before_rename": "the demo's verification key (the seed) in its temporary "
+    "file, fsynced, not renamed",
 }
 
 ENVIRONMENT = "TABLECTL_FAULT_AT"

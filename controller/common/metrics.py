@@ -171,6 +171,66 @@ def register_floor_metrics() -> None:
             _floor_exposed.append(True)
 
 
+# The table's witnesses (docs/journal.md, "The witness"): exposed only by a table with a
+# [witness] section (register_witness_metrics), one series per configured witness.
+WITNESS_BEHIND_CHECKPOINTS = Gauge(
+    "tablectl_witness_behind_checkpoints",
+    "Signed checkpoints of the journal's log not yet cosigned by this witness",
+    ["witness"],
+    registry=None,
+)
+WITNESS_BEHIND_SECONDS = Gauge(
+    "tablectl_witness_behind_seconds",
+    "Age of the oldest signed checkpoint this witness has not cosigned (0: none waiting)",
+    ["witness"],
+    registry=None,
+)
+WITNESS_COSIGNED_SIZE = Gauge(
+    "tablectl_witness_cosigned_size",
+    "Tree size (rows) of the last checkpoint this witness cosigned (0: none yet)",
+    ["witness"],
+    registry=None,
+)
+WITNESS_REFUSED = Gauge(
+    "tablectl_witness_refused",
+    "1 while this witness refuses the journal's checkpoints as inconsistent with what it "
+    "cosigned (the history was rewritten or cut)",
+    ["witness"],
+    registry=None,
+)
+WITNESS_ERRORS_TOTAL = Counter(
+    "tablectl_witness_errors",
+    "Failed attempts to reach a witness or have it cosign, by kind (connection, refused, "
+    "unknown_log, bad_answer)",
+    ["witness", "error"],
+    registry=None,
+)
+WITNESS_METRICS = (
+    WITNESS_BEHIND_CHECKPOINTS,
+    WITNESS_BEHIND_SECONDS,
+    WITNESS_COSIGNED_SIZE,
+    WITNESS_REFUSED,
+    WITNESS_ERRORS_TOTAL,
+)
+WITNESS_ERROR_WORDS = ("connection", "refused", "unknown_log", "bad_answer")
+_witness_exposed: list[bool] = []
+
+
+def register_witness_metrics(witnesses: Iterable[str]) -> None:
+    """Expose the witness metrics (once per process), every series at 0 from the start."""
+    with _floor_lock:
+        if not _witness_exposed:
+            for metric in WITNESS_METRICS:
+                REGISTRY.register(metric)
+            _witness_exposed.append(True)
+    for name in witnesses:
+        for gauge in (WITNESS_BEHIND_CHECKPOINTS, WITNESS_BEHIND_SECONDS, WITNESS_COSIGNED_SIZE):
+            gauge.labels(witness=name)
+        WITNESS_REFUSED.labels(witness=name).set(0)
+        for word in WITNESS_ERROR_WORDS:
+            WITNESS_ERRORS_TOTAL.labels(witness=name, error=word)
+
+
 # Ages as timestamps (Prometheus practice): an alert computes `time() - value`; 0 = never.
 JOURNAL_LAST_CHECKPOINT = Gauge(
     "tablectl_journal_last_checkpoint_timestamp_seconds",

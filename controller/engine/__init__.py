@@ -10,3 +10,30 @@ I/O, no clock and no randomness of its own: time comes in the event, randomness 
 The same event stream always yields the same decisions, which is what replay, crash recovery
 and a dispute's reconstruction rest on. ``tests/unit/test_architecture.py`` enforces this.
 """
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+#: What ``tablectl.controller.engine`` was as a module before the packages by layer (0.1):
+#: a game written for it still imports these from here, with a DeprecationWarning, until 0.2.
+#: A game imports ``tablectl.games`` now.
+_FORMER_MODULE_NAMES = frozenset(
+    {"SNAPSHOT_VERSION", "UNASSIGNED", "LAYOUT_TARGET_NAMES", "DEVICE_KINDS", "DEVICE_ALIASES"}
+    | {"device_kind", "SnapshotError", "Deck", "Round", "Engine"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _FORMER_MODULE_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"tablectl.controller.engine.{name} is deprecated and goes in tablectl 0.2: "
+        "a game imports tablectl.games (docs/games.md)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from tablectl.controller.engine import core
+
+    return getattr(core, name)

@@ -219,6 +219,11 @@ def _handler_names(cls: type) -> tuple[str, ...]:
     return names
 
 
+#: The game API this tablectl provides (``tablectl.games``, docs/games.md): MAJOR changes when
+#: a game written for the last one could misbehave, MINOR when something is added a game may use.
+GAME_API_VERSION = "1.0"
+
+
 class Engine:
     """The rules of one table. ``handle(event, at) -> decisions``.
 
@@ -230,6 +235,9 @@ class Engine:
 
     #: the game's name in a table spec; a subclass with a name registers itself
     name: ClassVar[str] = ""
+    #: the game API the game was written for (an installed game of another major, or of a
+    #: later minor, is refused by the registry)
+    game_api: ClassVar[str] = GAME_API_VERSION
     profile: GameProfile
     #: options only this game knows, each with its default and values (table.py checks
     #: them and refuses them for other games)

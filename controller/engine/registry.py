@@ -105,8 +105,33 @@ def _check_plugin(ep: EntryPoint, game: Any) -> None:
             f"game {ep.name!r} ({_origin(ep)}): the class is named {named!r}; "
             "the entry point's name must be the game's name"
         )
+    check_game_api(game, f"{ep.name!r} ({_origin(ep)})")
     # the catalogue checks the game's rules and citations (rule IDs, clashes)
     importlib.import_module("tablectl.controller.engine.rules").check_game(game)
+
+
+def _api(text: object) -> tuple[int, int] | None:
+    major, _, minor = str(text).partition(".")
+    if not (major.isdigit() and (minor or "0").isdigit()):
+        return None
+    return int(major), int(minor or 0)
+
+
+def check_game_api(game: Any, where: str) -> None:
+    """Refuse an installed game written for another major game API or a later minor one,
+    naming both versions (as the driver registry does for drivers)."""
+    ours_text = importlib.import_module(_ENGINE).GAME_API_VERSION
+    ours = _api(ours_text)
+    declared = getattr(game, "game_api", ours_text)
+    theirs = _api(declared)
+    if theirs is None:
+        raise GameLoadError(f"game {where}: game_api {declared!r} is not MAJOR.MINOR: refused")
+    assert ours is not None
+    if theirs[0] != ours[0] or theirs[1] > ours[1]:
+        raise GameLoadError(
+            f"game {where} is written for game API {declared}; this tablectl provides "
+            f"{ours_text} (tablectl.games): install the game's release for API {ours_text}"
+        )
 
 
 def find_game(name: str) -> Any:

@@ -206,22 +206,18 @@ def summarize_table(
 
 def build_report(conn: Any, day: datetime.date) -> FloorReport:
     """Every table's gaming day, read from the floor: one pass a table (table_day)."""
-    from tablectl.controller.floor.store import rows_relation
-
-    relation = rows_relation(conn)
     window = day_window(conn, day)
     days: list[TableDay] = []
     for table_id, table_text in conn.execute(
         f"SELECT table_id, table_row FROM {SCHEMA}.tables WHERE table_row IS NOT NULL ORDER BY 1"
     ).fetchall():
-        days.append(table_day(conn, relation, table_id, json.loads(table_text), day, window))
+        days.append(table_day(conn, table_id, json.loads(table_text), day, window))
     generated = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return FloorReport(day, generated, days)
 
 
 def table_day(
     conn: Any,
-    relation: str,
     table_id: str,
     table_row: Mapping[str, Any],
     day: datetime.date,
@@ -244,7 +240,7 @@ def table_day(
         # window's rows alone
         seat, untested = (None, 0), f"cannot replay: {error}"
         counter = DayCounter(table_id, day, start)
-        for row in _rows_between(conn, relation, table_id, low, high):
+        for row in _rows_between(conn, table_id, low, high):
             counter.feed(row)
     summary = counter.finish()
     summary.game = str(table_row.get("game", ""))
@@ -306,15 +302,17 @@ def day_window(conn: Any, day: datetime.date) -> tuple[datetime.datetime, dateti
 
 
 def _rows_between(
-    conn: Any, relation: str, table_id: str, low: datetime.datetime, high: datetime.datetime
+    conn: Any, table_id: str, low: datetime.datetime, high: datetime.datetime
 ) -> Iterable[JournalRow]:
+    from tablectl.controller.floor.store import table_rows_sql
+
+    source, where, params = table_rows_sql(conn, table_id, low=low, high=high)
     with conn.transaction(), conn.cursor(name=f"report_{table_id}") as cursor:
         cursor.itersize = 2000
         cursor.execute(
-            f"SELECT seq, kind, round, {RECORDED_AT_SQL}, body, prev_hash, hash"
-            f" FROM {relation} WHERE table_id = %s"
-            " AND recorded_at >= %s AND recorded_at < %s ORDER BY seq",
-            (table_id, low, high),
+            f"SELECT r.seq, r.kind, r.round, {RECORDED_AT_SQL}, r.body, r.prev_hash, r.hash"
+            f" FROM {source} WHERE {where} ORDER BY r.seq",
+            params,
         )
         for raw in cursor:
             yield parse_row(raw)

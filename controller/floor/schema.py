@@ -28,8 +28,21 @@ WRITER_GROUP = "tablectl_floor_writer"
 READER_GROUP = "tablectl_floor_reader"
 #: the regulator's lab: reads every row, a round in play included (H7: grant it sparingly)
 AUDITOR_GROUP = "tablectl_floor_auditor"
-#: what readers query: the rows of ended rounds (and table rows), joined on the release mark
-RELEASED_VIEW = "released_rows"
+#: what readers call for rows: a table's rows up to its release mark (ended rounds only), by
+#: a function whose plan no reader sees (a view's EXPLAIN ANALYZE counted the rows it hid)
+RELEASED_ROWS = "released_rows"
+#: what readers read of rounds: the spans of ended rounds only, written at each release
+ENDED_ROUNDS = "ended_rounds"
+#: the columns of floor.tables a reader may read: none moves while a round is played
+READER_TABLE_COLUMNS = (
+    "table_id",
+    "registered_at",
+    "released_seq",
+    "released_hash",
+    "released_verified_seq",
+    "released_verified_hash",
+    "table_row",
+)
 #: the SQLSTATE the floor's triggers raise (class "TF": tablectl floor)
 SQLSTATE_DIVERGED = "TF001"
 SQLSTATE_CHAIN = "TF002"
@@ -50,6 +63,12 @@ RECORDED_AT_SQL_DOC = "YYYY-MM-DDTHH:MM:SS.ffffff+00:00"
 STATEMENT_TIMEOUT_MS = 30_000
 #: gaming days made ahead (the current one, the day before, and these many after)
 DAYS_AHEAD = 3
+#: the most days ahead ensure_partitions_ahead makes for anyone (the DBA's `floor maintain`
+#: calls ensure_partitions for more): a writer's login cannot fill the catalog
+MAX_DAYS_AHEAD = 7
+#: a table's login gets the work of ensure_partitions_ahead done at most once in this long
+#: (a shipper asks at each connection; reconnecting faster changes nothing on the floor)
+PARTITIONS_CALL_SECONDS = 10
 
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
@@ -70,8 +89,9 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.tables (
     -- the chain's head on the floor (what an insert must continue; what a shipper resumes from)
     head_seq bigint NOT NULL DEFAULT 0,
     head_hash text NOT NULL DEFAULT repeat('0', 64),
-    -- the last row of the table's last ended round: what a reader may see (H7)
+    -- the last row of the table's last ended round, and its hash: what a reader may see (H7)
     released_seq bigint NOT NULL DEFAULT 0,
+    released_hash text NOT NULL DEFAULT repeat('0', 64),
     pending_collection bigint,
     -- the last row `floor verify` proved (a later verify starts after it)
     verified_seq bigint NOT NULL DEFAULT 0,
@@ -80,6 +100,23 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.tables (
     -- the table's row 1 (its game): kept when row 1's partition is retired
     table_row text
 );
+-- a floor made before these columns
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_hash text NOT NULL
+    DEFAULT repeat('0', 64);
+-- the verified mark as far as it lies within the released rows (what a reader's verify
+-- starts from): never past the release mark, so it never names a row of a round in play
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_verified_seq bigint NOT NULL
+    DEFAULT 0;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS released_verified_hash text NOT NULL
+    DEFAULT repeat('0', 64);
+-- durable_elsewhere(): the last row the floor holds on two machines (a synchronous standby
+-- flushed it, or the WAL archive holds it), and the mark it is proving next (a head and the
+-- WAL position after its commit), checked at most once a second
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_elsewhere_seq bigint NOT NULL
+    DEFAULT 0;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_mark_seq bigint;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_mark_lsn pg_lsn;
+ALTER TABLE {SCHEMA}.tables ADD COLUMN IF NOT EXISTS durable_checked_at timestamptz;
 
 -- One partition per gaming day (by recorded_at, the table's UTC clock at the row's commit),
 -- made ahead by `floor init`/`floor maintain` and by every shipper as it connects; a row
@@ -140,6 +177,19 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.rounds (
     PRIMARY KEY (table_id, round)
 );
 
+-- The spans of ended rounds (what readers read of floor.rounds): a round is written here by
+-- check_batch when the release mark passes its last row, so nothing in this table moves while
+-- a round is played (floor.rounds' last_seq and last_at of a live round move with every row).
+CREATE TABLE IF NOT EXISTS {SCHEMA}.{ENDED_ROUNDS} (
+    table_id text NOT NULL,
+    round bigint NOT NULL,
+    first_seq bigint NOT NULL,
+    last_seq bigint NOT NULL,
+    first_at timestamptz NOT NULL,
+    last_at timestamptz NOT NULL,
+    PRIMARY KEY (table_id, round)
+);
+
 -- Retired gaming days: archived (a verified COPY with its hashes), then detached and dropped.
 CREATE TABLE IF NOT EXISTS {SCHEMA}.retired (
     partition name PRIMARY KEY,
@@ -184,13 +234,44 @@ BEGIN
 END
 $$;
 
+-- When a table's login last had a function's work done (writer_calls: the rate limit).
+CREATE TABLE IF NOT EXISTS {SCHEMA}.writer_calls (
+    role name NOT NULL,
+    function text NOT NULL,
+    last_at timestamptz NOT NULL,
+    PRIMARY KEY (role, function)
+);
+
 -- The current gaming day (the floor's clock) and the next ones: what a shipper makes ahead.
-CREATE OR REPLACE FUNCTION {SCHEMA}.ensure_partitions_ahead(days integer) RETURNS integer
-    LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+-- Bounded: at most {MAX_DAYS_AHEAD} days ahead (the DBA's ensure_partitions makes more), and for a
+-- table's login the work at most once in {PARTITIONS_CALL_SECONDS} s (0 made when asked sooner).
+DROP FUNCTION IF EXISTS {SCHEMA}.ensure_partitions_ahead(integer);
+CREATE FUNCTION {SCHEMA}.ensure_partitions_ahead(days integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
 AS $$
-    SELECT {SCHEMA}.ensure_partitions(
-        ((now() AT TIME ZONE cfg.time_zone) - cfg.gaming_day_start)::date - 1, days + 2)
-    FROM {SCHEMA}.settings AS cfg
+DECLARE
+    cfg {SCHEMA}.settings;
+BEGIN
+    IF days IS NULL OR days < 0 OR days > {MAX_DAYS_AHEAD} THEN
+        RAISE EXCEPTION 'ensure_partitions_ahead(%): from 0 to {MAX_DAYS_AHEAD} days ahead'
+            ' (the DBA''s floor maintain makes more)', days
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF session_user::text LIKE 'tablectl\\_table\\_%' THEN
+        IF EXISTS (SELECT 1 FROM {SCHEMA}.writer_calls
+                   WHERE role = session_user AND function = 'ensure_partitions_ahead'
+                     AND last_at > clock_timestamp()
+                         - interval '{PARTITIONS_CALL_SECONDS} seconds') THEN
+            RETURN 0;
+        END IF;
+        INSERT INTO {SCHEMA}.writer_calls AS c (role, function, last_at)
+            VALUES (session_user, 'ensure_partitions_ahead', clock_timestamp())
+            ON CONFLICT (role, function) DO UPDATE SET last_at = excluded.last_at;
+    END IF;
+    SELECT * INTO cfg FROM {SCHEMA}.settings;
+    RETURN {SCHEMA}.ensure_partitions(
+        ((now() AT TIME ZONE cfg.time_zone) - cfg.gaming_day_start)::date - 1, days + 2);
+END
 $$;
 
 -- H7 on the floor: a round's rows reach readers once the round is over. A round ends at an
@@ -217,6 +298,7 @@ DECLARE
     chain record;
     released bigint;
     waiting bigint;
+    head_released text;
 BEGIN
     SELECT table_id INTO own FROM {SCHEMA}.tables WHERE writer_role = session_user;
     FOR batch IN
@@ -288,10 +370,28 @@ BEGIN
                max(seq) FILTER (WHERE next_seq IS NULL)
             INTO released, waiting
             FROM followed WHERE collected;
+        -- what readers see moves here only: the released head's hash, and the rounds whose
+        -- last row the release passed (into ended_rounds)
+        released := greatest(held.released_seq, coalesce(released, 0));
+        head_released := held.released_hash;
+        IF released > held.released_seq THEN
+            head_released := CASE WHEN released = held.head_seq THEN held.head_hash
+                ELSE (SELECT hash FROM inserted
+                          WHERE table_id = batch.table_id AND seq = released) END;
+            INSERT INTO {SCHEMA}.{ENDED_ROUNDS} AS e
+                    (table_id, round, first_seq, last_seq, first_at, last_at)
+                SELECT table_id, round, first_seq, last_seq, first_at, last_at
+                    FROM {SCHEMA}.rounds
+                    WHERE table_id = batch.table_id AND last_seq <= released
+                      AND last_seq > held.released_seq
+                ON CONFLICT (table_id, round) DO UPDATE SET
+                    first_seq = excluded.first_seq, last_seq = excluded.last_seq,
+                    first_at = excluded.first_at, last_at = excluded.last_at;
+        END IF;
         UPDATE {SCHEMA}.tables
             SET head_seq = batch.last, head_hash = chain.last_hash,
                 table_row = coalesce(table_row, chain.first_body),
-                released_seq = greatest(released_seq, coalesce(released, 0)),
+                released_seq = released, released_hash = head_released,
                 pending_collection = waiting
             WHERE table_id = batch.table_id;
     END LOOP;
@@ -312,6 +412,79 @@ BEGIN
     END IF;
     UPDATE {SCHEMA}.tables SET verified_seq = upto, verified_hash = digest, verified_at = now()
         WHERE table_id = tid AND verified_seq < upto;
+    -- a reader's verify starts from the mark only where it lies within the released rows
+    UPDATE {SCHEMA}.tables SET released_verified_seq = upto, released_verified_hash = digest
+        WHERE table_id = tid AND released_verified_seq < upto AND upto <= released_seq;
+END
+$$;
+
+-- The WAL position held on a second machine: the least a synchronous standby has flushed
+-- (pg_stat_replication, sync or quorum standbys), or the end of the last WAL segment the
+-- archiver stored (pg_stat_archiver, with archive_mode on), the greater; NULL when neither.
+CREATE OR REPLACE FUNCTION {SCHEMA}.wal_durable_elsewhere() RETURNS pg_lsn
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    standby pg_lsn;
+    segment text;
+    archived pg_lsn;
+    size numeric := pg_size_bytes(current_setting('wal_segment_size'));
+BEGIN
+    SELECT min(flush_lsn) INTO standby FROM pg_stat_replication
+        WHERE sync_state IN ('sync', 'quorum');
+    IF current_setting('archive_mode') <> 'off' THEN
+        SELECT last_archived_wal INTO segment FROM pg_stat_archiver;
+        IF segment ~ '^[0-9A-F]{{24}}$' THEN
+            archived := '0/0'::pg_lsn
+                + ('x' || substr(segment, 9, 8))::bit(32)::bigint::numeric * 4294967296
+                + (('x' || substr(segment, 17, 8))::bit(32)::bigint + 1)::numeric * size;
+        END IF;
+    END IF;
+    RETURN greatest(standby, archived);
+END
+$$;
+
+-- What a table may remove locally without an archive: the last of its rows the floor holds
+-- durable on two machines. Two steps: a mark (the head now, and the WAL position now, after
+-- the head's commit) is proved once that position is held elsewhere (wal_durable_elsewhere),
+-- then a new mark is taken. A table's login asks for its own table only; answered from the
+-- last check within a second (a login cannot make the floor write faster than that).
+CREATE OR REPLACE FUNCTION {SCHEMA}.durable_elsewhere(tid text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    own text;
+    held {SCHEMA}.tables;
+    elsewhere pg_lsn;
+    durable bigint;
+BEGIN
+    SELECT table_id INTO own FROM {SCHEMA}.tables WHERE writer_role = session_user;
+    IF session_user::text LIKE 'tablectl\\_table\\_%' AND own IS DISTINCT FROM tid THEN
+        RAISE EXCEPTION 'a table''s role asks for its own table only'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT * INTO held FROM {SCHEMA}.tables WHERE table_id = tid FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    IF held.durable_checked_at > now() - interval '1 second' THEN
+        RETURN held.durable_elsewhere_seq;
+    END IF;
+    elsewhere := {SCHEMA}.wal_durable_elsewhere();
+    durable := held.durable_elsewhere_seq;
+    IF held.durable_mark_lsn IS NOT NULL AND elsewhere >= held.durable_mark_lsn THEN
+        durable := greatest(durable, held.durable_mark_seq);
+    END IF;
+    IF held.head_seq > durable
+       AND (held.durable_mark_lsn IS NULL OR durable >= held.durable_mark_seq) THEN
+        held.durable_mark_seq := held.head_seq;
+        held.durable_mark_lsn := pg_current_wal_insert_lsn();
+    END IF;
+    UPDATE {SCHEMA}.tables
+        SET durable_elsewhere_seq = durable, durable_mark_seq = held.durable_mark_seq,
+            durable_mark_lsn = held.durable_mark_lsn, durable_checked_at = clock_timestamp()
+        WHERE table_id = tid;
+    RETURN durable;
 END
 $$;
 
@@ -345,12 +518,43 @@ ALTER TABLE {SCHEMA}.tables ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {SCHEMA} FROM PUBLIC;
 
--- What readers query: a join on the release mark (the planner's, not a check per row).
-CREATE OR REPLACE VIEW {SCHEMA}.{RELEASED_VIEW} WITH (security_barrier) AS
-    SELECT rows.* FROM {SCHEMA}.journal_rows AS rows
-        JOIN {SCHEMA}.tables AS released USING (table_id)
-        WHERE rows.seq <= released.released_seq OR rows.round IS NULL;
-REVOKE ALL ON {SCHEMA}.{RELEASED_VIEW} FROM PUBLIC;
+-- What readers call for rows: one table's rows after `after_seq`, up to `upto_seq` and its
+-- release mark (ended rounds only), recorded in [from_at, to_at), of one kind when given, in
+-- seq order; and its row 1 when it is the table row (the game: no card). The release mark
+-- bounds the index scan itself, so no row of a round in play is read, and no reader sees the
+-- plan (a function is not inlined into the caller's EXPLAIN; the view before it was, and its
+-- EXPLAIN ANALYZE counted the rows it filtered out: the rows of the round in play).
+DROP VIEW IF EXISTS {SCHEMA}.released_rows;
+CREATE OR REPLACE FUNCTION {SCHEMA}.{RELEASED_ROWS}(
+        tid text, after_seq bigint DEFAULT 0, upto_seq bigint DEFAULT NULL,
+        from_at timestamptz DEFAULT NULL, to_at timestamptz DEFAULT NULL,
+        of_kind text DEFAULT NULL)
+    RETURNS SETOF {SCHEMA}.journal_rows
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+    ROWS 2000
+AS $$
+DECLARE
+    upper bigint;
+BEGIN
+    SELECT greatest(t.released_seq, 1) INTO upper FROM {SCHEMA}.tables AS t
+        WHERE t.table_id = tid;
+    IF upper IS NULL THEN
+        RETURN;
+    END IF;
+    upper := least(upper, coalesce(upto_seq, upper));
+    RETURN QUERY
+        SELECT r.* FROM {SCHEMA}.journal_rows AS r, {SCHEMA}.tables AS t
+            WHERE t.table_id = tid AND r.table_id = tid
+              AND r.seq > coalesce(after_seq, 0) AND r.seq <= upper
+              AND r.recorded_at >= coalesce(from_at, '-infinity')
+              AND r.recorded_at < coalesce(to_at, 'infinity')
+              AND (of_kind IS NULL OR r.kind = of_kind)
+              AND (r.seq <= t.released_seq OR (r.seq = 1 AND r.kind = 'table'))
+            ORDER BY r.seq;
+END
+$$;
+REVOKE ALL ON FUNCTION {SCHEMA}.{RELEASED_ROWS}(text, bigint, bigint, timestamptz, timestamptz,
+    text) FROM PUBLIC;
 """
 
 # Roles are cluster-wide: created when missing (a second database on the server reuses them).
@@ -377,13 +581,21 @@ REVOKE ALL ON {SCHEMA}.journal_rows FROM {WRITER_GROUP}, {READER_GROUP}, {AUDITO
 GRANT INSERT ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
 GRANT SELECT (table_id, writer_role, head_seq, head_hash) ON {SCHEMA}.tables TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.ensure_partitions_ahead(integer) TO {WRITER_GROUP};
+GRANT EXECUTE ON FUNCTION {SCHEMA}.durable_elsewhere(text) TO {WRITER_GROUP}, {AUDITOR_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.record_verified(text, bigint, text) TO {AUDITOR_GROUP};
--- readers (surveillance, the pit, reports): the released view, ended rounds only (H7), and
--- the floor's bookkeeping; the auditor (the regulator's lab) the rows table itself, every
+-- readers (surveillance, the pit, reports): released state only (H7): the released rows
+-- (a function), the spans of ended rounds, of floor.tables the columns that move only when a
+-- round ends (never the head, the pending collection or the verified mark past the release),
+-- and the floor's bookkeeping. A floor made by an earlier tablectl granted readers all of
+-- floor.tables and floor.rounds: taken back here. The auditor (the regulator's lab): every
 -- row, a round in play included.
-GRANT SELECT ON {SCHEMA}.{RELEASED_VIEW}, {SCHEMA}.tables, {SCHEMA}.settings, {SCHEMA}.retired,
-    {SCHEMA}.rounds TO {READER_GROUP}, {AUDITOR_GROUP};
-GRANT SELECT ON {SCHEMA}.journal_rows TO {AUDITOR_GROUP};
+REVOKE ALL ON {SCHEMA}.tables, {SCHEMA}.rounds FROM {READER_GROUP};
+GRANT SELECT ({", ".join(READER_TABLE_COLUMNS)}) ON {SCHEMA}.tables TO {READER_GROUP};
+GRANT SELECT ON {SCHEMA}.{ENDED_ROUNDS}, {SCHEMA}.settings, {SCHEMA}.retired
+    TO {READER_GROUP}, {AUDITOR_GROUP};
+GRANT EXECUTE ON FUNCTION {SCHEMA}.{RELEASED_ROWS}(text, bigint, bigint, timestamptz,
+    timestamptz, text) TO {READER_GROUP}, {AUDITOR_GROUP};
+GRANT SELECT ON {SCHEMA}.journal_rows, {SCHEMA}.tables, {SCHEMA}.rounds TO {AUDITOR_GROUP};
 
 DROP POLICY IF EXISTS writer_sees_own_table ON {SCHEMA}.tables;
 CREATE POLICY writer_sees_own_table ON {SCHEMA}.tables FOR SELECT TO {WRITER_GROUP}
@@ -391,6 +603,86 @@ CREATE POLICY writer_sees_own_table ON {SCHEMA}.tables FOR SELECT TO {WRITER_GRO
 DROP POLICY IF EXISTS reader_reads_tables ON {SCHEMA}.tables;
 CREATE POLICY reader_reads_tables ON {SCHEMA}.tables FOR SELECT
     TO {READER_GROUP}, {AUDITOR_GROUP} USING (true);
+"""
+
+
+#: What the server shows any login about relations, transactions and the WAL (pg_catalog's
+#: statistics and size functions, the lock table, the transaction counter): each moves with
+#: the rows a table ships, so a reader polling one counts the rows of a round in play. Taken
+#: from PUBLIC in the floor's database (and given to pg_read_all_stats, the DBA's monitoring);
+#: they belong to the bootstrap superuser, so only a superuser can (`floor init` run as one,
+#: or the statements in docs/floor.md). Also taken: pg_class's tuple and page counts, and
+#: temporary tables (a reader's own insert would read the transaction counter as its xmin).
+HIDDEN_STATISTICS_FUNCTIONS = (
+    "pg_relation_size",
+    "pg_total_relation_size",
+    "pg_table_size",
+    "pg_indexes_size",
+    "pg_database_size",
+    "pg_tablespace_size",
+    "pg_relation_filenode",
+    "pg_lock_status",
+    "pg_blocking_pids",
+    "pg_safe_snapshot_blocking_pids",
+    "pg_current_wal_lsn",
+    "pg_current_wal_insert_lsn",
+    "pg_current_wal_flush_lsn",
+    "pg_last_wal_receive_lsn",
+    "pg_last_wal_replay_lsn",
+    "pg_last_xact_replay_timestamp",
+    "pg_current_snapshot",
+    "txid_current_snapshot",
+    "pg_current_xact_id",
+    "txid_current",
+    "pg_current_xact_id_if_assigned",
+    "txid_current_if_assigned",
+    "pg_xact_status",
+    "txid_status",
+    "pg_xact_commit_timestamp",
+    "pg_xact_commit_timestamp_origin",
+    "pg_last_committed_xact",
+    "pg_visible_in_snapshot",
+    "txid_visible_in_snapshot",
+    "mxid_age",
+)
+#: overloads taken by their signature (age(timestamp) stays: it reads no counter)
+HIDDEN_STATISTICS_SIGNATURES = ("pg_catalog.age(xid)",)
+#: pg_class's columns that count a relation's rows and pages (the rest stay readable)
+HIDDEN_CLASS_COLUMNS = ("reltuples", "relpages", "relallvisible", "relfrozenxid", "relminmxid")
+
+
+def _sql_list(names: tuple[str, ...]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+#: as regprocedure prints them in the catalog's own schema
+_SIGNATURES = tuple(name.removeprefix("pg_catalog.") for name in HIDDEN_STATISTICS_SIGNATURES)
+
+_HIDE_STATISTICS = f"""
+DO $$
+DECLARE
+    f record;
+    visible text;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure AS signature FROM pg_proc AS p
+                 JOIN pg_namespace AS n ON n.oid = p.pronamespace
+             WHERE n.nspname = 'pg_catalog'
+               AND (p.proname LIKE 'pg\\_stat\\_get\\_%'
+                    OR p.proname = ANY(ARRAY[{_sql_list(HIDDEN_STATISTICS_FUNCTIONS)}])
+                    OR p.oid::regprocedure::text = ANY(ARRAY[{_sql_list(_SIGNATURES)}]))
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f.signature);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pg_read_all_stats', f.signature);
+    END LOOP;
+    SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO visible
+        FROM pg_attribute
+        WHERE attrelid = 'pg_catalog.pg_class'::regclass AND attnum > 0 AND NOT attisdropped
+          AND attname <> ALL(ARRAY[{_sql_list(HIDDEN_CLASS_COLUMNS)}]);
+    REVOKE SELECT ON pg_catalog.pg_class FROM PUBLIC;
+    EXECUTE format('GRANT SELECT (%s) ON pg_catalog.pg_class TO PUBLIC', visible);
+    GRANT SELECT ON pg_catalog.pg_class TO pg_read_all_stats;
+    EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+END $$;
 """
 
 
@@ -414,15 +706,29 @@ class Provisioned:
     password_written: bool
 
 
-def create_schema(conn: Any) -> None:
+def create_schema(conn: Any) -> bool:
     """Schema, functions, triggers, group roles, grants and policies (idempotent), and the
-    partitions of the gaming days around today."""
+    partitions of the gaming days around today; then the server's row counters hidden from
+    readers when this login may (hide_statistics: whether it did)."""
     refuse_old_layout(conn)
     with conn.transaction():
         conn.execute(_ROLES)
         conn.execute(_DDL)
         conn.execute(_GRANTS)
         conn.execute(f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (DAYS_AHEAD,))
+    return hide_statistics(conn)
+
+
+def hide_statistics(conn: Any) -> bool:
+    """Take the server's row counters from PUBLIC in the floor's database (see
+    HIDDEN_STATISTICS_FUNCTIONS); False when this login is not a superuser (only one can:
+    the catalog is the bootstrap superuser's), which `floor init` then says."""
+    row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    if not row or not row[0]:
+        return False
+    with conn.transaction():
+        conn.execute(_HIDE_STATISTICS)
+    return True
 
 
 def refuse_old_layout(conn: Any) -> None:

@@ -63,6 +63,10 @@ STUCK_SECONDS = STATEMENT_TIMEOUT_MS / 1000 + 5
 #: gauges after a restart while the floor is away; shipping always resumes from the floor's
 #: own head). Fixed width, rewritten in place: no rename, nothing to fsync.
 ACK_HINT_SUFFIX = ".floor-acked"
+#: how often the shipper asks the floor which rows it holds durable on two machines
+#: (floor.durable_elsewhere: a synchronous standby flushed them, or the WAL archive holds
+#: them): what retention without an archive may remove locally
+DURABLE_CHECK_SECONDS = 5.0
 
 #: One COPY per batch, binary (no escaping of bodies, and the server's multi-row insert path:
 #: an INSERT of the same rows, even as arrays unnested by the server, ran at half a COPY's
@@ -239,6 +243,11 @@ class FloorShipper:
         self.head_known = False
         self.state = "starting"
         self.shipped_rows = 0
+        #: the last row the floor said it holds on two machines (0: none, or a floor that
+        #: cannot tell: then retention without an archive removes nothing)
+        self.durable_elsewhere_seq = 0
+        self._durable_checked = -DURABLE_CHECK_SECONDS
+        self._durable_unknown = False
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         # the oldest row not acknowledged: (its seq, its recorded time), read by whichever
@@ -276,13 +285,15 @@ class FloorShipper:
             self._gauge_journal = None
 
     def confirmed_seq(self) -> int:
-        """The last row the floor store holds for sure (0 when unknown): what retention may
-        remove without an archive. The shipper checked, when it connected, that the floor's
-        last row has the local row's hash, and ships in order, each batch committed there."""
+        """The last row the floor store holds for sure on two machines (0 when unknown): what
+        retention may remove without an archive. The shipper checked, when it connected, that
+        the floor's last row has the local row's hash, and ships in order, each batch
+        committed there; a commit on one server is not enough (its disk is one disk), so this
+        is bounded by what the floor says is durable elsewhere (floor.durable_elsewhere)."""
         with self._lock:
             if not self.head_known or self.state == "diverged":
                 return 0
-            return self.acknowledged_seq
+            return min(self.acknowledged_seq, self.durable_elsewhere_seq)
 
     @property
     def rows_behind(self) -> int:
@@ -361,6 +372,7 @@ class FloorShipper:
                 "rows_behind": self.rows_behind,
                 "seconds_behind": round(self.seconds_behind(), 1),
                 "shipped_rows": self.shipped_rows,
+                "durable_elsewhere_seq": self.durable_elsewhere_seq,
                 "last_error": self.last_error,
             }
             if self.last_error_at is not None:
@@ -393,10 +405,17 @@ class FloorShipper:
                     batch = self._read_batch(local)
                     if not batch:
                         self._set_state("caught_up")
+                        self._check_durable(conn)
                         self._publish()
                         if self._stopping.is_set():
                             break
-                        if self._wake.wait(IDLE_WAKE_SECONDS) and self.linger:
+                        # rows acknowledged but not yet durable elsewhere: asked again soon
+                        proving = (
+                            not self._durable_unknown
+                            and self.durable_elsewhere_seq < self.acknowledged_seq
+                        )
+                        idle = DURABLE_CHECK_SECONDS if proving else IDLE_WAKE_SECONDS
+                        if self._wake.wait(idle) and self.linger:
                             self._stopping.wait(self.linger)  # let the burst gather
                         continue
                     self._note_waiting(batch[0])
@@ -407,6 +426,7 @@ class FloorShipper:
                         self.committed_seq = max(self.committed_seq, self.acknowledged_seq)
                         self.shipped_rows += len(batch)
                     self._write_ack_hint(self.acknowledged_seq)
+                    self._check_durable(conn)
                     self._publish()
                     if len(batch) < self.floor.batch_rows and self.linger:
                         # not a backlog: the table is playing; gather its next rows a while
@@ -498,6 +518,35 @@ class FloorShipper:
             self.head_known = True
         self._write_ack_hint(head_seq)
         self._log.info("floor_connected", acknowledged_seq=head_seq)
+
+    def _check_durable(self, conn: Any) -> None:
+        """Every DURABLE_CHECK_SECONDS: the floor's durable_elsewhere for this table. A floor
+        made before it (no such function) is said once and counts as holding nothing
+        elsewhere."""
+        import psycopg
+
+        now = time.monotonic()
+        if self._durable_unknown or now - self._durable_checked < DURABLE_CHECK_SECONDS:
+            return
+        self._durable_checked = now
+        self._in_flight = (conn, now)
+        try:
+            with conn.transaction():
+                row = conn.execute(
+                    f"SELECT {SCHEMA}.durable_elsewhere(%s)", (self.table_id,)
+                ).fetchone()
+        except psycopg.errors.UndefinedFunction:
+            self._durable_unknown = True
+            self._log.warning(
+                "floor_durability_unknown",
+                reason="the floor has no durable_elsewhere() (run tablectl floor init again):"
+                " retention without an archive removes nothing",
+            )
+            return
+        finally:
+            self._in_flight = None
+        with self._lock:
+            self.durable_elsewhere_seq = int(row[0]) if row and row[0] is not None else 0
 
     def _read_batch(self, local: LocalJournal) -> list[LocalRow]:
         batch = [

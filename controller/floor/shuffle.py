@@ -29,7 +29,7 @@ from typing import Any
 
 from tablectl.controller.engine.shuffle_integrity import FLOOR_RUN, ShuffleWatch
 from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
-from tablectl.controller.floor.store import rows_relation
+from tablectl.controller.floor.store import table_rows_sql
 from tablectl.controller.record.journal import (
     RANDOM_DRAW,
     JournalError,
@@ -144,22 +144,22 @@ def replay_table(
     released = int(table[1])
     if not released:
         return
-    relation = rows_relation(conn)
     start, first_at = 0, None
     if since is not None:
         # within reach only: the partitions before it are not read (the landmarks index)
-        after = "" if reach is None else " AND recorded_at >= %s"
+        source, where, params = table_rows_sql(
+            conn, table_id, upto=released, low=reach, high=since, kind="checkpoint"
+        )
         mark = conn.execute(
-            f"SELECT seq, recorded_at FROM {relation} WHERE table_id = %s AND kind = 'checkpoint'"
-            f" AND recorded_at < %s{after} AND seq <= %s ORDER BY seq DESC LIMIT 1",
-            (table_id, since, *([] if reach is None else [reach]), released),
+            f"SELECT r.seq, r.recorded_at FROM {source} WHERE {where} ORDER BY r.seq DESC LIMIT 1",
+            params,
         ).fetchone()
         if mark:
             start, first_at = int(mark[0]) - 1, mark[1]
     if (reach is not None or until is not None) and start == 0:
+        source, where, params = table_rows_sql(conn, table_id, upto=1)
         oldest = conn.execute(
-            f"SELECT min(recorded_at) FROM {relation} WHERE table_id = %s AND seq = 1",
-            (table_id,),
+            f"SELECT min(r.recorded_at) FROM {source} WHERE {where}", params
         ).fetchone()
         first_at = None if oldest is None else oldest[0]
         if reach is not None and (first_at is None or first_at < reach):
@@ -171,30 +171,33 @@ def replay_table(
     marks = _Marks(engine)
     engine.shuffle_watch = marks
     fresh = True  # no event replayed yet: a checkpoint row may set the engine
-    columns = (
-        f"SELECT r.seq, r.kind, r.round, {RECORDED_AT_SQL}, r.body, r.prev_hash, r.hash,"
-        " ((r.recorded_at AT TIME ZONE s.time_zone) - s.gaming_day_start)::date,"
-        f" r.recorded_at FROM {relation} AS r, {SCHEMA}.settings AS s"
-        " WHERE r.table_id = %s AND r.seq > %s AND r.seq <= %s"
-    )
-    within = ""
-    bounds: list[Any] = [table_id, start, released]
+
+    def select(**bounds: Any) -> tuple[str, list[Any]]:
+        source, where, params = table_rows_sql(conn, table_id, **bounds)
+        return (
+            f"SELECT r.seq, r.kind, r.round, {RECORDED_AT_SQL}, r.body, r.prev_hash, r.hash,"
+            " ((r.recorded_at AT TIME ZONE s.time_zone) - s.gaming_day_start)::date,"
+            f" r.recorded_at FROM {source}, {SCHEMA}.settings AS s WHERE {where}"
+            " ORDER BY r.seq",
+            params,
+        )
+
     if until is not None:
         if first_at is None or first_at >= until:
             return
-        within = " AND r.recorded_at >= %s AND r.recorded_at < %s"
-        bounds += [first_at if since is None else min(first_at, since), until]
+        low = first_at if since is None else min(first_at, since)
+        query, params = select(after=start, upto=released, low=low, high=until)
+    else:
+        query, params = select(after=start, upto=released)
     with conn.transaction(), conn.cursor(name=f"shuffle_{table_id}") as cursor:
         cursor.itersize = FETCH_ROWS
-        cursor.execute(columns + within + " ORDER BY r.seq", bounds)
+        cursor.execute(query, params)
         expected = start + 1
         for found in cursor:
             if found[0] == expected:
                 rows: Iterable[Sequence[Any]] = (found,)
             else:  # rows between, recorded outside the window: read by their seq
-                between = conn.execute(
-                    columns + " ORDER BY r.seq", (table_id, expected - 1, found[0] - 1)
-                ).fetchall()
+                between = conn.execute(*select(after=expected - 1, upto=found[0] - 1)).fetchall()
                 rows = (*between, found)
             expected = found[0] + 1
             for *raw, day, at in rows:

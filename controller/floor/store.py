@@ -8,6 +8,7 @@ run over the floor's rows exactly as over the local file's.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import sqlite3
 import weakref
 from collections.abc import Iterator
@@ -19,8 +20,9 @@ from tablectl.controller.floor.local import journal_chain_rows
 from tablectl.controller.floor.schema import (
     AUDITOR_GROUP,
     CHAIN_COLUMNS,
+    ENDED_ROUNDS,
     RECORDED_AT_SQL,
-    RELEASED_VIEW,
+    RELEASED_ROWS,
     SCHEMA,
 )
 from tablectl.controller.record.journal import (
@@ -34,7 +36,11 @@ from tablectl.controller.record.journal import (
 )
 
 FETCH_ROWS = 2000
-_RELATIONS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+#: the chain's columns as the journal hashed them, of a row aliased `r`
+_COLUMNS = ", ".join(RECORDED_AT_SQL if c == "recorded_at" else f"r.{c}" for c in CHAIN_COLUMNS)
+_READERS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+#: one microsecond: a round's last row's time, as an exclusive bound
+_MICROSECOND = datetime.timedelta(microseconds=1)
 
 
 class FloorError(RuntimeError):
@@ -54,10 +60,10 @@ def connect(dsn: str, *, passfile: str | Path | None = None) -> Any:
         raise FloorError(f"cannot reach the floor store: {str(error).strip()}") from error
 
 
-def rows_relation(conn: Any) -> str:
-    """Where this login reads rows: the rows table for the DBA and the auditor, the released
-    view (ended rounds only, H7) for a reader. Asked once per connection."""
-    cached = _RELATIONS.get(conn)
+def reader_only(conn: Any) -> bool:
+    """Whether this login is a reader (released state only, H7) rather than the DBA or the
+    auditor (every row). Asked once per connection."""
+    cached = _READERS.get(conn)
     if cached is not None:
         return cached
     row = conn.execute(
@@ -67,10 +73,50 @@ def rows_relation(conn: Any) -> str:
         " AND t.schemaname = %s AND t.tablename = 'journal_rows'",
         (AUDITOR_GROUP, SCHEMA),
     ).fetchone()
-    reader_only = not (row and row[0])
-    relation = f"{SCHEMA}.{RELEASED_VIEW}" if reader_only else f"{SCHEMA}.journal_rows"
-    _RELATIONS[conn] = relation
-    return relation
+    reader = not (row and row[0])
+    _READERS[conn] = reader
+    return reader
+
+
+def rows_relation(conn: Any) -> str:
+    """What this login reads rows from: the rows table for the DBA and the auditor, the
+    released-rows function (ended rounds only, H7) for a reader (see table_rows_sql)."""
+    return f"{SCHEMA}.{RELEASED_ROWS}" if reader_only(conn) else f"{SCHEMA}.journal_rows"
+
+
+def table_rows_sql(
+    conn: Any,
+    table_id: str,
+    *,
+    after: int = 0,
+    upto: int | None = None,
+    low: datetime.datetime | None = None,
+    high: datetime.datetime | None = None,
+    kind: str | None = None,
+) -> tuple[str, str, list[Any]]:
+    """One table's rows as this login may read them, aliased `r`: (from, where, params) for
+    `SELECT ... FROM {from} WHERE {where} ...`: seq in (after, upto], recorded_at in
+    [low, high), of `kind`. The DBA and the auditor read the rows table; a reader calls the
+    released-rows function with the same bounds (its rows of ended rounds only; the bounds
+    go into its index scan, where the reader's EXPLAIN cannot see)."""
+    if reader_only(conn):
+        return (
+            f"{SCHEMA}.{RELEASED_ROWS}(%s::text, %s::bigint, %s::bigint, %s::timestamptz,"
+            " %s::timestamptz, %s::text) AS r",
+            "true",
+            [table_id, after, upto, low, high, kind],
+        )
+    where, params = ["r.table_id = %s", "r.seq > %s"], [table_id, after]
+    for clause, value in (
+        ("r.seq <= %s", upto),
+        ("r.recorded_at >= %s", low),
+        ("r.recorded_at < %s", high),
+        ("r.kind = %s", kind),
+    ):
+        if value is not None:
+            where.append(clause)
+            params.append(value)
+    return f"{SCHEMA}.journal_rows AS r", " AND ".join(where), params
 
 
 def table_ids(conn: Any) -> list[str]:
@@ -79,10 +125,18 @@ def table_ids(conn: Any) -> list[str]:
 
 
 def head(conn: Any, table_id: str) -> tuple[int, str | None]:
+    """The last row this login may read: the floor's head for the DBA and the auditor, the
+    released head for a reader (the table row alone before any round ended)."""
+    if reader_only(conn):
+        released = conn.execute(
+            f"SELECT released_seq, released_hash FROM {SCHEMA}.tables WHERE table_id = %s",
+            (table_id,),
+        ).fetchone()
+        if released is not None and released[0]:
+            return int(released[0]), str(released[1])
+    source, where, params = table_rows_sql(conn, table_id)
     row = conn.execute(
-        f"SELECT seq, hash FROM {rows_relation(conn)} WHERE table_id = %s"
-        " ORDER BY seq DESC LIMIT 1",
-        (table_id,),
+        f"SELECT r.seq, r.hash FROM {source} WHERE {where} ORDER BY r.seq DESC LIMIT 1", params
     ).fetchone()
     return (int(row[0]), str(row[1])) if row else (0, None)
 
@@ -99,33 +153,35 @@ def round_span_rows(conn: Any, table_id: str, round_number: int) -> list[RawRow]
     """A dispute's lookup: the rows of one table's round, by the primary key (table, seq,
     time) over the round's seqs and times (floor.rounds), in the partitions of its time span
     only, not every gaming day's index."""
+    spans = f"{SCHEMA}.{ENDED_ROUNDS}" if reader_only(conn) else f"{SCHEMA}.rounds"
     span = conn.execute(
-        f"SELECT first_seq, last_seq, first_at, last_at FROM {SCHEMA}.rounds"
+        f"SELECT first_seq, last_seq, first_at, last_at FROM {spans}"
         " WHERE table_id = %s AND round = %s",
         (table_id, round_number),
     ).fetchone()
     if span is None:
         return []
-    columns = ", ".join(RECORDED_AT_SQL if c == "recorded_at" else c for c in CHAIN_COLUMNS)
+    source, where, params = table_rows_sql(
+        conn,
+        table_id,
+        after=span[0] - 1,
+        upto=span[1],
+        low=span[2],
+        high=span[3] + _MICROSECOND,
+    )
     rows = conn.execute(
-        f"SELECT {columns} FROM {rows_relation(conn)} WHERE table_id = %s"
-        " AND seq BETWEEN %s AND %s AND recorded_at BETWEEN %s AND %s AND round = %s"
-        " ORDER BY seq",
-        (table_id, span[0], span[1], span[2], span[3], round_number),
+        f"SELECT {_COLUMNS} FROM {source} WHERE {where} AND r.round = %s ORDER BY r.seq",
+        (*params, round_number),
     ).fetchall()
     return [cast(RawRow, tuple(row)) for row in rows]
 
 
 def floor_raw_rows(conn: Any, table_id: str, *, after: int = 0) -> Iterator[RawRow]:
     """The table's rows in seq order, as the local journal stores them (body as text)."""
-    columns = ", ".join(RECORDED_AT_SQL if c == "recorded_at" else c for c in CHAIN_COLUMNS)
-    relation = rows_relation(conn)
+    source, where, params = table_rows_sql(conn, table_id, after=after)
     with conn.transaction(), conn.cursor(name=f"floor_rows_{table_id}") as cursor:
         cursor.itersize = FETCH_ROWS
-        cursor.execute(
-            f"SELECT {columns} FROM {relation} WHERE table_id = %s AND seq > %s ORDER BY seq",
-            (table_id, after),
-        )
+        cursor.execute(f"SELECT {_COLUMNS} FROM {source} WHERE {where} ORDER BY r.seq", params)
         for seq, kind, rnd, at, body, prev, digest in cursor:
             yield (int(seq), kind, None if rnd is None else int(rnd), at, body, prev, digest)
 
@@ -139,14 +195,13 @@ def round_rows(conn: Any, table_id: str, round_number: int) -> Iterator[JournalR
     floor.tables, whatever was retired), then the rows from the last engine checkpoint before
     the round (a journal writes one at each gaming day's start and at each clean stop; found
     by the landmarks index) or from row 1 when there is none."""
-    relation = rows_relation(conn)
     table = conn.execute(
         f"SELECT table_row FROM {SCHEMA}.tables WHERE table_id = %s", (table_id,)
     ).fetchone()
+    source, where, params = table_rows_sql(conn, table_id, kind="checkpoint")
     mark = conn.execute(
-        f"SELECT seq FROM {relation} WHERE table_id = %s AND kind = 'checkpoint'"
-        " AND round < %s ORDER BY seq DESC LIMIT 1",
-        (table_id, round_number),
+        f"SELECT r.seq FROM {source} WHERE {where} AND r.round < %s ORDER BY r.seq DESC LIMIT 1",
+        (*params, round_number),
     ).fetchone()
     start = int(mark[0]) - 1 if mark else 0
     if start and table and table[0] is not None:
@@ -155,10 +210,13 @@ def round_rows(conn: Any, table_id: str, round_number: int) -> Iterator[JournalR
 
 
 def verified_mark(conn: Any, table_id: str) -> tuple[int, str]:
-    """The last row a `floor verify` proved: (seq, hash), (0, genesis) before any."""
+    """The last row a `floor verify` proved: (seq, hash), (0, genesis) before any; for a
+    reader, the last such row within the released rows."""
+    columns = "verified_seq, verified_hash"
+    if reader_only(conn):
+        columns = "released_verified_seq, released_verified_hash"
     row = conn.execute(
-        f"SELECT verified_seq, verified_hash FROM {SCHEMA}.tables WHERE table_id = %s",
-        (table_id,),
+        f"SELECT {columns} FROM {SCHEMA}.tables WHERE table_id = %s", (table_id,)
     ).fetchone()
     return (int(row[0]), str(row[1])) if row else (0, GENESIS_HASH)
 
@@ -225,13 +283,23 @@ def identify_table(conn: Any, journal: str | Path) -> str:
     first = next(iter(_local_rows(journal)), None)
     if first is None:
         raise FloorError(f"{journal}: the journal is empty: name the table with --table")
-    found = [
-        row[0]
-        for row in conn.execute(
-            f"SELECT table_id FROM {rows_relation(conn)} WHERE seq = %s AND hash = %s",
-            (first[0], first[6]),
-        )
-    ]
+    if reader_only(conn):
+        found = [
+            table_id
+            for table_id in table_ids(conn)
+            if conn.execute(
+                f"SELECT 1 FROM {SCHEMA}.{RELEASED_ROWS}(%s, %s, %s) WHERE hash = %s",
+                (table_id, first[0] - 1, first[0], first[6]),
+            ).fetchone()
+        ]
+    else:
+        found = [
+            row[0]
+            for row in conn.execute(
+                f"SELECT table_id FROM {SCHEMA}.journal_rows WHERE seq = %s AND hash = %s",
+                (first[0], first[6]),
+            )
+        ]
     if len(found) != 1:
         raise FloorError(
             f"{journal}: its first row is on {'no' if not found else 'more than one'} floor "
@@ -300,9 +368,11 @@ __all__ = [
     "floor_rows",
     "head",
     "identify_table",
+    "reader_only",
     "round_rows",
     "round_span_rows",
     "rows_relation",
     "table_ids",
+    "table_rows_sql",
     "verify_table",
 ]

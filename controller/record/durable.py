@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 
 from tablectl.controller.common.faults import fault_point
@@ -23,7 +24,7 @@ def write_private_file(path: Path, text: str | bytes, *, fault: str | None = Non
     and its retired days' archives). A failed write (a full disk) removes its temporary and
     raises OSError: nothing half-written stays behind.
     `fault`: the fault-injection point before the rename (controller/common/faults.py)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary = temporary_path(path, "write")
     try:
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -61,7 +62,8 @@ def _fsync_file(path: Path) -> None:
 
 def wipe_file(path: Path) -> None:
     """Overwrite a file with zeroes, fsync, unlink: for a temporary that may hold a key of an
-    erased epoch (unlinking alone leaves its blocks readable on the disk)."""
+    erased epoch (unlinking alone leaves its blocks readable on the disk). Zeroes go a
+    megabyte at a time: a multi-gigabyte archive copy never needs its size in memory."""
     try:
         descriptor = os.open(path, os.O_WRONLY)
     except OSError:
@@ -70,10 +72,86 @@ def wipe_file(path: Path) -> None:
     try:
         size = os.fstat(descriptor).st_size
         with contextlib.suppress(OSError):  # a full disk: overwriting in place needs no block
-            os.pwrite(descriptor, bytes(size), 0)
+            zeroes = bytes(min(size, _WIPE_CHUNK))
+            offset = 0
+            while offset < size:
+                offset += os.pwrite(descriptor, zeroes[: size - offset], offset)
             os.fsync(descriptor)
     finally:
         os.close(descriptor)
     with contextlib.suppress(OSError):
         path.unlink()
         fsync_directory(path.parent)
+
+
+_WIPE_CHUNK = 1 << 20
+
+# --- the temporaries every durable write path may leave --------------------------------------
+
+#: Every temporary name a write path of the product uses, by purpose: a writer asks
+#: `temporary_path` for its name (it cannot invent one), and the start sweeps whatever matches
+#: here (`sweep_temporaries`), so a new write path cannot leave one behind for ever.
+#: `write`: write_private_file (head file, sealing and verification keys, the floor's
+#: passfile, its retired days' archives); `build`: a new journal file built whole and its
+#: rollback journal (journal.create_journal_file); `copy`: a closed segment copied into the
+#: archive (journal_upkeep).
+TEMPORARY_PATTERNS: dict[str, re.Pattern[str]] = {
+    "write": re.compile(r"^\.(?P<target>.+)\.(?P<pid>\d+)\.tmp$"),
+    "build": re.compile(r"^\.(?P<target>.+)\.new(?:-journal|-wal|-shm)?$"),
+    "copy": re.compile(r"^\.(?P<target>.+)\.copy$"),
+}
+
+
+def temporary_path(path: Path, purpose: str) -> Path:
+    """The temporary a write of `path` for `purpose` (a key of TEMPORARY_PATTERNS) uses."""
+    name = {
+        "write": f".{path.name}.{os.getpid()}.tmp",
+        "build": f".{path.name}.new",
+        "copy": f".{path.name}.copy",
+    }[purpose]
+    assert TEMPORARY_PATTERNS[purpose].match(name), name
+    return path.with_name(name)
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file name is one of the product's temporaries (TEMPORARY_PATTERNS)."""
+    return any(pattern.match(name) for pattern in TEMPORARY_PATTERNS.values())
+
+
+def _writer_alive(name: str) -> bool:
+    """A `write` temporary of a process still running (not this one): it may be mid-write."""
+    match = TEMPORARY_PATTERNS["write"].match(name)
+    if match is None:
+        return False
+    pid = int(match.group("pid"))
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: a process of another user is running with that number
+        return True
+    return True
+
+
+def sweep_temporaries(directory: Path) -> list[Path]:
+    """Wipe (overwrite, fsync, unlink: wipe_file) every temporary of TEMPORARY_PATTERNS in
+    `directory` that a crash or power cut left; the paths wiped. Every one is wiped, not only
+    the keys' (the sealing key, the verification key's seed, the floor's password): a journal
+    copy holds face-down cards too. A `write` temporary whose process still runs is left."""
+    wiped: list[Path] = []
+    try:
+        entries = sorted(directory.iterdir())
+    except OSError:
+        return wiped
+    for entry in entries:
+        if not is_temporary(entry.name) or _writer_alive(entry.name):
+            continue
+        if entry.is_symlink() or not entry.is_file():
+            continue
+        with contextlib.suppress(OSError):  # a directory this user may not write: left
+            wipe_file(entry)
+        if not entry.exists():
+            wiped.append(entry)
+    return wiped

@@ -8,6 +8,16 @@ DELETE through SQLite itself. A row that precedes a device command is appended w
 group-committed: batched and flushed by a short timer on the running asyncio loop, when the
 batch is full, on `flush()`, and by the next durable append. The file and its -wal/-shm are
 mode 0600: the journal holds face-down cards and is for the service user only (docs/rules.md H7).
+
+Format 2 (`PRAGMA user_version` per segment; format-1 segments keep verifying as written):
+every row but a seal carries a secret `nonce` (128 bits from `secrets`) inside its body, so its
+hash, the chain's head and the Merkle log hide the row (a hash of a card is the card otherwise:
+H7); `JournalRow.nonce` holds it and `JournalRow.body` does not. The rows are the leaves of an
+RFC 9162 Merkle tree for the table's whole life (leaf seq-1 = leaf_hash(the row's 32-byte
+hash)); each segment's `merkle` table holds the interior nodes its rows completed (and, in a
+new segment, the tree's frontier at its start, so a retired segment leaves its subtree hashes
+behind), written in the same transaction as the rows (controller/record/merkle_log.py reads
+them for proofs).
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import shutil
 import sqlite3
 import stat
@@ -38,15 +49,26 @@ from tablectl.controller.engine.table import TableSpec
 from tablectl.controller.record.durable import (
     _fsync_file,
     fsync_directory,
-    wipe_file,
+    sweep_temporaries,
+    temporary_path,
     write_private_file,
+)
+from tablectl.controller.record.merkle import (
+    CompactTree,
+    leaf_hash,
+    stored_index,
 )
 
 GENESIS_HASH = "0" * 64
 ROW_KINDS = ("table", "event", "decision", "note", "segment", "checkpoint", "seal")
 # Rows the start-up and `verify` look up by kind: a partial index holds only these.
 INDEXED_KINDS = ("segment", "checkpoint", "seal")
-SCHEMA_VERSION = 1
+#: 1: rows without a nonce; 2: rows carry a nonce in their body, and the `merkle` table.
+SCHEMA_VERSION = 2
+#: The body key of a row's secret nonce (docs/journal.md, "Hiding").
+NONCE_KEY = "nonce"
+#: A leaf for a seq the journal skipped (`continue_after`, a cut tail): no row hash is empty.
+GAP_LEAF = leaf_hash(b"")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS journal (
@@ -64,7 +86,13 @@ CREATE TRIGGER IF NOT EXISTS journal_no_delete BEFORE DELETE ON journal
 BEGIN SELECT RAISE(ABORT, 'the journal is append-only: DELETE refused'); END;
 CREATE INDEX IF NOT EXISTS journal_landmarks ON journal(kind, seq)
     WHERE kind IN ('segment', 'checkpoint', 'seal');
+CREATE TABLE IF NOT EXISTS merkle (idx INTEGER PRIMARY KEY, hash BLOB NOT NULL);
+CREATE TRIGGER IF NOT EXISTS merkle_no_update BEFORE UPDATE ON merkle
+BEGIN SELECT RAISE(ABORT, 'the Merkle log is append-only: UPDATE refused'); END;
+CREATE TRIGGER IF NOT EXISTS merkle_no_delete BEFORE DELETE ON merkle
+BEGIN SELECT RAISE(ABORT, 'the Merkle log is append-only: DELETE refused'); END;
 """
+_INSERT_NODE = "INSERT OR IGNORE INTO merkle (idx, hash) VALUES (?, ?)"
 
 
 _INSERT = (
@@ -209,6 +237,8 @@ class JournalRow:
     body: dict[str, Any]
     prev_hash: str
     hash: str
+    #: The row's secret nonce (format 2), kept out of `body`; None for a seal or a format-1 row.
+    nonce: str | None = None
 
 
 def _make_private(path: Path) -> None:
@@ -245,6 +275,9 @@ class Journal:
         ).fetchone()
         self._last_seq: int = last[0] if last else 0
         self._last_hash: str = last[1] if last else GENESIS_HASH
+        # The Merkle log's right edge, and its nodes not yet committed (stored_index, hash).
+        self._pending_nodes: list[tuple[int, bytes]] = []
+        self._tree = self._load_tree()
         # The head (last seq and hash) goes to the system log at open and close: an anchor
         # outside the file, against which a truncated or wholly rewritten chain shows.
         self._log.info("journal_opened", last_seq=self._last_seq, head=self._last_hash)
@@ -319,6 +352,73 @@ class Journal:
         """The sequence number of the last row appended (committed or pending)."""
         return self._last_seq
 
+    @property
+    def tree(self) -> CompactTree:
+        """The Merkle log's frontier over every row appended (leaf seq-1 is row seq); after a
+        flush, over the committed rows: a checkpoint signs its `size` and `root()`."""
+        return self._tree
+
+    def _load_tree(self) -> CompactTree:
+        """The frontier at the last row, from the live segment alone (a segment holds the
+        frontier at its start); rebuilt from every segment's rows when it is missing (a
+        journal written before the log, or rows written by another program)."""
+        size = self._last_seq
+        wanted = CompactTree.frontier_nodes(size)
+        found: list[bytes] = []
+        try:
+            for level, index in wanted:
+                raw = self._db.execute(
+                    "SELECT hash FROM merkle WHERE idx = ?", (stored_index(level, index),)
+                ).fetchone()
+                if raw is None and level == 0:
+                    row = self._db.execute(
+                        "SELECT hash FROM journal WHERE seq = ?", (index + 1,)
+                    ).fetchone()
+                    raw = (leaf_hash(bytes.fromhex(row[0])),) if row else None
+                if raw is None or not isinstance(raw[0], bytes):
+                    return self._rebuild_tree()
+                found.append(raw[0])
+        except (sqlite3.Error, ValueError) as error:
+            raise JournalError(f"{self.path}: cannot read the Merkle log: {error}") from error
+        return CompactTree(size, found)
+
+    def _rebuild_tree(self) -> CompactTree:
+        """Every row of every segment beside the live one, as leaves; the nodes written into
+        the live segment (one transaction). A seq no segment holds (retired before the log
+        existed, or cut) is a GAP_LEAF."""
+        tree = CompactTree()
+        nodes: list[tuple[int, bytes]] = []
+
+        def add(leaf: bytes, stored_leaf: bool) -> None:
+            for level, index, digest in tree.append(leaf):
+                if level > 0 or stored_leaf:
+                    nodes.append((stored_index(level, index), digest))
+
+        for path in live_segments(self.path):
+            db = self._db if path == self.path else _connect_read_only(path)
+            try:
+                for seq, digest in db.execute("SELECT seq, hash FROM journal ORDER BY seq"):
+                    if seq <= tree.size:
+                        continue
+                    while tree.size < seq - 1:
+                        add(GAP_LEAF, True)
+                    add(leaf_hash(bytes.fromhex(digest)), False)  # read from its row
+            finally:
+                if db is not self._db:
+                    db.close()
+        while tree.size < self._last_seq:
+            add(GAP_LEAF, True)
+        try:
+            self._db.execute("BEGIN")
+            self._db.executemany(_INSERT_NODE, nodes)
+            self._db.execute("COMMIT")
+        except sqlite3.Error as error:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            raise JournalError(f"{self.path}: cannot write the Merkle log: {error}") from error
+        self._log.info("merkle_log_rebuilt", leaves=tree.size, nodes=len(nodes))
+        return tree
+
     def size_on_disk(self) -> int:
         """Bytes the journal takes on disk: the database, its -wal (preallocated) and -shm."""
         total = 0
@@ -348,6 +448,8 @@ class Journal:
         """
         if seq > self._last_seq:
             self.flush()
+            while self._tree.size < seq:
+                self._append_leaf(GAP_LEAF, stored_leaf=True)
             self._last_seq = seq
 
     def last_of_kind(self, kind: str) -> JournalRow | None:
@@ -471,6 +573,10 @@ class Journal:
             self._timer.cancel()
             self._timer = None
         previous = {"file": closed_path.name, "last_seq": self._last_seq, "head": self._last_hash}
+        # The head file names the closing segment's last row before anything is closed: a
+        # crash between the rename and the new segment's first rows is undone at the next
+        # start by that name (`recover_at_start`), sealed or not (only a seal wrote it here).
+        self.write_head()
         try:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             # A closed segment is one self-contained file: out of WAL mode, a reader (verify,
@@ -502,6 +608,15 @@ class Journal:
             self.fail(error)
             raise
         fault_point("rollover.after_create")
+        # The new segment holds the log's frontier at its start, committed with its first
+        # rows: the segments before it may be retired and the log still proves what follows.
+        start = self._tree.size
+        self._pending_nodes.extend(
+            (stored_index(level, index), digest)
+            for (level, index), digest in zip(
+                CompactTree.frontier_nodes(start), self._tree.frontier, strict=True
+            )
+        )
         self.append("segment", {**segment, "type": "segment", "previous": previous})
         for kind, body in then:
             self.append(kind, body)
@@ -529,17 +644,31 @@ class Journal:
             raise ValueError(f"journal row kind {kind!r} is not one of {ROW_KINDS}")
         seq = self._last_seq + 1
         recorded_at = self._utc_now()
+        if kind != "seal":  # a seal's content is public by design (its MAC covers the head)
+            body = {**body, NONCE_KEY: secrets.token_hex(16)}
         body_text = canonical_json(body if type(body) is dict else dict(body))
         digest = row_hash(self._last_hash, seq, kind, round_number, recorded_at, body_text)
         self._pending.append(
             (seq, kind, round_number, recorded_at, body_text, self._last_hash, digest)
         )
+        self._append_leaf(leaf_hash(bytes.fromhex(digest)))
         self._last_seq, self._last_hash = seq, digest
         if durable or len(self._pending) >= self.max_batch:
             self.flush()
         elif self._timer is None:
             self._schedule_flush()
         return seq
+
+    def _append_leaf(self, leaf: bytes, *, stored_leaf: bool = False) -> None:
+        """The next leaf of the log; the nodes it completes wait for the rows' commit (a leaf
+        itself is its row's hash, stored only for a gap)."""
+        if stored_leaf:
+            self._pending_nodes.append((stored_index(0, self._tree.size), leaf))
+        completed = self._tree.append(leaf)
+        if len(completed) > 1:
+            self._pending_nodes.extend(
+                (stored_index(level, index), digest) for level, index, digest in completed[1:]
+            )
 
     def _schedule_flush(self) -> None:
         try:
@@ -562,16 +691,19 @@ class Journal:
         """
         if self.failure is not None:
             raise JournalError(f"{self.path}: the journal failed earlier: {self.failure}")
-        if not self._pending:
+        if not self._pending and not self._pending_nodes:
             return
         started = time.perf_counter()
         try:
-            if len(self._pending) == 1:
+            if len(self._pending) == 1 and not self._pending_nodes:
                 # one row: one statement, its own transaction (autocommit), fsynced alike
                 self._db.execute(_INSERT, self._pending[0])
             else:
+                # the rows and the log's nodes they complete: one transaction
                 self._db.execute("BEGIN")
                 self._db.executemany(_INSERT, self._pending)
+                if self._pending_nodes:
+                    self._db.executemany(_INSERT_NODE, self._pending_nodes)
                 self._db.execute("COMMIT")
         except sqlite3.Error as error:
             with contextlib.suppress(sqlite3.Error):
@@ -581,6 +713,7 @@ class Journal:
             assert self.failure is not None
             raise self.failure from error
         self._pending.clear()
+        self._pending_nodes.clear()
         metrics.JOURNAL_WRITE_SECONDS.observe(time.perf_counter() - started)
         for listener in self.commit_listeners:
             listener(self._last_seq)
@@ -603,6 +736,7 @@ class Journal:
         self.failure = error
         lost = len(self._pending)
         self._pending.clear()  # never committed later as if nothing had happened
+        self._pending_nodes.clear()
         metrics.JOURNAL_WRITE_ERRORS.inc()
         self._log.error("journal_write_failed", error=str(error), rows_not_written=lost)
         if self.on_failure is not None:
@@ -677,7 +811,17 @@ def _to_row(raw: _RawRow) -> JournalRow:
         parsed = json.loads(body)
     except ValueError:
         parsed = {"unparseable": body}
-    return JournalRow(seq, kind, round_number, recorded_at, parsed, prev_hash, digest)
+    nonce = parsed.pop(NONCE_KEY, None) if type(parsed) is dict else None
+    return JournalRow(
+        seq,
+        kind,
+        round_number,
+        recorded_at,
+        parsed,
+        prev_hash,
+        digest,
+        nonce if isinstance(nonce, str) else None,
+    )
 
 
 # The floor store (controller/floor) reads the same rows back from PostgreSQL.
@@ -709,7 +853,7 @@ def create_journal_file(path: Path) -> None:
     """A new journal file, whole or not at all: the schema is built (rollback-journal mode,
     synchronous) under a temporary name, fsynced, then renamed into place and the directory
     fsynced. A crash leaves no file or a file with its table, never a file without it."""
-    temporary = path.with_name(f".{path.name}.new")
+    temporary = temporary_path(path, "build")
     for stale in (temporary, Path(f"{temporary}-journal")):
         stale.unlink(missing_ok=True)
     try:
@@ -829,37 +973,143 @@ def _journal_file_state(path: Path) -> str:
     return f"a SQLite file with tables {names} but no journal table"
 
 
-def recover_at_start(live: Path, sealing_key: Path | None = None) -> list[str]:
+#: The files beside a journal that SQLite opens with it.
+SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def _service_user() -> str:
+    with contextlib.suppress(KeyError, ImportError):
+        import pwd
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    return str(os.geteuid())
+
+
+def unrepairable_file(path: Path, why: str) -> str:
+    """Why the start cannot use a file and will not repair it itself, and what to run."""
+    user = _service_user()
+    try:
+        found = path.stat()
+        owner = f"owner uid {found.st_uid}, mode {stat.S_IMODE(found.st_mode):04o}"
+    except OSError:
+        owner = "unreadable"
+    return (
+        f"{path} ({owner}) {why} for the service user {user}: run "
+        f"`chown {user}: {path} && chmod 0600 {path}` as root (keep the file), then start again"
+    )
+
+
+def private_file_problem(path: Path) -> str | None:
+    """None when the start can use `path` (a journal file, the head, the sealing key) or
+    repair it (this user owns it: a wrong mode is made 0600 again, `recover_at_start`);
+    else why not and the command that mends it."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return unrepairable_file(path, f"cannot be looked at ({error.strerror})")
+    if found.st_uid == os.geteuid() or os.access(path, os.R_OK | os.W_OK):
+        return None
+    return unrepairable_file(path, "cannot be read and written")
+
+
+def _unrepairable(path: Path, why: str) -> JournalError:
+    return JournalError(unrepairable_file(path, why))
+
+
+def _restore_private_modes(live: Path, extra: Iterable[Path] = ()) -> list[str]:
+    """Before any file is opened: the live journal, its side files, its head file and `extra`
+    (the sealing key) made mode 0600 and checked readable and writable by this user.
+
+    A crash inside the roll-over's close can leave the live file 0400 beside a hot rollback
+    journal: as the service user (not root) SQLite would open it read-only, could not roll
+    the journal back, and call the file damaged. Raises JournalError naming the file and the
+    command for a file this user cannot repair (another owner)."""
+    done: list[str] = []
+    candidates = [live, *(Path(f"{live}{suffix}") for suffix in SIDE_SUFFIXES)]
+    for path in [*candidates, head_file(live), *extra]:
+        try:
+            found = path.lstat()
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise _unrepairable(path, f"cannot be looked at ({error.strerror})") from error
+        if not stat.S_ISREG(found.st_mode):
+            continue
+        mode = stat.S_IMODE(found.st_mode)
+        if mode != 0o600:
+            try:
+                os.chmod(path, 0o600)
+            except OSError as error:
+                raise _unrepairable(path, f"cannot be made 0600 ({error.strerror})") from error
+            done.append(f"made {path} mode 0600 again (it was {mode:04o})")
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise _unrepairable(path, "cannot be read and written")
+    return done
+
+
+def _holds_row(path: Path, seq: int, digest: str) -> bool:
+    """Whether the file's row `seq` has the hash `digest`."""
+    try:
+        db = _connect_read_only(path)
+    except JournalError:
+        return False
+    try:
+        row = db.execute("SELECT hash FROM journal WHERE seq = ?", (seq,)).fetchone()
+        return row is not None and row[0] == digest
+    except sqlite3.Error:
+        return False
+    finally:
+        db.close()
+
+
+def highest_seq_written(live: Path) -> int:
+    """The highest seq any segment of this journal holds (closed ones included) or its head
+    file records: the next row of a journal started on damage on purpose goes after it."""
+    highest = 0
+    recorded = read_head_file(live)
+    if recorded is not None:
+        highest = recorded[0]
+    for segment in live_segments(live):
+        last = _last_row(segment)
+        if last is not None:
+            highest = max(highest, last[0])
+    return highest
+
+
+def recover_at_start(
+    live: Path, sealing_key: Path | None = None, *, also_sweep: Iterable[Path] = ()
+) -> list[str]:
     """Before the journal is opened: finish or undo what a crash interrupted; what was done.
 
-    - temporaries of the head file, the sealing key and a new journal file are removed (a key
-      temporary is overwritten first: it holds the key of an epoch since erased);
+    - every temporary of a durable write path (durable.TEMPORARY_PATTERNS) in the journal's
+      directory, the sealing key's and `also_sweep` (the archive, the passfile's) is wiped:
+      overwritten, then unlinked (a key's holds a seed or the key of an epoch since erased);
+    - the live file, its side files, the head file and the sealing key are made mode 0600
+      before anything opens them (a crash inside the roll-over's close leaves the live file
+      0400); one this user cannot repair is refused, naming it and the command to run;
     - a live file that holds no row (zero bytes, zeroes, a SQLite file without its table: a
       crash during its creation) is removed, to be created whole;
     - a roll-over cut between closing the live segment and committing the new one's first rows
-      is undone: the closed file that holds the recorded head becomes the live one again (and
-      is rolled over again at the next moment between rounds);
-    - a live file left read-only by a crash inside the close is made writable again.
+      is undone: the latest closed file, when it holds the row the head file records, becomes
+      the live one again (and is rolled over again at the next moment between rounds). No
+      seal is needed: the roll-over writes the head file before it closes anything.
     Raises JournalError, naming the file, for a live file that is not a journal and may hold
     rows (not SQLite, or another database): it is never removed.
     """
     done: list[str] = []
-    directories = {live.parent: [f".{live.name}.head.", f".{live.name}.new"]}
+    directories = {live.parent, *(Path(d) for d in also_sweep)}
     if sealing_key is not None:
-        directories.setdefault(sealing_key.parent, []).append(f".{sealing_key.name}.")
-    for directory, prefixes in directories.items():
-        with contextlib.suppress(OSError):
-            for entry in sorted(directory.iterdir()):
-                name = entry.name
-                if any(name.startswith(p) for p in prefixes) and (
-                    name.endswith(".tmp") or ".new" in name
-                ):
-                    wipe_file(entry)
-                    done.append(f"removed the stale temporary {entry} (overwritten, then unlinked)")
+        directories.add(sealing_key.parent)
+    for directory in sorted(directories):
+        for entry in sweep_temporaries(directory):
+            done.append(f"removed the stale temporary {entry} (overwritten, then unlinked)")
+    done += _restore_private_modes(live, [sealing_key] if sealing_key is not None else [])
     if live.exists():
         state = _journal_file_state(live)
         if state == "empty":
-            for suffix in ("", "-wal", "-shm", "-journal"):
+            for suffix in ("", *SIDE_SUFFIXES):
                 Path(f"{live}{suffix}").unlink(missing_ok=True)
             fsync_directory(live.parent)
             done.append(f"removed {live}: it held no row (a crash during its creation)")
@@ -873,22 +1123,22 @@ def recover_at_start(live: Path, sealing_key: Path | None = None) -> list[str]:
         (p for p in live_segments(live) if p != live and closed_segment_first_seq(p) is not None),
         key=lambda p: closed_segment_first_seq(p) or 0,
     )
-    if closed and recorded is not None and _last_row(closed[-1]) == recorded:
+    if closed and recorded is not None and (not live.exists() or _last_row(live) is None):
         latest = closed[-1]
-        if live.exists() and _last_row(live) is None:
-            # the new live file was created but its first rows never committed
-            for suffix in ("", "-wal", "-shm"):
+        last = _last_row(latest)
+        # the latest closed file holds the recorded head (its last row, or before it: a head
+        # file an older version left behind a checkpoint): nothing after it was ever written
+        if last is not None and last[0] >= recorded[0] and _holds_row(latest, *recorded):
+            for suffix in ("", *SIDE_SUFFIXES):
                 Path(f"{live}{suffix}").unlink(missing_ok=True)
-        if not live.exists():
             os.chmod(latest, 0o600)
             os.replace(latest, live)
             fsync_directory(live.parent)
             done.append(
-                f"undid an interrupted roll-over: {latest.name} (it ends at the recorded head, "
-                f"row {recorded[0]}) is the live segment {live.name} again"
+                f"undid an interrupted roll-over: {latest.name} (it holds the recorded head, "
+                f"row {recorded[0]}, and ends at row {last[0]}) is the live segment "
+                f"{live.name} again"
             )
-    if live.exists() and stat.S_IMODE(live.stat().st_mode) != 0o600:
-        os.chmod(live, 0o600)
     return done
 
 

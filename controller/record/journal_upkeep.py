@@ -14,17 +14,18 @@ import contextlib
 import datetime
 import os
 import re
-import shutil
 import sqlite3
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tablectl.controller.common.config import ARCHIVE_SAME_FILESYSTEM_WORDS
 from tablectl.controller.common.logs import get_logger
 from tablectl.controller.engine.gaming_day import gaming_day_of, local_wall_clock
-from tablectl.controller.record.durable import fsync_directory
+from tablectl.controller.record.durable import fsync_directory, temporary_path
 from tablectl.controller.record.journal import (
     ChainWalk,
     Journal,
@@ -194,35 +195,112 @@ def read_rows_tail(path: Path, limit: int) -> list[JournalRow]:
     return [parse_row(raw) for raw in reversed(raws)]
 
 
+def archive_problem(
+    journal_dir: Path, archive_dir: Path, *, same_filesystem_accepted: bool = False
+) -> str | None:
+    """Why `archive_dir` cannot hold the only other copy of the journal's segments, or None.
+
+    Refused: the journal's own directory, a directory inside it or above it (after symlinks:
+    retention would remove what it just copied, or copy into what it removes), and a directory
+    on the journal's filesystem unless the configuration says in words that one disk holding
+    both copies is meant (`archive_same_filesystem`): a failure of that disk loses both."""
+    journal_real = journal_dir.resolve()
+    archive_real = archive_dir.resolve()
+    if archive_real == journal_real:
+        return f"{archive_dir} is the journal's own directory ({journal_real})"
+    if archive_real.is_relative_to(journal_real):
+        return f"{archive_dir} is inside the journal's directory ({journal_real})"
+    if journal_real.is_relative_to(archive_real):
+        return f"{archive_dir} holds the journal's directory ({journal_real})"
+    if not same_filesystem_accepted:
+        try:
+            same = (
+                os.stat(_existing_ancestor(archive_real)).st_dev
+                == os.stat(_existing_ancestor(journal_real)).st_dev
+            )
+        except OSError as error:
+            return f"{archive_dir}: cannot tell its filesystem: {error}"
+        if same:
+            return (
+                f"{archive_dir} is on the journal's own filesystem: one disk would hold both "
+                "copies; archive to another disk or machine, or say so in words with "
+                f'archive_same_filesystem = "{ARCHIVE_SAME_FILESYSTEM_WORDS}"'
+            )
+    return None
+
+
+def _existing_ancestor(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+#: bytes read at a time when a segment is copied or compared
+_COPY_CHUNK = 1 << 20
+
+
+def _same_bytes(first: Path, second: Path) -> bool:
+    with open(first, "rb") as one, open(second, "rb") as other:
+        while True:
+            left, right = one.read(_COPY_CHUNK), other.read(_COPY_CHUNK)
+            if left != right:
+                return False
+            if not left:
+                return True
+
+
 def _copy_verified(segment: Path, archive_dir: Path) -> str | None:
-    """Copy a closed segment into the archive durably and check the copy: None when the
-    archive holds it whole (the same last row, verifying), else why not."""
+    """Copy a closed segment into the archive durably, byte for byte: None when the archive
+    holds a copy that was compared with the segment, else why not (the segment stays).
+
+    The copy goes to a new temporary in the archive (O_EXCL, no symlink followed), is fsynced,
+    read back and compared with the segment byte for byte, linked to the segment's name (a
+    link never replaces a name that appeared meanwhile) and the directory fsynced. A name
+    that already exists counts only as a regular file of its own (not a symlink, not the
+    segment's own inode) whose bytes are the segment's: a crash after the link leaves one."""
     archive_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = archive_dir / segment.name
-    temporary = archive_dir / f".{segment.name}.copy"
+    temporary = temporary_path(target, "copy")
     try:
-        if not target.exists():
-            temporary.unlink(missing_ok=True)
-            shutil.copyfile(segment, temporary)
-            os.chmod(temporary, 0o400)
-            descriptor = os.open(temporary, os.O_RDONLY)
-            try:
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
-            os.replace(temporary, target)
-            fsync_directory(archive_dir)
+        existing = os.lstat(target)
+    except FileNotFoundError:
+        existing = None
     except OSError as error:
+        return f"cannot look at {target}: {error}"
+    if existing is not None:
+        source = os.stat(segment)
+        if not stat.S_ISREG(existing.st_mode):
+            return f"{target} exists and is not a regular file (a symlink or other): refused"
+        if (existing.st_dev, existing.st_ino) == (source.st_dev, source.st_ino):
+            return f"{target} is the segment itself (a hard link), not a copy: refused"
+        if not _same_bytes(segment, target):
+            return f"{target} exists with other content than the segment: refused"
+        return None
+    try:
+        with contextlib.suppress(FileNotFoundError):  # a crash's leftover: a regular file only
+            if stat.S_ISREG(os.lstat(temporary).st_mode):
+                temporary.unlink()
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+        try:
+            with open(segment, "rb") as source_file:
+                while chunk := source_file.read(_COPY_CHUNK):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(descriptor, view) :]
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        if not _same_bytes(segment, temporary):
+            return f"the copy written to {temporary} does not read back as the segment"
+        os.link(temporary, target)
+        fsync_directory(archive_dir)
+    except OSError as error:
+        return f"cannot copy it to {target}: {error}"
+    finally:
         with contextlib.suppress(OSError):
-            temporary.unlink(missing_ok=True)
-        return f"cannot copy it to {archive_dir}: {error}"
-    copy = verify_journal(target)
-    original = verify_journal(segment)
-    for suffix in ("-wal", "-shm"):  # a read-only look at a WAL-mode file leaves these
-        with contextlib.suppress(OSError):
-            Path(f"{target}{suffix}").unlink(missing_ok=True)
-    if not copy.ok or (copy.last_seq, copy.head) != (original.last_seq, original.head):
-        return f"the copy in {archive_dir} is not the same segment ({copy.message})"
+            temporary.unlink()
+    with contextlib.suppress(OSError):
+        fsync_directory(archive_dir)
     return None
 
 
@@ -234,6 +312,7 @@ def apply_retention(
     *,
     live_day: datetime.date | None = None,
     floor_confirmed_seq: Callable[[], int] | None = None,
+    archive_same_filesystem: bool = False,
 ) -> RetentionOutcome:
     """Retire closed segments past `retain_days` gaming days, never on the wall clock alone.
 
@@ -243,10 +322,13 @@ def apply_retention(
       hold at least `retain_days` gaming days after D. A clock stepped 65 days ahead finds
       only the days the journal really holds, so it retires nothing;
     - sealed to its last row, its chain verifies, and the next segment links to its end;
-    - held elsewhere: copied into `archive_dir` and the copy verified (then removed here), or,
-      without an archive, the floor store confirmed rows up to its last one
+    - held elsewhere: copied into `archive_dir` (not the journal's directory, nor inside or
+      above it, nor on its filesystem unless `archive_same_filesystem`: archive_problem) and
+      the copy compared with it byte for byte (_copy_verified), then removed here; or, without
+      an archive, the floor store says rows up to its last one are durable on two machines
       (`floor_confirmed_seq`: the shipper's acknowledged seq, whose hash it checked at
-      connection). With neither, nothing is removed: the segment is the only copy.
+      connection, bounded by the floor's `durable_elsewhere_seq`). With neither, nothing is
+      removed: the segment is the only copy.
     """
     if retain_days <= 0:
         return RetentionOutcome([], [])
@@ -259,6 +341,13 @@ def apply_retention(
         ),
     )
     days = [_closed_day(p) for _, p in closed]
+    refused_archive = (
+        None
+        if archive_dir is None
+        else archive_problem(
+            live.parent, archive_dir, same_filesystem_accepted=archive_same_filesystem
+        )
+    )
     retired: list[tuple[Path, str]] = []
     kept: list[tuple[Path, str]] = []
     for index, (_, segment) in enumerate(closed):
@@ -281,16 +370,23 @@ def apply_retention(
         following = closed[index + 1][1] if index + 1 < len(closed) else live
         problem = _sealed_and_intact(segment, following if following.exists() else None)
         if problem is None:
-            if archive_dir is not None:
+            if archive_dir is not None and refused_archive is not None:
+                problem = f"archive_dir refused: {refused_archive}"
+                how = ""
+            elif archive_dir is not None:
                 problem = _copy_verified(segment, archive_dir)
-                how = f"moved to {archive_dir} (copy verified)"
+                how = f"the copy is {archive_dir / segment.name} (compared byte for byte)"
             elif floor_confirmed_seq is not None:
                 last = read_rows_tail(segment, 1)[-1].seq
                 confirmed = floor_confirmed_seq()
-                how = f"removed (the floor store confirmed rows up to {confirmed})"
+                how = (
+                    f"the copy is on the floor store, which holds rows up to {confirmed} "
+                    "durable on two machines"
+                )
                 if confirmed < last:
                     problem = (
-                        f"the floor store confirmed rows up to {confirmed} only, it ends at {last}"
+                        f"the floor store says rows up to {confirmed} only are durable on two "
+                        f"machines, it ends at {last}"
                     )
             else:
                 problem = "no archive_dir and no floor store: this is its only copy"
@@ -543,9 +639,11 @@ class JournalUpkeep:
             config.archive_dir,
             live_day=self.segment_day,
             floor_confirmed_seq=self.floor_confirmed_seq,
+            archive_same_filesystem=config.archive_same_filesystem,
         )
         for gone, how in outcome.retired:
-            self._log.info("segment_retired", file=str(gone), how=how)
+            # a removal from the table PC: said at warning, with where the copy is
+            self._log.warning("segment_retired", file=str(gone), copy=how)
         for kept, why in outcome.kept:
             self._log.warning("segment_retention_held", file=str(kept), reason=why)
         return outcome

@@ -7,8 +7,9 @@ time; the key of epoch e+1 is SHA-256 over a fixed label and the key of epoch e,
 step. At the end of each epoch (and at a clean stop, and before a segment closes) the daemon
 appends a `seal` row whose `mac` is HMAC-SHA-256, under the epoch's key, of the seal's other
 fields: the epoch, the previous seal's epoch, the time, and the seq and hash of the row
-before it (which the hash chain ties to every earlier row). The key is then evolved and the
-file rewritten, so the old key is gone: whoever takes the table PC later holds only keys of
+before it (which the hash chain ties to every earlier row). The key is then evolved and
+written over the old one in the key file's own blocks (two slots, `Sealer._store`), so the
+old key is gone from the disk too: whoever takes the table PC later holds only keys of
 epochs to come and cannot forge a seal over rows already sealed. A verifier with the seed
 derives any epoch's key and checks every seal.
 """
@@ -19,6 +20,7 @@ import datetime
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 from collections.abc import Mapping
@@ -26,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tablectl.controller.common.faults import fault_point
 from tablectl.controller.record.durable import write_private_file
 
 DEFAULT_EPOCH_SECONDS = 900
 _EVOLVE_LABEL = b"tablectl-fss-evolve-v1\0"
-_KEY_FILE_FORMAT = 1
 _VERIFY_KEY_PATTERN = re.compile(r"^([0-9a-f]{64})/([0-9a-f]{1,16})-([0-9a-f]{1,16})$")
 
 
@@ -96,63 +98,234 @@ class KeyDeriver:
         return self._key
 
 
+#: The key file: two fixed slots of one block each, so that a new key is written over the
+#: blocks that held the old one (never renamed over it: a rename frees the old blocks with the
+#: erased key still in them) and a power cut at any instruction leaves one whole slot.
+KEY_FILE_SIZE = 8192
+_SLOT_SIZE = KEY_FILE_SIZE // 2
+_SLOT_MAGIC = b"tablectl sealing key slot v2\n"
+
+
+@dataclass(frozen=True)
+class KeyState:
+    """What the key file holds: the current epoch's key and what the daemon knows of its seals.
+    `generation` counts the writes: of two whole slots, the higher one is the newest."""
+
+    key: bytes
+    epoch: int
+    last_sealed_epoch: int | None
+    start: int
+    interval: int
+    generation: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key.hex(),
+            "epoch": self.epoch,
+            "last_sealed_epoch": self.last_sealed_epoch,
+            "start": self.start,
+            "interval": self.interval,
+            "generation": self.generation,
+        }
+
+
+def _slot_bytes(state: KeyState) -> bytes:
+    """One slot: the magic line, the state as JSON, the SHA-256 of both, zeroes to its end."""
+    body = _SLOT_MAGIC + json.dumps(state.as_dict(), sort_keys=True).encode() + b"\n"
+    data = body + hashlib.sha256(body).hexdigest().encode() + b"\n"
+    return data + bytes(_SLOT_SIZE - len(data))
+
+
+def _parse_slot(raw: bytes) -> KeyState | None:
+    """The slot's state, or None when it is not whole (zeroes, torn, another file's bytes)."""
+    if not raw.startswith(_SLOT_MAGIC):
+        return None
+    text = raw.rstrip(b"\0")
+    body, _, digest = text[:-1].rpartition(b"\n")
+    body += b"\n"
+    if not text.endswith(b"\n") or digest != hashlib.sha256(body).hexdigest().encode():
+        return None
+    try:
+        data = json.loads(body[len(_SLOT_MAGIC) :])
+        last = data["last_sealed_epoch"]
+        state = KeyState(
+            bytes.fromhex(data["key"]),
+            int(data["epoch"]),
+            None if last is None else int(last),
+            int(data["start"]),
+            int(data["interval"]),
+            int(data["generation"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+    return state if len(state.key) == 32 and state.interval > 0 and state.epoch >= 0 else None
+
+
+def _legacy_state(raw: bytes) -> KeyState | None:
+    """A key file of format 1 (JSON, replaced by a rename at every evolution), or None."""
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict) or data.get("format") != 1:
+            return None
+        last = data.get("last_sealed_epoch")
+        return KeyState(
+            bytes.fromhex(data["key"]),
+            int(data["epoch"]),
+            None if last is None else int(last),
+            int(data["start"]),
+            int(data["interval"]),
+            0,
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def read_key_file(path: str | Path) -> KeyState:
+    """The newest whole slot of a key file (or a format-1 file's state); SealingError naming
+    the file when there is none."""
+    key_path = Path(path)
+    try:
+        raw = key_path.read_bytes()
+    except OSError as error:
+        raise SealingError(f"{key_path}: cannot read the sealing key: {error}") from error
+    return _key_state(key_path, raw)[0]
+
+
+def _key_state(path: Path, raw: bytes) -> tuple[KeyState, int, bool]:
+    """(the state, the slot it is in, whether it is a format-1 file's); SealingError when the
+    file holds none. A format-1 file (its JSON in slot 0's block) is read whatever follows
+    it: a cut inside its conversion may have grown the file with slot 1 not yet whole."""
+    state, index = _newest_slot(raw) if len(raw) == KEY_FILE_SIZE else (None, 0)
+    if state is not None:
+        return state, index, False
+    legacy = _legacy_state(raw[:_SLOT_SIZE].rstrip(b"\0"))
+    if legacy is None:
+        raise SealingError(
+            f"{path}: not a sealing key file (no whole slot: damaged, or not written by "
+            "`tablectl journal setup-keys`)"
+        )
+    return legacy, 0, True
+
+
+def _newest_slot(raw: bytes) -> tuple[KeyState | None, int]:
+    slots = [_parse_slot(raw[i * _SLOT_SIZE : (i + 1) * _SLOT_SIZE]) for i in (0, 1)]
+    whole = [(s.generation, i, s) for i, s in enumerate(slots) if s is not None]
+    if not whole:
+        return None, 0
+    _, index, state = max(whole)
+    return state, index
+
+
+def _write_at(descriptor: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(descriptor, view, offset)
+        view, offset = view[written:], offset + written
+    os.fsync(descriptor)
+
+
 def setup_keys(
     path: str | Path, *, interval: int = DEFAULT_EPOCH_SECONDS, now: float | None = None
 ) -> VerificationKey:
-    """Draw a new seed, write the sealing key file (epoch 0) and return the verification key."""
+    """Draw a new seed, write the sealing key file (epoch 0) and return the verification key.
+
+    A key file already there (`setup-keys --force`) is overwritten in place, as an evolution
+    is: its blocks never go back to the filesystem holding a key."""
     if interval <= 0:
         raise SealingError(f"{path}: the epoch interval must be 1 second or more")
     key_path = Path(path)
     started = int(datetime.datetime.now(datetime.UTC).timestamp() if now is None else now)
     verification_key = VerificationKey(secrets.token_bytes(32), started, interval)
+    state = KeyState(verification_key.seed, 0, None, started, interval, 1)
+    content = _slot_bytes(state) + bytes(_SLOT_SIZE)
     try:
         key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_private_file(
-            key_path, _key_file_text(verification_key.seed, 0, None, started, interval)
-        )
+        if key_path.is_file():
+            descriptor = os.open(key_path, os.O_WRONLY)
+            try:
+                _write_at(descriptor, content, 0)
+                os.ftruncate(descriptor, KEY_FILE_SIZE)  # a longer file's tail: not a key
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+        else:
+            write_private_file(key_path, content)
     except OSError as error:
         raise SealingError(f"{key_path}: cannot write the sealing key: {error}") from error
     return verification_key
 
 
-def _key_file_text(
-    key: bytes, epoch: int, last_epoch: int | None, start: int, interval: int
-) -> str:
-    return (
-        json.dumps(
-            {
-                "format": _KEY_FILE_FORMAT,
-                "key": key.hex(),
-                "epoch": epoch,
-                "last_sealed_epoch": last_epoch,
-                "start": start,
-                "interval": interval,
-            },
-            sort_keys=True,
-        )
-        + "\n"
-    )
-
-
 class Sealer:
-    """The daemon's side: holds the current epoch's key, seals, evolves, erases."""
+    """The daemon's side: holds the current epoch's key, seals, evolves, erases.
+
+    An evolution writes the new key into the key file's free slot and fsyncs it, then
+    overwrites the old key's slot with zeroes and fsyncs again: the same blocks, no rename,
+    no temporary file. A cut after the first fsync leaves both slots whole (the newer one
+    wins); the next open wipes the older one. A format-1 key file (JSON, before this) is
+    converted the same way at its first open."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        #: what the open put right (a format-1 file converted, an erased key's slot wiped)
+        self.repaired: list[str] = []
         try:
-            data = json.loads(self.path.read_text())
-            self._key = bytes.fromhex(data["key"])
-            self.epoch = int(data["epoch"])
-            last = data.get("last_sealed_epoch")
-            self.last_sealed_epoch: int | None = None if last is None else int(last)
-            self.start = int(data["start"])
-            self.interval = int(data["interval"])
+            raw = self.path.read_bytes()
         except OSError as error:
             raise SealingError(f"{self.path}: cannot read the sealing key: {error}") from error
-        except (ValueError, KeyError, TypeError) as error:
-            raise SealingError(f"{self.path}: not a sealing key file: {error!r}") from error
-        if len(self._key) != 32 or self.interval <= 0 or self.epoch < 0:
+        found, self._slot, legacy = _key_state(self.path, raw)
+        if len(found.key) != 32 or found.interval <= 0 or found.epoch < 0:
             raise SealingError(f"{self.path}: not a sealing key file (bad key, epoch or interval)")
+        self._key = found.key
+        self.epoch = found.epoch
+        self.last_sealed_epoch: int | None = found.last_sealed_epoch
+        self.start = found.start
+        self.interval = found.interval
+        self._generation = found.generation
+        if legacy:
+            # the JSON file's bytes are in slot 0's block: the state goes to slot 1 first
+            self._store(self._key, self.epoch)
+            self.repaired.append(
+                f"converted {self.path} from key file format 1 (JSON) to two slots in place"
+            )
+        elif raw[(1 - self._slot) * _SLOT_SIZE : (2 - self._slot) * _SLOT_SIZE].strip(b"\0"):
+            # a cut between writing the new slot and wiping the old one: wipe it now
+            self._wipe_slot(1 - self._slot)
+            self.repaired.append(
+                f"wiped the older slot of {self.path} (a cut left it between two writes)"
+            )
+
+    def _wipe_slot(self, index: int) -> None:
+        try:
+            descriptor = os.open(self.path, os.O_WRONLY)
+            try:
+                _write_at(descriptor, bytes(_SLOT_SIZE), index * _SLOT_SIZE)
+            finally:
+                os.close(descriptor)
+        except OSError as error:
+            raise SealingError(f"{self.path}: cannot erase the old key: {error}") from error
+
+    def _store(self, key: bytes, epoch: int) -> None:
+        """The new state into the free slot (fsynced), then the old slot zeroed (fsynced)."""
+        state = KeyState(
+            key, epoch, self.last_sealed_epoch, self.start, self.interval, self._generation + 1
+        )
+        free = 1 - self._slot
+        try:
+            descriptor = os.open(self.path, os.O_WRONLY)
+            try:
+                _write_at(descriptor, _slot_bytes(state), free * _SLOT_SIZE)
+                fault_point("key.after_new_slot")
+                self._key, self.epoch, self._generation, self._slot = (
+                    key,
+                    epoch,
+                    state.generation,
+                    free,
+                )
+                _write_at(descriptor, bytes(_SLOT_SIZE), (1 - free) * _SLOT_SIZE)
+            finally:
+                os.close(descriptor)
+        except OSError as error:
+            raise SealingError(f"{self.path}: cannot write the evolved key: {error}") from error
 
     def epoch_at(self, when: datetime.datetime) -> int:
         return max(0, int((when.timestamp() - self.start) // self.interval))
@@ -220,15 +393,7 @@ class Sealer:
         key = self._key
         for _ in range(epoch - self.epoch):
             key = evolve(key)
-        try:
-            write_private_file(
-                self.path,
-                _key_file_text(key, epoch, self.last_sealed_epoch, self.start, self.interval),
-                fault="key.before_rename",
-            )
-        except OSError as error:
-            raise SealingError(f"{self.path}: cannot write the evolved key: {error}") from error
-        self._key, self.epoch = key, epoch
+        self._store(key, epoch)
 
 
 #: Rows a seal vouches for may be stamped this long after its epoch ended: the seal is written
@@ -314,16 +479,17 @@ class SealCheck:
         When E is later than P+1 it was made in epoch E itself (`Sealer.sealed`/`catch_up`
         evolve to the clock's epoch): no row under it is stamped before E began. Either way no
         row is stamped after E ended plus SEAL_LATE_SECONDS (the tick that writes the seal).
-        A first seal (no predecessor) vouches for every row before it: no earliest stamp.
+        A first seal (no predecessor) is of the seed's epoch 0, made by `setup-keys` at the
+        key's start, or of the epoch the start's catch-up evolved the key to: no row under it
+        is stamped before its own epoch began (as journald's verifier holds every entry to its
+        tag's epoch). A seal cannot vouch for rows stamped before its key could exist.
         """
         assert self.deriver is not None
         key = self.deriver.verification_key
         latest = _utc_text(
             key.start + (epoch + 1) * key.interval + max(key.interval, SEAL_LATE_SECONDS)
         )
-        if prev_epoch is None:
-            return None, latest
-        if epoch > prev_epoch + 1:
+        if prev_epoch is None or epoch > prev_epoch + 1:
             return _utc_text(key.start + epoch * key.interval), latest
         if self.last_sealed_at is None or self.last_epoch != prev_epoch:
             return None, latest  # the predecessor is archived: its time is not known here
@@ -342,12 +508,19 @@ class SealCheck:
             else ""
         )
         if earliest is not None and self._low < earliest:
+            why = (
+                "A first seal vouches for no row stamped before its own epoch: the seals of "
+                "the earlier epochs were removed and the rows resealed with a key stolen later, "
+                "the rows were written before the sealing key existed, or under a clock stepped "
+                "back"
+                if prev_epoch is None
+                else "A row backdated under a later key (seals removed and the rows resealed "
+                "with a key stolen later), or written under a clock stepped back"
+            )
             return (
                 f"row {self._low_seq} is stamped {self._low}, before seal row {seq} (epoch "
                 f"{epoch}, after {after}) can vouch for it: the rows under that seal must be "
-                f"stamped from {earliest} to {latest}. A row backdated under a later key (seals "
-                f"removed and the rows resealed with a key stolen later), or written under a "
-                f"clock stepped back{clock}"
+                f"stamped from {earliest} to {latest}. {why}{clock}"
             )
         if self._high > latest:
             return (

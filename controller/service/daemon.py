@@ -42,7 +42,17 @@ from tablectl.controller.common.metrics import MetricsServer, start_metrics_serv
 from tablectl.controller.engine.cards import mask_card_words
 from tablectl.controller.engine.events import DEVICE_EVENTS, UNDECODABLE_FRAME
 from tablectl.controller.floor.shipper import FloorShipper
-from tablectl.controller.record.journal import Journal, JournalError, JournalRow, recover_at_start
+from tablectl.controller.record.checkpoints import (
+    CheckpointSigner,
+    identity_key_path,
+)
+from tablectl.controller.record.journal import (
+    Journal,
+    JournalError,
+    JournalRow,
+    highest_seq_written,
+    recover_at_start,
+)
 from tablectl.controller.record.journal_upkeep import (
     ClockStep,
     ClockWatch,
@@ -51,6 +61,7 @@ from tablectl.controller.record.journal_upkeep import (
     check_before_start,
 )
 from tablectl.controller.record.journal_verifier import BackgroundVerifier
+from tablectl.controller.record.note import NoteError, load_identity_key
 from tablectl.controller.record.sealing import Sealer, SealingError
 from tablectl.controller.record.tablelock import (
     LockError,
@@ -58,6 +69,7 @@ from tablectl.controller.record.tablelock import (
     TableLocked,
     acquire_table_lock,
 )
+from tablectl.controller.record.witnessed import witnessed_dir
 from tablectl.controller.service.eager import start_eagerly
 from tablectl.controller.service.operator import (
     NotDealing,
@@ -461,6 +473,8 @@ class Daemon:
         if self.background is not None:
             await self.background.stop()
             self.background = None
+        if self.service.checkpoint_signer is not None:
+            await self.service.checkpoint_signer.stop()
         if self.upkeep is not None:
             await self.upkeep.stop()
             self.upkeep = None
@@ -491,6 +505,8 @@ class Daemon:
             if self.service.between_rounds():
                 self.service.checkpoint()
             self.service.seal()
+            if self.service.checkpoint_signer is not None:
+                self.service.checkpoint_signer.sign()  # the tree as the table stops
         except Exception as error:  # the stop goes on: the journal is closed below regardless
             self._log.exception("journal_stop_failed", error=str(error))
 
@@ -1165,7 +1181,15 @@ async def run_daemon(
     daemon: Daemon | None = None
     try:
         try:
-            for done in recover_at_start(config.journal_path, config.sealing_key_path):
+            # the other directories a durable write of this table's may leave a temporary in
+            swept = [witnessed_dir(config.journal_path)]
+            if config.archive_dir is not None:
+                swept.append(config.archive_dir)
+            if config.floor is not None and config.floor.passfile is not None:
+                swept.append(config.floor.passfile.parent)
+            for done in recover_at_start(
+                config.journal_path, config.sealing_key_path, also_sweep=swept
+            ):
                 log.warning("journal_recovered_at_start", what=done)
             journal = Journal(config.journal_path)
         except (JournalError, OSError) as error:
@@ -1193,8 +1217,12 @@ async def run_daemon(
                 notifier.status(f"refusing to start: journal damaged: {damage.message}")
                 journal.discard()
                 return EXIT_JOURNAL_DAMAGED
-            if damage is not None and damage.cut_from is not None:
-                journal.continue_after(damage.cut_from)  # sequence numbers are never reused
+            if damage is not None:
+                # sequence numbers are never reused: not those cut from the tail, nor those of
+                # a closed segment this live file does not follow
+                journal.continue_after(
+                    max(damage.cut_from or 0, highest_seq_written(config.journal_path))
+                )
             clock_watch = ClockWatch(config.clock_step_hours * 3600.0)
             tail = journal.tail_rows(1)
             stepped = clock_watch.at_start(tail[0].recorded_at if tail else None)
@@ -1203,6 +1231,7 @@ async def run_daemon(
                 daemon.clock_stepped(stepped)  # before any seal: the key must not jump
             service.sealer = open_sealer(config, log)
             service.seal_unsealed_at_start()
+            service.checkpoint_signer = open_checkpoint_signer(config, journal, log)
             service.checkpoint_parts["interlocks"] = daemon.interlocks.as_dict
             # The journal is streamed once for both: the holds, then the replay's restart
             # decisions (controller_restarted) go through the device-command seam like any
@@ -1234,6 +1263,8 @@ async def run_daemon(
             if daemon.floor is not None:
                 daemon.upkeep.floor_confirmed_seq = daemon.floor.confirmed_seq
             daemon.upkeep.start()
+            if service.checkpoint_signer is not None:
+                service.checkpoint_signer.start()
             daemon.start_health(health_interval)
         except (
             DaemonError,
@@ -1241,6 +1272,7 @@ async def run_daemon(
             ServiceError,
             JournalError,
             SealingError,
+            NoteError,
             OSError,
         ) as error:
             log.error("cannot_start", error=str(error))
@@ -1276,6 +1308,18 @@ async def run_daemon(
     return daemon.exit_code
 
 
+def open_checkpoint_signer(
+    config: TableConfig, journal: Journal, log: Any
+) -> CheckpointSigner | None:
+    """The table's identity key, when `journal setup-keys` wrote one: the daemon signs its
+    Merkle log's checkpoints (None: it signs none, and says so)."""
+    path = identity_key_path(config.sealing_key_path)
+    if not path.exists():
+        log.warning("checkpoints_unsigned", reason=f"no identity key at {path} (setup-keys)")
+        return None
+    return CheckpointSigner(journal, load_identity_key(path))
+
+
 def open_sealer(config: TableConfig, log: Any) -> Sealer | None:
     """The sealing key, when `journal setup-keys` wrote one (None: the journal goes unsealed)."""
     path = config.sealing_key_path
@@ -1285,4 +1329,7 @@ def open_sealer(config: TableConfig, log: Any) -> Sealer | None:
     if not path.exists():  # `tablectl run` refused this in its preflight; a caller in process
         log.error("journal_unsealed", reason=f"no sealing key at {path} (journal setup-keys)")
         return None
-    return Sealer(path)
+    sealer = Sealer(path)
+    for what in sealer.repaired:  # a format-1 key converted, or an erased key's slot wiped
+        log.warning("sealing_key_repaired", what=what)
+    return sealer

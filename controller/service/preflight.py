@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tablectl.controller.common.config import SerialTransportConfig, TableConfig, UsbTransportConfig
+from tablectl.controller.record.journal import private_file_problem
 from tablectl.controller.service.operator import socket_in_use
 from tablectl.drivers.base import DeviceDriver
 from tablectl.drivers.registry import DriverNotFound, get_driver_class
@@ -75,8 +76,55 @@ def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
         problems += check_socket_path(config.operator_socket)
     problems += check_devices(config)
     problems += check_sealing_key(config)
+    problems += check_archive_dir(config)
+    problems += check_witness_keys(config)
     problems += check_system_libraries(config)
     return problems
+
+
+def check_witness_keys(config: TableConfig) -> list[Problem]:
+    """Each [witness] key is a witness's public key (a C2SP cosignature/v1 vkey whose key ID
+    matches it), as `tablectl witness setup-key` printed it: a mistyped key would make every
+    cosignature look forged."""
+    if config.witness is None:
+        return []
+    from tablectl.controller.record.note import ALG_COSIGNATURE_V1, NoteError, Verifier
+
+    problems: list[Problem] = []
+    for index, endpoint in enumerate(config.witness.witnesses):
+        key = f"witness.witnesses[{index}].key"
+        try:
+            verifier = Verifier.parse(endpoint.key)
+        except NoteError as error:
+            problems.append(Problem(ERROR, key, str(error)))
+            continue
+        if verifier.alg != ALG_COSIGNATURE_V1:
+            problems.append(
+                Problem(
+                    ERROR,
+                    key,
+                    f"{verifier.name}: a table's signing key (type 0x01), not a witness's "
+                    "cosignature key (type 0x04, from `tablectl witness setup-key`)",
+                )
+            )
+    return problems
+
+
+def check_archive_dir(config: TableConfig) -> list[Problem]:
+    """The archive retention copies segments to is not the journal's directory, inside or
+    above it, nor on its filesystem unless said in words (journal_upkeep.archive_problem):
+    retention removes a segment once the archive holds it, so the archive must be another
+    place, or the segment's only copy goes."""
+    if config.archive_dir is None:
+        return []
+    from tablectl.controller.record.journal_upkeep import archive_problem
+
+    problem = archive_problem(
+        config.journal_path.parent,
+        config.archive_dir,
+        same_filesystem_accepted=config.archive_same_filesystem,
+    )
+    return [] if problem is None else [Problem(ERROR, "journal.archive_dir", problem)]
 
 
 def check_sealing_key(config: TableConfig) -> list[Problem]:
@@ -177,8 +225,9 @@ def check_directory(key: str, file_path: Path) -> list[Problem]:
 def check_journal_file(path: Path) -> list[Problem]:
     if path.exists() and not path.is_file():
         return [Problem(ERROR, "journal.path", f"{path} exists and is not a file")]
-    if path.is_file() and not os.access(path, os.R_OK | os.W_OK):
-        return [Problem(ERROR, "journal.path", f"{path} is not readable and writable by this user")]
+    problem = private_file_problem(path) if path.is_file() else None
+    if problem is not None:
+        return [Problem(ERROR, "journal.path", problem)]
     return []
 
 

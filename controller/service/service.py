@@ -30,6 +30,7 @@ from tablectl.controller.common.config import TableConfig
 from tablectl.controller.common.faults import fault_point
 from tablectl.controller.common.logs import get_logger
 from tablectl.controller.engine.core import Engine
+from tablectl.controller.record.checkpoints import CheckpointSigner
 from tablectl.controller.record.journal import (
     RANDOM_DRAW,
     Journal,
@@ -181,6 +182,8 @@ class TableService:
         # A checkpoint at the end of every `checkpoint_rounds`-th round; seals when a key is set.
         self.checkpoint_rounds = config.checkpoint_rounds
         self.sealer: Sealer | None = None
+        #: Signs the journal's Merkle log at every round's end (None: no identity key).
+        self.checkpoint_signer: CheckpointSigner | None = None
         #: Why seals (and the journal's retention and roll-over) are held: an unresolved clock
         #: step (journal_upkeep.ClockWatch). None: not held.
         self.seals_held: str | None = None
@@ -654,6 +657,8 @@ class TableService:
             metrics.record_round(self.config.game, outcome)
             self._round_counted = round_number
             self._log.info("round_ended", round=round_number, outcome=outcome)
+            if self.checkpoint_signer is not None:
+                self.checkpoint_signer.request()  # once the round's rows are committed
 
     def _update_gauges(self) -> None:
         status = self.engine_status()

@@ -56,6 +56,7 @@ from tests.bench import (
     floor_scale,
     history,
     latency,
+    merkle,
     ready,
     service,
     shuffle,
@@ -93,6 +94,9 @@ GOALS: dict[str, Goal] = {
     "shuffle_detection_within_goal": Goal(">=", 1.0),
     "shuffle_false_alarms_bound_per_table_year": Goal("<=", 1.0, ("shuffle_honest_rounds",)),
     **{key: Goal(sense, bound) for key, (sense, bound) in floor_scale.GOALS.items()},
+    # the witnessed Merkle log (tests/bench/merkle.py): a round's proof from a year's log
+    "prove_year_ms": Goal("<=", 50),
+    "proof_verify_ms": Goal("<=", 10),
 }
 
 
@@ -267,6 +271,21 @@ def verifier_section(run: Run) -> Part:
     return Part(results, figures, lines)
 
 
+def merkle_section(run: Run) -> Part:
+    """A round's proof from a year-sized journal and its offline check (bench/merkle)."""
+    figures = merkle.measure(run.quick)
+    results = {key: figures[key] for key in ("prove_year_ms", "proof_verify_ms")}
+    lines = [
+        f"journal prove on {figures['merkle_log_days']} days ({figures['merkle_log_rows']:,} "
+        f"rows, {figures['merkle_log_bytes']:,} bytes, written in "
+        f"{figures['merkle_log_build_seconds']} s): median {figures['prove_year_ms']} ms "
+        f"(p90 {figures['prove_year_p90_ms']}); proof verify median "
+        f"{figures['proof_verify_ms']} ms (p90 {figures['proof_verify_p90_ms']}); a bundle "
+        f"{figures['proof_bundle_bytes']:,} bytes; {figures['samples']} rounds"
+    ]
+    return Part(results, figures, lines)
+
+
 def floor_scale_section(run: Run) -> Part:
     """The floor at casino scale: 400 tables, 1x and 10x rows (tests/bench/floor_scale.py)."""
     figures = floor_scale.measure(run.quick)
@@ -304,6 +323,9 @@ SECTIONS: list[Section] = [
         "history", "READY and RSS against history size (1k, 10k, 100k rounds)", history_section
     ),
     Section("verifier", "the journal's background verifier vs a bare hash walk", verifier_section),
+    Section(
+        "merkle", "a round's proof from a year's Merkle log, its offline check", merkle_section
+    ),
 ]
 
 

@@ -7,15 +7,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
 from tablectl.controller.floor.schema import (
     AUDITOR_GROUP,
+    MAX_DAYS_AHEAD,
     OWN_TABLE_CHECK,
     READER_GROUP,
-    RELEASED_VIEW,
+    RELEASED_ROWS,
     SCHEMA,
     WRITER_GROUP,
     writer_role,
@@ -134,7 +136,7 @@ def test_readers_select_and_nothing_else(floor_db: FloorDb, tmp_path: Path) -> N
     with psycopg.connect(f"{dsn} user={reader}", autocommit=True) as conn:
         # no round of this journal ended (no collection): only its table row is released
         count = conn.execute(
-            f"SELECT count(*) FROM {SCHEMA}.{RELEASED_VIEW} WHERE table_id = %s", (table_id,)
+            f"SELECT count(*) FROM {SCHEMA}.{RELEASED_ROWS}(%s)", (table_id,)
         ).fetchone()
         assert count == (1,)
         # the rows table itself is the auditor's: refused to a reader
@@ -304,3 +306,72 @@ def test_an_earlier_floor_is_brought_to_these_privileges(floor_db: FloorDb, tmp_
     finally:
         shipper.stop(1)
     assert len(floor_db.floor_rows(table_id)) == 6
+
+
+def _other_tables_state(floor_db: FloorDb, other: str) -> tuple[Any, ...]:
+    with floor_db.admin() as conn:
+        row = conn.execute(f"SELECT * FROM {SCHEMA}.tables WHERE table_id = %s", (other,))
+        return (tuple(row.fetchone() or ()), tuple(floor_db.floor_rows(other)))
+
+
+def _partitions(floor_db: FloorDb) -> set[str]:
+    with floor_db.admin() as conn:
+        return {
+            row[0]
+            for row in conn.execute(
+                "SELECT c.relname FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid"
+                f" WHERE i.inhparent = '{SCHEMA}.journal_rows'::regclass"
+            )
+        }
+
+
+def test_every_function_a_writer_may_call_is_bounded_and_touches_no_other_table(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """The functions a table's login may EXECUTE, from the catalog (a new grant fails this
+    test until it has a probe here): each is tried against another table and past its
+    bounds; the other table's row on the floor and its rows stay as they were."""
+    mine, _ = _shipped_table(floor_db, tmp_path)
+    other, _ = _shipped_table(floor_db, tmp_path)
+    role = writer_role(mine)
+    with floor_db.admin() as conn:
+        granted = {
+            row[0]
+            for row in conn.execute(
+                "SELECT p.oid::regprocedure::text FROM pg_proc AS p JOIN pg_namespace AS n"
+                " ON n.oid = p.pronamespace WHERE n.nspname = %s"
+                " AND has_function_privilege(%s, p.oid, 'EXECUTE')"
+                " AND p.prorettype <> 'trigger'::regtype",
+                (SCHEMA, role),
+            )
+        }
+    before = _other_tables_state(floor_db, other)
+    partitions = _partitions(floor_db)
+    probed: set[str] = set()
+    with floor_db.as_writer(mine) as conn:
+        # ensure_partitions_ahead: a few days at most; the work once in a while per login
+        probed.add(f"{SCHEMA}.ensure_partitions_ahead(integer)")
+        for days in (2000, MAX_DAYS_AHEAD + 1, -1):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match="days ahead"):
+                conn.execute(f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (days,))
+        assert _partitions(floor_db) == partitions
+        with floor_db.admin() as admin:  # the shipper's own call at connecting: forgotten
+            admin.execute(f"DELETE FROM {SCHEMA}.writer_calls")
+        conn.execute(f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (MAX_DAYS_AHEAD,))
+        made = _partitions(floor_db) - partitions
+        assert 0 < len(made) <= MAX_DAYS_AHEAD  # the days up to the bound, no more
+        newest = max(made)
+        with floor_db.admin() as admin:
+            admin.execute(f"DROP TABLE {SCHEMA}.{newest}")
+        # asked again at once by the same login: no work done (rate-limited), 0 made
+        again = conn.execute(
+            f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (MAX_DAYS_AHEAD,)
+        ).fetchone()
+        assert again == (0,) and newest not in _partitions(floor_db)
+        # durable_elsewhere: its own table only
+        probed.add(f"{SCHEMA}.durable_elsewhere(text)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="its own table only"):
+            conn.execute(f"SELECT {SCHEMA}.durable_elsewhere(%s)", (other,))
+        assert conn.execute(f"SELECT {SCHEMA}.durable_elsewhere(%s)", (mine,)).fetchone() == (0,)
+    assert granted == probed, f"functions granted to writers without a probe: {granted - probed}"
+    assert _other_tables_state(floor_db, other) == before

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tablectl.controller.floor.schema import AUDITOR_GROUP, READER_GROUP, RELEASED_VIEW, SCHEMA
+from tablectl.controller.floor.schema import AUDITOR_GROUP, READER_GROUP, RELEASED_ROWS, SCHEMA
 from tablectl.simulators import demo
 from tests.floor.floorkit import FloorDb, local_rows, unique_table_id
 
@@ -96,8 +96,8 @@ def test_a_reader_polling_live_play_sees_no_card_of_a_round_in_play(
 
     def poll() -> None:
         queries = {
-            RELEASED_VIEW: f"SELECT table_id, seq, kind, body FROM {SCHEMA}.{RELEASED_VIEW}"
-            " WHERE table_id = ANY(%s)"
+            RELEASED_ROWS: f"SELECT r.table_id, r.seq, r.kind, r.body FROM unnest(%s::text[]) AS t,"
+            f" {SCHEMA}.{RELEASED_ROWS}(t) AS r"
         }
         with (
             psycopg.connect(f"{local} user={reader}", autocommit=True) as conn,

@@ -499,7 +499,7 @@ def test_the_day_report_reads_its_day_once_from_the_checkpoint_before_it(
     in_window = [seq for seq, moment in at.items() if low <= moment < high]
     assert len(in_window) > 100 and max(at.values()) >= high  # rows after the day to skip
     with floor_db.admin() as conn, conn.transaction():
-        summary = table_day(conn, "floor.journal_rows", table_id, TABLE, day, (low, high))
+        summary = table_day(conn, table_id, TABLE, day, (low, high))
         read = conn.execute(
             "SELECT sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))"
             " FROM pg_stat_xact_user_tables"
@@ -507,7 +507,7 @@ def test_the_day_report_reads_its_day_once_from_the_checkpoint_before_it(
         ).fetchone()[0]
         alone = summarize_table(
             table_id,
-            _rows_between(conn, "floor.journal_rows", table_id, low, high),
+            _rows_between(conn, table_id, low, high),
             day,
             DEFAULT_START,
         )

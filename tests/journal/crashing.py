@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tablectl.controller.record.sealing import VerificationKey
+from tablectl.controller.record.sealing import VerificationKey, read_key_file
 from tests.journal.history import Started
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]
@@ -69,7 +69,7 @@ def log_of(started: Started) -> list[dict[str, Any]]:
 
 
 def held_key(config: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((config.parent / "sealing-key").read_text())
+    data: dict[str, Any] = read_key_file(config.parent / "sealing-key").as_dict()
     return data
 
 

@@ -29,7 +29,11 @@ from pathlib import Path
 
 import structlog
 
-from tablectl.controller.common.config import DEFAULT_CHECKPOINT_ROUNDS, load_config
+from tablectl.controller.common.config import (
+    ARCHIVE_SAME_FILESYSTEM_WORDS,
+    DEFAULT_CHECKPOINT_ROUNDS,
+    load_config,
+)
 from tablectl.controller.common.logs import configure_logging
 from tablectl.controller.engine.core import Engine
 from tablectl.controller.engine.table import TableSpec
@@ -38,6 +42,25 @@ from tablectl.controller.service.service import CHECKPOINT_FORMAT
 from tablectl.simulators.roundgen import legal_stream
 
 MEMORY_LIMIT = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServiceUser:
+    """An unprivileged user the daemon runs as, like the unit's `User=tablectl`."""
+
+    uid: int
+    gid: int
+    name: str
+    group: str
+    python: str
+    path: str  # PYTHONPATH: this checkout and the test environment's packages
+
+    def prefix(self) -> tuple[str, ...]:
+        return ("setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--")
+
+    def environment(self) -> dict[str, str]:
+        return {"PYTHONPATH": self.path, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
 
 CONFIG = """
 [table]
@@ -60,6 +83,11 @@ supervisor_group = "{group}"
 """
 
 
+#: the configuration's words for an archive on the journal's own filesystem (a test's temp
+#: dir is one disk): without them retention and the preflight refuse such an archive
+SAME_DISK_SAID = f'archive_same_filesystem = "{ARCHIVE_SAME_FILESYSTEM_WORDS}"'
+
+
 def write_config(
     directory: Path,
     *,
@@ -68,6 +96,7 @@ def write_config(
     day_start: str = "06:00",
     journal_extra: str = "",
     sealing: str = "off",
+    operator_group: str | None = None,
 ) -> Path:
     """A table's configuration under `directory`; unsealed unless `sealing="on"` (the sealing
     tests set up its key: `run` refuses a sealed table without one)."""
@@ -80,7 +109,7 @@ def write_config(
             game=game,
             journal=directory / "journal.sqlite",
             socket=directory / "op.sock",
-            group=grp.getgrgid(os.getgid()).gr_name,
+            group=operator_group or grp.getgrgid(os.getgid()).gr_name,
             checkpoint_rounds=checkpoint_rounds,
             day_start=day_start,
             journal_extra=journal_extra,
@@ -282,23 +311,37 @@ def start_daemon(
     extra: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
     prefix: tuple[str, ...] = (),
+    user: ServiceUser | None = None,
 ) -> Started:
-    """`tablectl run` under the memory limit; returns once READY=1 came (or the process ended)."""
+    """`tablectl run` under the memory limit; returns once READY=1 came (or the process ended).
+
+    `user`: run it as that unprivileged user with the unit's UMask=0077 (tests/journal/
+    service_user.py), on the system Python with this checkout on its path."""
     notify_path = config_path.parent / f"notify-{uuid.uuid4().hex[:8]}.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     listener.bind(str(notify_path))
     listener.settimeout(0.05)
     environment = {**os.environ, **(env or {}), "NOTIFY_SOCKET": str(notify_path)}
-    command = [sys.executable, "-m", "tablectl.controller", "run", "--config", str(config_path)]
+    python = sys.executable
+    if user is not None:
+        os.chmod(notify_path, 0o777)  # the user's sd_notify reaches the test's socket
+        environment = {**user.environment(), **(env or {}), "NOTIFY_SOCKET": str(notify_path)}
+        python = user.python
+        # a preload (libfaketime) goes in after the change of user: loaded into setpriv, it
+        # would make its shared memory as root, which the user's process cannot open
+        preload = environment.pop("LD_PRELOAD", None)
+        prefix = (*user.prefix(), *(("env", f"LD_PRELOAD={preload}") if preload else ()), *prefix)
+    command = [python, "-m", "tablectl.controller", "run", "--config", str(config_path)]
     command += ["--device-wait", "0", "--log-format", "json", *extra]
     limit = memory_limit()
     started = time.monotonic()
     process = subprocess.Popen(
-        [*prefix, *limit.prefix, *command],
+        [*limit.prefix, *prefix, *command],
         env=environment,
         preexec_fn=limit.preexec,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        umask=0o077 if user is not None else -1,
     )
     result = Started(process, None, limit, listener, notify_path)
     STARTED.append(result)

@@ -9,8 +9,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tablectl.controller.record.journal import GENESIS_HASH, Journal, row_hash
-from tablectl.controller.record.sealing import Sealer, VerificationKey, seal_mac, setup_keys
+from tablectl.controller.record.journal import (
+    GENESIS_HASH,
+    Journal,
+    canonical_json,
+    live_segments,
+    row_hash,
+    write_head_file,
+)
+from tablectl.controller.record.sealing import (
+    Sealer,
+    VerificationKey,
+    read_key_file,
+    seal_mac,
+    setup_keys,
+)
 
 TABLE = {"type": "table", "game": "five_card_hilo", "options": {}}
 EPOCH = 60
@@ -138,4 +151,48 @@ def edit_body(rows: list[Row], seq: int, change: Callable[[dict[str, object]], N
 
 def stolen_key(key_path: Path) -> bytes:
     """What an intruder on the table PC finds now: the current epoch's key only."""
-    return bytes.fromhex(json.loads(key_path.read_text())["key"])
+    return read_key_file(key_path).key
+
+
+def forge_one_first_seal(state: Path, *, card_row: int = 101) -> tuple[int, int, int]:
+    """Issue 30's forgery, as an intruder with root on the table PC does it with the files:
+    every segment merged into the live file, every seal row dropped, a card changed in row
+    `card_row` (or the first card row after it; the last one of a shorter journal), the rows
+    renumbered and rehashed with their original `recorded_at`, one seal appended under the
+    key stolen from the key file (its current epoch, no predecessor), the head file and the
+    key file updated to match. Returns
+    (the changed row, the forged seal's row, its epoch)."""
+    live = state / "journal.sqlite"
+    segments = live_segments(live)
+    rows = [row for segment in segments for row in read_all(segment)]
+    rows.sort(key=lambda r: int(str(r[0])))
+    kept = [list(r) for r in rows if r[1] not in ("seal", "segment")]
+    cards = [i for i, row in enumerate(kept) if row[1] == "event" and '"card":"' in str(row[4])]
+    changed = next((i for i in cards if i + 1 >= card_row), cards[-1])  # a short journal: its last
+    body = json.loads(str(kept[changed][4]))
+    body["card"] = "As" if body["card"] != "As" else "Kd"
+    kept[changed][4] = canonical_json(body)
+    prev = GENESIS_HASH
+    forged: list[Row] = []
+    for index, row in enumerate(kept, start=1):
+        digest = row_hash(prev, index, str(row[1]), row[2], str(row[3]), str(row[4]))  # type: ignore[arg-type]
+        forged.append([index, row[1], row[2], row[3], row[4], prev, digest])
+        prev = digest
+    key_path = state / "sealing-key"
+    stolen = Sealer(key_path)  # the current epoch's key, as the table PC holds it
+    stolen.last_sealed_epoch = None  # a first seal: no predecessor to answer for
+    now = datetime.datetime.now(datetime.UTC)
+    seal_body = stolen.seal_body(len(forged), prev, now)
+    seal_seq = len(forged) + 1
+    text = canonical_json(seal_body)
+    stamp = now.isoformat(timespec="microseconds")
+    digest = row_hash(prev, seal_seq, "seal", forged[-1][2], stamp, text)  # type: ignore[arg-type]
+    forged.append([seal_seq, "seal", forged[-1][2], stamp, text, prev, digest])
+    for segment in segments:
+        if segment != live:
+            segment.chmod(0o600)
+            segment.unlink()
+    write_all(live, forged)
+    write_head_file(live, seal_seq, digest)
+    stolen.sealed(seal_body, now)  # the key file evolved past the forged seal, as a daemon's
+    return changed + 1, seal_seq, int(seal_body["epoch"])

@@ -27,7 +27,7 @@ from tablectl.controller.record.journal_upkeep import JournalUpkeep, apply_reten
 from tablectl.controller.record.sealing import Sealer, VerificationKey
 from tablectl.controller.service.service import TableService
 from tests.journal.crashing import faketime_env, held_key, log_of, run, setup_keys
-from tests.journal.history import build_history, start_daemon, write_config
+from tests.journal.history import SAME_DISK_SAID, build_history, start_daemon, write_config
 
 DAY_START = datetime.time(6, 0)
 
@@ -68,8 +68,8 @@ def _today() -> datetime.date:
 def seven_closed_segments(config: Path) -> tuple[list[Path], VerificationKey]:
     """Seven gaming days of play, each closed and sealed by the upkeep: days today-8 to
     today-2 closed, today-1 live (the upkeep stepped with explicit times, the seals real)."""
+    key = setup_keys(config)  # before the history: a seal vouches for no row older than its key
     build_history(config, 5)
-    key = setup_keys(config)
     first_day = _today() - datetime.timedelta(days=8)
 
     async def scenario() -> None:
@@ -99,7 +99,8 @@ def test_a_start_65_days_ahead_retires_nothing_journals_the_step_and_keeps_the_k
     the sealing key does not jump ~1,560 epochs (hourly) ahead."""
     archive = tmp_path / "archive"
     config, port = _table(
-        tmp_path / "t", journal_extra=f'retain_days = 30\narchive_dir = "{archive}"'
+        tmp_path / "t",
+        journal_extra=f'retain_days = 30\narchive_dir = "{archive}"\n{SAME_DISK_SAID}',
     )
     closed, _ = seven_closed_segments(config)
     key_before = held_key(config)
@@ -140,13 +141,17 @@ def test_retention_counts_the_gaming_days_the_journal_holds_not_the_clocks(tmp_p
     live = config.parent / "journal.sqlite"
     live_day = _today() - datetime.timedelta(days=1)
     ahead = _today() + datetime.timedelta(days=65)
-    outcome = apply_retention(live, ahead, 30, archive, live_day=live_day)
+    outcome = apply_retention(
+        live, ahead, 30, archive, live_day=live_day, archive_same_filesystem=True
+    )
     assert outcome.retired == [] and len(outcome.kept) == 7
     assert all("fewer than retain_days = 30" in why for _, why in outcome.kept)
     # no archive and no floor: old enough, but the only copy
     only = apply_retention(live, _today(), 3, None, live_day=live_day)
     assert only.retired == [] and all("only copy" in why for _, why in only.kept)
-    outcome = apply_retention(live, _today(), 3, archive, live_day=live_day)
+    outcome = apply_retention(
+        live, _today(), 3, archive, live_day=live_day, archive_same_filesystem=True
+    )
     assert [p.name for p, _ in outcome.retired] == [p.name for p in closed[:5]]
     assert sorted(p.name for p in archive.iterdir()) == [p.name for p in closed[:5]]
     assert sorted(config.parent.glob("journal-*.sqlite")) == closed[5:]
@@ -173,8 +178,8 @@ def test_retention_counts_the_gaming_days_the_journal_holds_not_the_clocks(tmp_p
 @pytest.mark.long
 def test_a_clock_stepped_back_at_start_holds_seals_until_the_clock_agrees_again(tmp_path):
     config, port = _table(tmp_path / "t")
+    key = setup_keys(config)  # before the history: a seal vouches for no row older than its key
     build_history(config, 5)
-    key = setup_keys(config)
     key_before = held_key(config)
     clock_file = tmp_path / "clock"
     clock = faketime_env(clock_file, "-2d")
@@ -199,7 +204,13 @@ def test_a_clock_stepped_back_at_start_holds_seals_until_the_clock_agrees_again(
     resolved = next(r.body for r in rows if r.body.get("type") == "clock_step_resolved")
     assert resolved["how"] == "the clock agrees again"
     assert held_key(config)["epoch"] >= key_before["epoch"]
-    assert verify_journal(config.parent / "journal.sqlite", verification_key=key).ok
+    journal = config.parent / "journal.sqlite"
+    assert verify_journal(journal).ok  # the chain holds across the step
+    # the rows of the hold are stamped two days before the key's first epoch: no seal can
+    # vouch for them (a first seal no more than any other), and the verdict names the step
+    stepped = verify_journal(journal, verification_key=key)
+    assert not stepped.ok and "after no earlier seal" in stepped.message, stepped.message
+    assert "says the clock was stepped" in stepped.message, stepped.message
 
 
 class _Subscriber:
@@ -231,8 +242,8 @@ def test_a_step_while_running_alarms_holds_the_roll_over_until_a_supervisor_ackn
     roll-over into the new gaming day nor a seal happens until a supervisor sends
     clock_step_acknowledged; then both resume, and the whole directory verifies."""
     config, port = _table(tmp_path / "t")
+    key = setup_keys(config)  # before the history: a seal vouches for no row older than its key
     build_history(config, 5)
-    key = setup_keys(config)
     clock_file = tmp_path / "clock"
     started = start_daemon(config, timeout=20, env=faketime_env(clock_file, "+0"))
     subscriber = _Subscriber(config.parent / "op.sock")
@@ -263,7 +274,11 @@ def test_a_step_while_running_alarms_holds_the_roll_over_until_a_supervisor_ackn
     assert step["detected"] == "running" and step["step_seconds"] > 2 * 86400
     resolved = next(n for n in notes if n.get("type") == "clock_step_resolved")
     assert resolved["how"] == "acknowledged" and resolved["caller"]["role"] == "supervisor"
-    assert verify_journal(config.parent, verification_key=key).ok
+    assert verify_journal(config.parent).ok  # the chain holds across the step
+    # the rows before the step were never sealed (seals held) and their key was erased at the
+    # acknowledgement: the next seal's key was made after them, and the verdict names the step
+    stepped = verify_journal(config.parent, verification_key=key)
+    assert not stepped.ok and "a clock_step note at row" in stepped.message, stepped.message
 
 
 @pytest.mark.long

@@ -60,8 +60,8 @@ def test_kill_9_at_each_step_of_the_roll_over_restarts_cleanly(tmp_path: Path, p
     "rows were cut", one closed segment and a live one that begins with its segment row,
     every journal file holding rows, the whole directory verifying with the seals."""
     config = write_config(tmp_path / "t", checkpoint_rounds=10)
+    key = setup_keys(config)  # before the history: a seal vouches for no row older than its key
     build_history(config, 12)
-    key = setup_keys(config)
     directory = config.parent
     clock = faketime_env(tmp_path / "clock", "+1d")  # tomorrow's gaming day
     crashed = start_daemon(config, timeout=20, env={**clock, "TABLECTL_FAULT_AT": point})
@@ -96,8 +96,8 @@ def test_a_crash_between_a_seal_and_its_new_key_is_levelled_at_start(tmp_path: P
     evolves the key past it, and the seals that follow name the right predecessor:
     `journal verify --verify-key` passes (it failed for ever before)."""
     config = write_config(tmp_path / "t")
-    build_history(config, 5)
     key = setup_keys(config, interval=1)
+    build_history(config, 5)
     time.sleep(1.1)  # epoch 0 is over: the start seals the history at once
     crashed = start_daemon(config, timeout=20, env={"TABLECTL_FAULT_AT": "seal.after_commit"})
     assert crashed.process.wait(timeout=20) == -9
@@ -117,24 +117,43 @@ def test_a_crash_between_a_seal_and_its_new_key_is_levelled_at_start(tmp_path: P
     assert result.ok, result.message
 
 
+def test_a_kill_between_the_new_key_and_the_old_keys_erasure_is_finished_at_the_next_start(
+    tmp_path: Path,
+):
+    """Killed with the evolved key written and fsynced in the key file's free slot and the
+    old key's slot not yet overwritten: the old key is still on disk, and whoever read it
+    could forge seals of its epoch. The next start takes the newer slot, overwrites the
+    older one and says so; the seals go on verifying."""
+    config = write_config(tmp_path / "t")
+    key = setup_keys(config, interval=1)
+    build_history(config, 5)
+    time.sleep(1.1)
+    crashed = start_daemon(config, timeout=20, env={"TABLECTL_FAULT_AT": "key.after_new_slot"})
+    assert crashed.process.wait(timeout=20) == -9
+    crashed.stop()
+    key_file = config.parent / "sealing-key"
+    assert key.seed.hex().encode() in key_file.read_bytes()  # epoch 0's key, not yet erased
+    again = start_daemon(config, timeout=20)
+    assert again.ready_seconds is not None and again.stop() == 0
+    assert key.seed.hex().encode() not in key_file.read_bytes()
+    repaired = [e for e in log_of(again) if e["event"] == "sealing_key_repaired"]
+    assert any("wiped the older slot" in e["what"] for e in repaired), repaired
+    assert verify_journal(config.parent / "journal.sqlite", verification_key=key).ok
+
+
 @pytest.mark.parametrize(
-    ("point", "pattern"),
-    [
-        ("key.before_rename", ".sealing-key.*.tmp"),
-        ("head.before_rename", ".journal.sqlite.head.*.tmp"),
-    ],
+    ("point", "pattern"), [("head.before_rename", ".journal.sqlite.head.*.tmp")]
 )
 @pytest.mark.long
 def test_a_temporary_left_by_a_crash_is_wiped_at_the_next_start(
     tmp_path: Path, point: str, pattern: str
 ):
-    """Killed with the new key (or head) written to its temporary and not yet renamed: the
-    temporary stays on disk. The key's holds the key of an epoch the daemon erases once it
-    runs on, so whoever read it could forge seals from then on: the next start overwrites and
-    removes it (and the head's), and says so."""
+    """Killed with the new head written to its temporary and not yet renamed: the temporary
+    stays on disk; the next start overwrites and removes it, and says so (a key temporary of
+    an earlier version's key file, which held an erased epoch's key, likewise)."""
     config = write_config(tmp_path / "t")
-    build_history(config, 5)
     key = setup_keys(config, interval=1)
+    build_history(config, 5)
     time.sleep(1.1)
     crashed = start_daemon(config, timeout=20, env={"TABLECTL_FAULT_AT": point})
     assert crashed.process.wait(timeout=20) == -9

@@ -20,8 +20,9 @@ import pytest
 
 from tablectl.controller.engine.gaming_day import gaming_day_of, local_wall_clock
 from tablectl.controller.record.journal import read_head_file, read_rows, verify_journal
-from tablectl.controller.record.sealing import VerificationKey
+from tablectl.controller.record.sealing import VerificationKey, read_key_file
 from tests.journal.history import Started, build_history, start_daemon, write_config
+from tests.journal.sealed import forge_one_first_seal
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]
 
@@ -96,14 +97,15 @@ def test_a_cut_tail_is_refused_and_its_sequence_numbers_are_never_reused(table: 
     assert result.exit_code == 1 and f"rows {written - 24}-{written} deleted" in result.message
 
 
-def test_the_daemon_seals_every_epoch_and_at_a_clean_stop(table: Path):
-    table.write_text(table.read_text().replace('sealing = "off"', 'sealing = "on"'))
+def test_the_daemon_seals_every_epoch_and_at_a_clean_stop(tmp_path: Path):
+    table = write_config(tmp_path / "t", checkpoint_rounds=100, sealing="on")
     made = subprocess.run(
         [*TABLECTL, "journal", "setup-keys", "--config", str(table), "--interval", "1"],
         capture_output=True,
         text=True,
         check=True,
     )
+    build_history(table, 30)  # after the keys: a seal vouches for no row older than its key
     key = VerificationKey.parse(made.stdout)
     journal = table.parent / "journal.sqlite"
     started = start_daemon(table, timeout=20)
@@ -119,7 +121,7 @@ def test_the_daemon_seals_every_epoch_and_at_a_clean_stop(table: Path):
     assert result.unsealed_rows == 0  # the clean stop sealed the last row
     assert result.sealed_until is not None
     assert abs(datetime.datetime.fromisoformat(result.sealed_until).timestamp() - stopped_at) < 2
-    held = json.loads((table.parent / "sealing-key").read_text())
+    held = read_key_file(table.parent / "sealing-key").as_dict()
     assert held["epoch"] > seals[-1].body["epoch"]  # the last seal's key is gone
     assert held["key"] != key.seed.hex()
 
@@ -157,7 +159,6 @@ def test_the_segment_rolls_over_at_the_gaming_day_while_the_daemon_runs(tmp_path
     to it, with the table row and a checkpoint; the daemon restarts on the new segment."""
     libfaketime = _libfaketime()
     config = write_config(tmp_path / "t", day_start="06:00", sealing="on")
-    build_history(config, 20)  # recorded now: today's gaming day
     today = gaming_day_of(
         local_wall_clock(datetime.datetime.now(datetime.UTC)), datetime.time(6, 0)
     )
@@ -168,6 +169,8 @@ def test_the_segment_rolls_over_at_the_gaming_day_while_the_daemon_runs(tmp_path
         text=True,
         check=True,
     )
+    # recorded now (today's gaming day), after the keys: a seal vouches for no older row
+    build_history(config, 20)
     key = VerificationKey.parse(made.stdout)
     clock = {
         "LD_PRELOAD": libfaketime,
@@ -221,6 +224,15 @@ def test_the_segment_rolls_over_at_the_gaming_day_while_the_daemon_runs(tmp_path
     again = start_daemon(config, timeout=20, env=later)
     assert again.ready_seconds is not None and again.stop() == 0
     assert verify_journal(directory, verification_key=key).ok
+    # issue 30's forgery on these two segments: merged, every seal dropped, a card changed,
+    # rehashed, one first seal under the key stolen from the key file: refused at row 1
+    changed, seal_seq, epoch = forge_one_first_seal(directory)
+    assert not list(directory.glob("journal-*.sqlite")) and changed >= 101
+    assert verify_journal(directory).ok  # the chain alone holds
+    forged = verify_journal(directory, verification_key=key)
+    assert not forged.ok and forged.first_bad_seq == seal_seq, forged.message
+    assert forged.message.startswith("row 1 is stamped "), forged.message
+    assert f"before seal row {seal_seq} (epoch {epoch}, after no earlier seal)" in forged.message
 
 
 def test_a_long_replay_reports_progress_and_asks_systemd_for_time(tmp_path: Path):

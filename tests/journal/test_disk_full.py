@@ -17,7 +17,7 @@ import pytest
 from tablectl.controller.record.journal import read_rows, verify_journal
 from tablectl.controller.service.operator_client import request
 from tests.demo.demo_helpers import run_demo
-from tests.journal.crashing import libfaketime, log_of, setup_keys
+from tests.journal.crashing import held_key, libfaketime, log_of, setup_keys
 from tests.journal.history import Started, start_daemon, write_config
 from tests.tools.smallfs import fill, small_filesystem
 
@@ -73,20 +73,25 @@ def test_a_full_disk_at_the_head_file_stops_dealing_and_the_reply_says_it_was_re
 
 
 @pytest.mark.long
-def test_a_full_disk_at_the_sealing_key_stops_dealing_and_the_restart_levels_the_key(
+def test_a_full_disk_at_a_seal_still_erases_the_key_in_place_then_stops_at_the_head_file(
     tmp_path: Path,
 ):
+    """The sealing key is overwritten in its own blocks (docs/journal.md, "Erased keys are
+    overwritten"): a full disk does not keep an erased key alive. The seal's next write, the
+    head file, needs a new block: dealing stops there, and the restart verifies."""
     with small_filesystem(80) as mount:
         config = write_config(mount / "t")
         key = setup_keys(config, interval=1)
         started = start_daemon(config, timeout=20, extra=LINGER)
         assert started.ready_seconds is not None
         filler = fill(mount)
-        status = _stopped(started, config)  # the next epoch's seal cannot evolve the key
-        assert "cannot write the evolved key" in str(status)
+        status = _stopped(started, config)  # the next epoch's seal cannot record its head
+        assert "cannot record the head" in str(status), status
         assert started.process.wait(timeout=20) == 3
         assert any(e["event"] == "journal_write_failed" for e in log_of(started))
         assert not list(config.parent.glob(".sealing-key.*"))  # no key left in a temporary
+        seals = [r for r in read_rows(config.parent / "journal.sqlite") if r.kind == "seal"]
+        assert held_key(config)["epoch"] > seals[-1].body["epoch"]  # its key erased all the same
         filler.unlink()
         again = start_daemon(config, timeout=20)
         assert again.ready_seconds is not None

@@ -29,9 +29,16 @@ from tablectl.controller.record.journal import (
     read_head_file,
     read_rows,
     row_hash,
+    write_head_file,
 )
-from tablectl.controller.record.sealing import VerificationKey, seal_mac, setup_keys
-from tests.journal.sealed import Row, read_all, write_all
+from tablectl.controller.record.sealing import (
+    Sealer,
+    VerificationKey,
+    read_key_file,
+    seal_mac,
+    setup_keys,
+)
+from tests.journal.sealed import Row, forge_one_first_seal, read_all, write_all
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]
 INTERVAL = 2
@@ -176,7 +183,7 @@ def test_the_issues_forged_reseal_fails_on_the_daemons_journal(daemon_journal, t
         digest = row_hash(prev, seq, str(row[1]), row[2], str(row[3]), str(row[4]))  # type: ignore[arg-type]
         kept.append([seq, row[1], row[2], row[3], row[4], prev, digest])
         prev = digest
-    stolen = json.loads((state / "sealing-key").read_text())  # what the table PC holds now
+    stolen = read_key_file(state / "sealing-key").as_dict()  # what the table PC holds now
     now = datetime.datetime.now(datetime.UTC)
     fields = {
         "type": "seal",
@@ -209,3 +216,76 @@ def test_the_issues_forged_reseal_fails_on_the_daemons_journal(daemon_journal, t
     # the chain alone (no key) holds: the rewrite is consistent, only the seals' spans tell
     code, out = verify(str(state))
     assert code == 0, out
+
+
+def test_every_seal_removed_and_one_first_seal_under_a_stolen_key_is_refused(
+    daemon_journal, tmp_path
+):
+    """Issue 30's first forgery on the daemon's journal: every seal dropped, a card changed
+    in row 101, the rows renumbered and rehashed with their original stamps, one seal of the
+    stolen key's current epoch with no predecessor, the head and key files updated. The
+    chain, the head and the MAC all hold; the forged seal cannot vouch for rows stamped
+    before its own epoch, and `verify` names the row and the seal."""
+    state, key, stopped = copy_of(daemon_journal, tmp_path)
+    rows_before = read_all(state / "journal.sqlite")
+    changed, seal_seq, epoch = forge_one_first_seal(state)
+    forged_rows = read_all(state / "journal.sqlite")
+    assert '"card":"' in str(forged_rows[changed - 1][4])  # the row whose card was changed
+    until = (stopped - datetime.timedelta(seconds=5)).isoformat()
+    code, out = verify(str(state), "--verify-key", str(key), "--expect-until", until)
+    assert code == 1, out
+    first_stamp = str(rows_before[0][3])
+    assert f"row 1 is stamped {first_stamp}, before seal row {seal_seq} (epoch {epoch}" in out
+    assert "after no earlier seal" in out and "A first seal vouches for no row" in out, out
+    code, out = verify(str(state))  # the chain alone holds: only the seal's span tells
+    assert code == 0, out
+
+
+def test_history_compressed_into_the_stolen_epoch_still_verifies_by_the_seals_alone(
+    daemon_journal, tmp_path
+):
+    """What the seals cannot show alone (docs/journal.md): a cut at a seal, the rows after it
+    re-stamped into the thief's current epoch (a card changed) and sealed with the stolen key
+    naming that seal as predecessor, verifies with the key and --expect-until: to the seals
+    it is a table down from that seal until now. Only a record off the table PC (witnessed
+    checkpoints, the floor) tells; if this ever fails, the seals learned more than claimed."""
+    state, key, stopped = copy_of(daemon_journal, tmp_path)
+    journal = state / "journal.sqlite"
+    rows = read_all(journal)
+    e0_row = [r for r in rows if r[1] == "seal"][1]
+    e0 = json.loads(str(e0_row[4]))["epoch"]
+    e0_seq = int(str(e0_row[0]))
+    kept: list[Row] = [r for r in rows if int(str(r[0])) <= e0_seq]
+    later = [list(r) for r in rows if int(str(r[0])) > e0_seq and r[1] != "seal"]
+    card_row = next(r for r in later if '"card":"' in str(r[4]) and r[1] == "event")
+    body = json.loads(str(card_row[4]))
+    body["card"] = "As" if body["card"] != "As" else "Kd"
+    card_row[4] = canonical_json(body)
+    stolen = Sealer(state / "sealing-key")
+    now = datetime.datetime.now(datetime.UTC)
+    stolen.catch_up(now)  # the thief's current epoch (a clean stop may leave it ahead of now)
+    epoch_began = key.start + stolen.epoch * key.interval
+    stamp = max(now, datetime.datetime.fromtimestamp(epoch_began, datetime.UTC))
+    prev = str(kept[-1][6])
+    for index, row in enumerate(later):
+        seq = e0_seq + 1 + index
+        stamp += datetime.timedelta(microseconds=10)
+        when = stamp.isoformat(timespec="microseconds")  # re-stamped into the current epoch
+        digest = row_hash(prev, seq, str(row[1]), row[2], when, str(row[4]))  # type: ignore[arg-type]
+        kept.append([seq, row[1], row[2], when, row[4], prev, digest])
+        prev = digest
+    stolen.last_sealed_epoch = e0
+    sealed_at = stamp + datetime.timedelta(milliseconds=1)
+    fields = stolen.seal_body(int(str(kept[-1][0])), prev, sealed_at)
+    seal_seq = int(str(kept[-1][0])) + 1
+    text = canonical_json(fields)
+    at = sealed_at.isoformat(timespec="microseconds")
+    digest = row_hash(prev, seal_seq, "seal", kept[-1][2], at, text)  # type: ignore[arg-type]
+    kept.append([seal_seq, "seal", kept[-1][2], at, text, prev, digest])
+    write_all(journal, kept)
+    write_head_file(journal, seal_seq, digest)
+    until = (stopped - datetime.timedelta(seconds=5)).isoformat()
+    code, out = verify(str(state), "--verify-key", str(key), "--expect-until", until)
+    assert code == 0, out
+    first_epoch = json.loads(str(next(r for r in rows if r[1] == "seal")[4]))["epoch"]
+    assert f"(epochs {first_epoch}-" in out, out  # proven from the real first seal on

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tablectl.controller.commands import cli
-from tablectl.controller.record.sealing import VerificationKey, evolve
+from tablectl.controller.record.sealing import VerificationKey, evolve, read_key_file
 from tests.journal.sealed import (
     KEYS_MADE,
     build_sealed,
@@ -48,7 +48,7 @@ def test_an_intact_sealed_journal_is_proven_and_says_until_when(tmp_path, capsys
 def test_the_key_file_is_private_and_holds_no_earlier_key(tmp_path):
     sealed = build_sealed(tmp_path, epochs=3)
     assert stat.S_IMODE(os.stat(sealed.key_path).st_mode) == 0o600
-    held = json.loads(sealed.key_path.read_text())
+    held = read_key_file(sealed.key_path).as_dict()
     seed = sealed.verification_key.seed
     earlier = [seed]
     for _ in range(held["epoch"] - 1):
@@ -190,12 +190,12 @@ def test_setup_keys_writes_a_private_key_and_prints_the_verification_key(tmp_pat
     assert key.interval == 30
     key_file = journal.parent / "sealing-key"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert json.loads(key_file.read_text())["key"] == key.seed.hex()  # epoch 0: the seed
+    assert read_key_file(key_file).key.hex() == key.seed.hex()  # epoch 0: the seed
     again = subprocess.run(
         [*run, "--config", str(config)], capture_output=True, text=True, check=False
     )
     assert again.returncode == 1 and "exists" in again.stderr
-    assert json.loads(key_file.read_text())["key"] == key.seed.hex()  # not replaced
+    assert read_key_file(key_file).key.hex() == key.seed.hex()  # not replaced
 
 
 def test_verify_needs_the_key_for_expect_until(tmp_path, capsys):
@@ -292,7 +292,7 @@ def test_rows_left_unsealed_by_a_crash_are_sealed_at_the_next_start(tmp_path, ca
     journal, seals, crashed_at, verification_key = _crashed_table(tmp_path, 3 * EPOCH + 5)
     # the seal at the end of epoch 1, then the start's seal right after the crash's last row
     assert len(seals) == 2 and seals[1] == crashed_at + 1, (seals, crashed_at)
-    key = json.loads((tmp_path / "sealing-key").read_text())
+    key = read_key_file(tmp_path / "sealing-key").as_dict()
     assert key["epoch"] == 3  # the epochs that passed while down: their keys erased unused
     code, out = verify(capsys, str(journal), "--verify-key", str(verification_key))
     assert code == 0, out

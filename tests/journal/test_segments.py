@@ -33,7 +33,7 @@ from tablectl.controller.record.journal import (
 from tablectl.controller.record.journal_upkeep import JournalUpkeep, apply_retention
 from tablectl.controller.record.sealing import Sealer, setup_keys
 from tablectl.controller.service.service import TableService
-from tests.journal.history import build_history, write_config
+from tests.journal.history import SAME_DISK_SAID, build_history, write_config
 
 DAY_START = datetime.time(6, 0)
 
@@ -52,7 +52,8 @@ async def _service(config_path: Path) -> TableService:
 def test_three_gaming_days_then_retention_archives_the_oldest(tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     config_path = write_config(
-        tmp_path / "t", journal_extra=f'retain_days = 1\narchive_dir = "{archive}"'
+        tmp_path / "t",
+        journal_extra=f'retain_days = 1\narchive_dir = "{archive}"\n{SAME_DISK_SAID}',
     )
     build_history(config_path, 12)
     directory = config_path.parent
@@ -172,8 +173,8 @@ def test_an_online_backup_while_rows_are_written_holds_every_committed_row(
 
 def test_the_backup_command_prints_rows_head_and_last_seal(tmp_path: Path, capsys) -> None:
     config_path = write_config(tmp_path / "t")
-    build_history(config_path, 5)
     assert cli.main(["journal", "setup-keys", "--config", str(config_path)]) == 0
+    build_history(config_path, 5)
     capsys.readouterr()
 
     async def seal() -> None:

@@ -62,6 +62,12 @@ KNOWN_METRICS = frozenset(
         # time cannot erase or freeze the record (issue 21)
         "tablectl_clock_step_unresolved",
         "tablectl_clock_steps_total",
+        # the witnesses outside the casino (issue 30)
+        "tablectl_witness_behind_checkpoints",
+        "tablectl_witness_behind_seconds",
+        "tablectl_witness_cosigned_size",
+        "tablectl_witness_refused",
+        "tablectl_witness_errors_total",
     }
 )
 HISTOGRAMS = frozenset({"tablectl_event_processing_seconds", "tablectl_journal_write_seconds"})

@@ -13,7 +13,7 @@ from opstools import GRAFANA_DIR, PROMETHEUS_DIR, REPO
 CITED = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
 #: Documents cited by name that are not the project's own (the regulation texts' README).
 NOT_OURS = {"regs/README.md"}
-SOURCES = ("controller", "drivers", "simulators")
+SOURCES = ("controller", "drivers", "simulators", "games")
 
 
 def strings_of(path: Path) -> list[str]:

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = ("controller", "drivers", "simulators")
+FOLDERS = ("controller", "drivers", "simulators", "games")
 
 
 def source_packages() -> set[str]:

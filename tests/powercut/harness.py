@@ -18,7 +18,8 @@ survived, the daemon restarted, and `check` holds the table to its promises:
 4. before its first round, the daemon's device holds are those the journal gives (the last
    checkpoint's `interlocks`, then every decision and event after it, folded as a restart
    folds them), and the simulated shoe and shuffler are locked exactly when held;
-5. no temporary file of a private write (`.NAME.PID.tmp`) is left behind by the restart.
+5. no temporary file of a private write (`.NAME.PID.tmp`) is left behind by the restart, and
+   the sealing key file holds one key only (the slot of the key it replaced overwritten).
 
 Each failure is a `Finding` naming the cut, so a run reports them all rather than the first.
 """
@@ -39,13 +40,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tablectl.controller.record import merkle
+from tablectl.controller.record.checkpoints import (
+    IDENTITY_KEY_NAME,
+    default_origin,
+    read_checkpoint_file,
+)
 from tablectl.controller.record.journal import (
+    GAP_LEAF,
     JournalError,
     live_segments,
     read_rows,
     verify_journal,
 )
-from tablectl.controller.record.sealing import VerificationKey, setup_keys
+from tablectl.controller.record.merkle_log import MerkleLog
+from tablectl.controller.record.note import NoteError, create_identity_key
+from tablectl.controller.record.sealing import KEY_FILE_SIZE, VerificationKey, setup_keys
 from tablectl.controller.service.daemon import Interlocks
 from tests.powercut.lossyfs import LossyMount
 from tests.powercut.player import event_digest
@@ -75,18 +85,22 @@ class Trigger:
 TRIGGERS: tuple[Trigger, ...] = (
     Trigger("at a random instant"),
     Trigger("at a random instant (early)"),
-    Trigger("a seal: before the new sealing key's rename", ("rename",), r"sealing-key\.\d+\.tmp"),
     Trigger(
-        "a seal: after the new sealing key's rename",
-        ("rename",),
-        r"sealing-key\.\d+\.tmp",
+        "a seal: the evolved key written into the key file's free slot, before its fsync",
+        ("fsync",),
+        r"/sealing-key$",
+    ),
+    Trigger(
+        "a seal: the evolved key's slot fsynced, the old key's slot not yet overwritten",
+        ("fsync",),
+        r"/sealing-key$",
         "after",
     ),
     Trigger(
-        "a seal: after the sealing key's temporary file is fsynced",
+        "a seal: before the key file's 1st or 2nd fsync (the new key's slot, the old one's wipe)",
         ("fsync",),
-        r"sealing-key\.\d+\.tmp",
-        "after",
+        r"/sealing-key$",
+        nth_max=2,
     ),
     Trigger(
         "the head file (checkpoint, seal): before its rename",
@@ -196,6 +210,10 @@ class PoweredTable:
             self.mount.backing / "state" / "sealing-key", interval=SEAL_INTERVAL, now=now
         )
         (self.base / "verification-key").write_text(f"{self.key}\n")
+        # the identity key: the daemon signs its Merkle log's checkpoints
+        self.identity = create_identity_key(
+            self.mount.backing / "state" / IDENTITY_KEY_NAME, default_origin("powercut")
+        )
         self.mount.mount()
 
     def start(self, arm: Trigger | None = None, nth: int = 1) -> str | None:
@@ -431,6 +449,44 @@ class PoweredTable:
         said = (verified.stdout + verified.stderr).strip().replace("\n", " | ")
         return verified.returncode, said
 
+    def merkle_problem(self) -> str | None:
+        """The Merkle log read back from the segments is the tree of the rows themselves, and
+        the newest signed checkpoint covers only rows that survived the cut, with their root."""
+        live = self.state / "journal.sqlite"
+        try:  # read first: the daemon runs on, so the rows read after cover it
+            signed = read_checkpoint_file(live, self.identity.verifier)
+        except NoteError as error:
+            return f"the signed checkpoint does not verify: {error}"
+        with MerkleLog(live) as log:
+            size = log.size()  # the daemon runs on: rows after this one are not compared
+            leaves = [log.leaf(seq) for seq in range(1, size + 1)]
+            rows = self.journal_row_hashes()
+            # a seq the journal skipped (a cut tail continued after) is a gap leaf
+            expected = [
+                merkle.leaf_hash(bytes.fromhex(rows[seq])) if seq in rows else GAP_LEAF
+                for seq in range(1, size + 1)
+            ]
+            if expected != leaves:
+                first = next(
+                    seq for seq in range(1, size + 1) if expected[seq - 1] != leaves[seq - 1]
+                )
+                return f"the Merkle log's leaf {first - 1} is not row {first}'s hash"
+            if log.root(size) != merkle.root_of(leaves):
+                return f"the Merkle log's stored nodes do not give the rows' tree of {size}"
+            if signed is None:
+                return None
+            if signed.size > size:
+                return f"the signed checkpoint covers {signed.size} rows, the journal holds {size}"
+            if merkle.root_of(leaves[: signed.size]) != signed.root:
+                return f"the signed checkpoint of {signed.size} rows is not the journal's tree"
+        return None
+
+    def journal_row_hashes(self) -> dict[int, str]:
+        hashes: dict[int, str] = {}
+        for path in live_segments(self.state / "journal.sqlite"):
+            hashes.update((row.seq, row.hash) for row in read_rows(path))
+        return hashes
+
     @staticmethod
     def _settled(read: Callable[[], T]) -> T:
         """`read()` of the running daemon's journal, tried again when a file it listed was
@@ -458,8 +514,14 @@ class PoweredTable:
         if code != 0:
             said = said.replace(f"{self.state}: ", "")
             self.fail(number, f"journal verify --verify-key exits {code}: {said}")
+        problem = self._settled(self.merkle_problem)
+        if problem is not None:
+            self.fail(number, problem)
         for leftover in sorted(p.name for p in self.state.iterdir() if p.name.endswith(".tmp")):
             self.fail(number, f"temporary file left after the restart: {leftover}")
+        slots = held_key_slots(self.state / "sealing-key")
+        if slots != 1:
+            self.fail(number, f"the sealing key file holds {slots} keys after the restart")
         holds = self.holds_line()
         if holds is None:
             self.fail(number, "the restarted daemon played no round (no holds recorded)")
@@ -611,3 +673,11 @@ def cut_in_a_rollover(
 
 def clean(base: Path) -> None:
     shutil.rmtree(base, ignore_errors=True)
+
+
+def held_key_slots(key_file: Path) -> int:
+    """How many of the key file's two slots are not zeroes (one: the key it holds; two: the
+    key it replaced is still readable there)."""
+    raw = key_file.read_bytes()
+    half = KEY_FILE_SIZE // 2
+    return sum(1 for part in (raw[:half], raw[half:]) if part.strip(b"\0"))

@@ -34,7 +34,14 @@ need faketime faketime  # the daemon's clock across a gaming-day boundary (tests
 # power cuts (tests/powercut): lossyfs is a FUSE filesystem over libfuse 3 (mfusepy loads
 # libfuse3.so.3 from Debian's libfuse3-3, a dependency of fuse3, which brings fusermount3)
 need fusermount3 fuse3
+# erased sealing keys searched for on a real ext4 image (tests/journal/test_key_erasure.py)
+need mkfs.ext4 e2fsprogs
+need debugfs e2fsprogs
 need pgbouncer pgbouncer  # the floor: many table connections on a few server ones (tests/floor, bench)
+# Go's sumdb code checks the journal's signed checkpoints and Merkle proofs (tests/gotlog):
+# built offline with GO111MODULE=off GOPATH=/usr/share/gocode
+need go golang-go
+[ -d /usr/share/gocode/src/golang.org/x/mod/sumdb/tlog ] || missing="$missing golang-golang-x-mod-dev"
 if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then
         # Not root: say what is missing and go on; the tests that need a tool skip

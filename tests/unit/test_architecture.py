@@ -18,6 +18,7 @@ FOLDERS = {
     "controller": "tablectl.controller",
     "drivers": "tablectl.drivers",
     "simulators": "tablectl.simulators",
+    "games": "tablectl.games",
 }
 #: each layer of controller/ and the layers below it that it may import
 LAYERS = ("engine", "common", "record", "floor", "service", "commands")

@@ -5,6 +5,7 @@ the dealer, from a card-reading manual shoe; the dealer turns them over and the 
 wins. It is not a game of the New Jersey regulations: its "house rules" stand in for the
 texts a real game's module would cite, and show where each piece of a game lives.
 
+It imports tablectl's game API (``tablectl.games``) and nothing else of tablectl.
 Everything the game adds to tablectl is in this module (docs/games.md, "The contract"):
 
 - the class, a subclass of the core engine, whose ``name`` is the entry point's name
@@ -22,12 +23,18 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from tablectl.controller.engine.core import Engine, Round
-from tablectl.controller.engine.decisions import Decision
-from tablectl.controller.engine.ledger import DEALER
-from tablectl.controller.engine.machine import MachineDefinition, chart
-from tablectl.controller.engine.rules import Citation, Rule
-from tablectl.controller.engine.table import GameOption, GameProfile
+from tablectl.games import (
+    DEALER,
+    Citation,
+    Decision,
+    Engine,
+    GameOption,
+    GameProfile,
+    MachineDefinition,
+    Round,
+    Rule,
+    chart,
+)
 
 __all__ = ["CITATIONS", "RULES", "HighCard"]
 
@@ -54,6 +61,8 @@ class HighCard(Engine):
     """High Card: one card each, highest wins."""
 
     name = "high_card"
+    #: the game API this module is written for (tablectl.games.GAME_API_VERSION)
+    game_api = "1.0"
     profile = GameProfile(
         "high_card", "High Card (example game)", 5, 1, 1, 0, ("manual_shoe",), False
     )

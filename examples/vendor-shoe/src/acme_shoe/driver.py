@@ -12,19 +12,19 @@ import contextlib
 from typing import Any, ClassVar
 
 from acme_shoe import protocol as p
-from tablectl.drivers.base import (
+from tablectl.drivers import (
     CommandRefused,
     DeviceTimeout,
     DeviceUnavailable,
+    Identity,
     Shoe,
 )
-from tablectl.drivers.protocol.messages import Identity
 
 
 class AcmeShoe(Shoe):
     """Acme CS-9 card-reading shoe over a serial line (9600 8E1)."""
 
-    #: the driver API this driver is written for (tablectl.drivers.base.DRIVER_API_VERSION)
+    #: the driver API this driver is written for (tablectl.drivers.DRIVER_API_VERSION)
     driver_api = "1.0"
     serial_defaults: ClassVar[dict[str, Any]] = dict(p.SERIAL_LINE)
     #: the CS-9 has an FTDI FT232R USB-serial bridge inside (its own vendor/product ids)

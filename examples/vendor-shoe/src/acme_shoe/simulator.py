@@ -14,8 +14,7 @@ from collections import deque
 from typing import Any
 
 from acme_shoe import protocol as p
-from tablectl.simulators.shoe import ShoeSim
-from tablectl.simulators.vendor import Report, VendorSimulator
+from tablectl.simulators import Report, ShoeSim, VendorSimulator
 
 
 class AcmeShoeSim(VendorSimulator, ShoeSim):

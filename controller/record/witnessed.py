@@ -1,0 +1,165 @@
+"""The table's side of its witnesses: the cosigned checkpoints it holds, and the start check.
+
+A witness (`tablectl witness serve`, on a regulator's machine) cosigns a checkpoint of the
+journal's Merkle log only when it extends the last one it cosigned. Each checkpoint a witness
+cosigned is kept beside the journal (`JOURNAL.witnessed/WITNESS.checkpoint`: the table's
+signature and that witness's cosignature), durably, the newest per witness. At start the daemon
+checks its journal against the newest of these and of those the witnesses return
+(`anchor_damage`): a journal with fewer rows than a cosigned tree, or whose tree at a cosigned
+size has another root, was cut or rewritten, and is refused (docs/journal.md, "The witness").
+
+An insider with root on the table PC can delete or replace the files here, and holds the
+table's key; what they cannot do is make a witness cosign a second history, or unsay a
+cosignature the witness returns at the next start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tablectl.controller.record.durable import fsync_directory, write_private_file
+from tablectl.controller.record.note import (
+    ALG_COSIGNATURE_V1,
+    NoteError,
+    Verifier,
+    open_note,
+    parse_checkpoint,
+)
+
+#: Beside the journal file: `journal.sqlite` -> `journal.sqlite.witnessed/`.
+WITNESSED_SUFFIX = ".witnessed"
+
+
+def witnessed_dir(journal_path: Path) -> Path:
+    return Path(f"{journal_path}{WITNESSED_SUFFIX}")
+
+
+def _file_name(witness: str) -> str:
+    readable = "".join(c if c.isalnum() or c in "-." else "_" for c in witness)[:48]
+    return f"{readable}-{hashlib.sha256(witness.encode()).hexdigest()[:8]}.checkpoint"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A checkpoint a witness cosigned: its tree size and root, who and when, and where the
+    table found it (held beside the journal, or returned by the witness at start)."""
+
+    witness: str
+    size: int
+    root: bytes
+    cosigned_at: int
+    note: str
+    source: str
+
+
+def open_cosigned(note: str, table: Verifier, witness: Verifier, source: str) -> Anchor:
+    """The anchor a cosigned checkpoint gives, once both signatures verify; NoteError else."""
+    if witness.alg != ALG_COSIGNATURE_V1:
+        raise NoteError(f"{witness.name}: not a witness key (a cosignature/v1 key, type 0x04)")
+    opened = open_note(note, [table, witness])
+    if opened.signed_by(table.name) is None:
+        raise NoteError(f"not signed by the table's key {table.name}")
+    cosignature = opened.signed_by(witness.name)
+    if cosignature is None or cosignature.timestamp is None:
+        raise NoteError(f"no cosignature by the witness {witness.name}")
+    checkpoint = parse_checkpoint(opened.text)
+    if checkpoint.origin != table.name:
+        raise NoteError(f"a checkpoint of {checkpoint.origin!r}, not of {table.name!r}")
+    return Anchor(
+        witness.name, checkpoint.size, checkpoint.root_hash, cosignature.timestamp, note, source
+    )
+
+
+class WitnessedStore:
+    """`JOURNAL.witnessed/`: the newest checkpoint each witness cosigned, one file each."""
+
+    def __init__(self, journal_path: Path) -> None:
+        self.directory = witnessed_dir(journal_path)
+
+    def save(self, witness: str, note: str) -> None:
+        """Keep `note` (cosigned by `witness`) as its newest, durably (OSError on failure)."""
+        if not self.directory.is_dir():
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fsync_directory(self.directory.parent)
+        write_private_file(self.directory / _file_name(witness), note)
+
+    def held(
+        self, table: Verifier, witnesses: Iterable[Verifier]
+    ) -> tuple[list[Anchor], list[str]]:
+        """The anchors held for `witnesses` that verify, and what is wrong with any that do
+        not (a file edited on the box is said, never trusted)."""
+        anchors: list[Anchor] = []
+        problems: list[str] = []
+        for witness in witnesses:
+            path = self.directory / _file_name(witness.name)
+            try:
+                note = path.read_text()
+            except FileNotFoundError:
+                continue
+            except (OSError, UnicodeError) as error:
+                problems.append(f"{path}: cannot be read: {error}")
+                continue
+            try:
+                anchors.append(open_cosigned(note, table, witness, f"held in {path}"))
+            except NoteError as error:
+                problems.append(f"{path}: {error}")
+        return anchors, problems
+
+
+@dataclass(frozen=True)
+class AnchorDamage:
+    """Why the journal contradicts a cosigned checkpoint; `first_bad_seq` the row to look at."""
+
+    message: str
+    first_bad_seq: int
+
+
+def anchor_damage(
+    anchors: Iterable[Anchor], tree_size: int, root_at: Callable[[int], bytes]
+) -> AnchorDamage | None:
+    """The journal's tree (`tree_size` leaves, leaf i = row i + 1; `root_at(n)` its root at
+    n leaves) against cosigned checkpoints: None when it extends every one of them.
+
+    A cosigned tree larger than the journal's: rows were cut (or an older copy restored).
+    A cosigned tree whose root the journal's tree at that size does not have: rows were
+    rewritten; the first row that differs lies after the largest cosigned size the journal
+    still matches (every row up to it is proven) and within the smallest it does not.
+    """
+    ordered = sorted(anchors, key=lambda a: (a.size, a.cosigned_at))
+    if not ordered:
+        return None
+    newest = ordered[-1]
+    matched = 0
+    for anchor in ordered:
+        if anchor.size > tree_size:
+            return AnchorDamage(
+                f"the journal holds {tree_size} rows, but witness {anchor.witness} cosigned "
+                f"a tree of {anchor.size} rows (at {anchor.cosigned_at}, {anchor.source}): "
+                f"rows {tree_size + 1}-{anchor.size} were cut, or an older copy of the journal "
+                "was put back",
+                tree_size + 1,
+            )
+        if anchor.size == 0:
+            continue
+        if root_at(anchor.size) != anchor.root:
+            return AnchorDamage(
+                f"the journal's first {anchor.size} rows are not those witness "
+                f"{anchor.witness} cosigned (at {anchor.cosigned_at}, {anchor.source}): the "
+                f"history was rewritten; rows 1-{matched} match what was cosigned, the first "
+                f"row that differs is one of rows {matched + 1}-{anchor.size}",
+                matched + 1,
+            )
+        matched = max(matched, anchor.size)
+    assert newest.size <= tree_size
+    return None
+
+
+def newest_per_witness(anchors: Iterable[Anchor]) -> Mapping[str, Anchor]:
+    newest: dict[str, Anchor] = {}
+    for anchor in anchors:
+        if anchor.witness not in newest or anchor.size > newest[anchor.witness].size:
+            newest[anchor.witness] = anchor
+    return newest
