@@ -6,6 +6,7 @@
     floor round   --dsn DSN --table ID --round N [--json]
     floor report  --dsn DSN --gaming-day YYYY-MM-DD [--out DIR]
     floor shuffle-check --dsn DSN [--days N (7)] [--json]
+    floor backup-check --stanza NAME [--pgbackrest-config FILE] [--max-age-hours H (26)]
 
 Exit status: 0 good, 1 a finding (a broken chain, a local journal that left the floor's copy),
 2 cannot say (unreachable store, unknown table, bad arguments); `shuffle-check`: 1 a replayed
@@ -39,8 +40,10 @@ DEFAULT_SHUFFLE_DAYS = 7
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str, *, dsn: bool = True) -> argparse.ArgumentParser:
         sub = actions.add_parser(name, help=help_text, description=help_text)
+        if not dsn:
+            return sub
         sub.add_argument(
             "--dsn",
             required=True,
@@ -80,6 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ROLE",
         help="grant the auditor role (the regulator's lab: every row, rounds in play "
         "included) to an existing role (repeatable)",
+    )
+    init.add_argument(
+        "--require-sync-standby",
+        action="store_true",
+        help="refuse (exit 1) a floor whose acknowledgement is not on two machines: no "
+        "synchronous standby streaming, or synchronous_commit below on (docs/floor.md)",
     )
     verify = command("verify", "check every table's chain on the floor (as journal verify)")
     verify.add_argument("--table", metavar="ID", help="only this table")
@@ -145,6 +154,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "busy tables (docs/shuffle-integrity.md)",
     )
     shuffle.add_argument("--json", action="store_true", help="the findings as JSON")
+    backups = command(
+        "backup-check",
+        "when the floor's last backup finished (pgBackRest), and whether the repository "
+        "verifies: exit 1 when there is none, it is stale or damaged",
+        dsn=False,
+    )
+    backups.add_argument(
+        "--stanza", required=True, metavar="NAME", help="the floor's pgBackRest stanza"
+    )
+    backups.add_argument(
+        "--pgbackrest-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="pgBackRest's configuration (default: its own, /etc/pgbackrest/pgbackrest.conf)",
+    )
+    backups.add_argument(
+        "--max-age-hours",
+        type=_positive_hours,
+        default=26.0,
+        metavar="H",
+        help="a last backup older than this is stale (default 26: a nightly backup and slack)",
+    )
 
 
 def _date(text: str) -> datetime.date:
@@ -164,6 +196,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours above 0")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from tablectl.controller.floor.store import FloorError
 
@@ -178,11 +220,27 @@ def run(args: argparse.Namespace) -> int:
             "maintain": _maintain,
             "migrate": _migrate,
             "shuffle-check": _shuffle_check,
+            "backup-check": _backup_check,
         }[args.action]
         return handler(args)
     except (FloorError, JournalError) as error:
         print(f"tablectl floor {args.action}: {error}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _backup_check(args: argparse.Namespace) -> int:
+    from tablectl.controller.floor.backup import BackupCheckError, check_backups
+
+    try:
+        finding = check_backups(
+            args.stanza, config=args.pgbackrest_config, max_age_hours=args.max_age_hours
+        )
+    except BackupCheckError as error:
+        print(f"tablectl floor backup-check: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    for line in finding.lines:
+        print(line, file=sys.stdout if finding.ok else sys.stderr)
+    return EXIT_OK if finding.ok else EXIT_FINDING
 
 
 def _connect(args: argparse.Namespace) -> Any:
@@ -195,6 +253,7 @@ def _init(args: argparse.Namespace) -> int:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
+    from tablectl.controller.floor.replication import replication_state
     from tablectl.controller.floor.schema import (
         AUDITOR_GROUP,
         READER_GROUP,
@@ -209,6 +268,14 @@ def _init(args: argparse.Namespace) -> int:
     try:
         params = {k: str(v) for k, v in conninfo_to_dict(args.dsn).items()}
         dbname = params.get("dbname") or str(conn.info.dbname)
+        replication = replication_state(conn)
+        if replication.in_recovery:
+            print(
+                "tablectl floor init: the DSN reached a standby (read-only): name the primary, "
+                "or list every server with target_session_attrs=read-write",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
         hidden = create_schema(conn)
         print(f"floor schema ready in database {dbname} (groups {WRITER_GROUP}, {READER_GROUP})")
         if not hidden:
@@ -229,6 +296,11 @@ def _init(args: argparse.Namespace) -> int:
         for role in args.auditor:
             add_reader(conn, role, group=AUDITOR_GROUP)
             print(f"{role}: audits the floor (SELECT only, every row)")
+        said = f"replication: {replication.describe()}"
+        if args.require_sync_standby and not replication.two_machines:
+            print(f"tablectl floor init: {said}", file=sys.stderr)
+            return EXIT_FINDING
+        print(said)
     except (psycopg.Error, FloorSetupError) as error:
         print(f"tablectl floor init: {str(error).strip()}", file=sys.stderr)
         return EXIT_ERROR
@@ -251,8 +323,12 @@ def _verify(args: argparse.Namespace) -> int:
             require_table(conn, args.table)
         tables = [args.table] if args.table else table_ids(conn)
         # the DBA's and the auditor's verify (every row) moves the verified mark; a reader's
-        # (ended rounds only) does not
-        record = rows_relation(conn).endswith(".journal_rows")
+        # (ended rounds only) does not, nor does any verify on a standby (read-only: the mark
+        # is the primary's to move)
+        standby = bool(conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+        record = rows_relation(conn).endswith(".journal_rows") and not standby
+        if standby:
+            print("a standby (read-only): verifying its copy; the verified mark is not moved")
         bad = 0
         for table_id in tables:
             result = verify_table(conn, table_id, from_start=args.from_start, record=record)

@@ -70,11 +70,24 @@ GROUP_NAME_PATTERN = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 HHMM_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 TOP_LEVEL_KEYS = ("table", "journal", "metrics", "operator", "devices", "floor", "witness")
-FLOOR_KEYS = ("dsn", "passfile", "batch_rows")
+FLOOR_KEYS = ("dsn", "passfile", "batch_rows", "on_divergence")
+#: `[floor] on_divergence`: what the table does when its journal no longer matches the floor's
+#: copy (a rollback, a rewrite, a clone shipping as it): an operator's decision, in words; the
+#: first, the default, holds dealing until a supervisor sends floor_divergence_acknowledged
+DIVERGENCE_STOP = "stop dealing until a supervisor acknowledges"
+DIVERGENCE_KEEP = "keep dealing"
+DIVERGENCE_CHOICES = (DIVERGENCE_STOP, DIVERGENCE_KEEP)
 DEFAULT_FLOOR_BATCH_ROWS = 2000
 MAX_FLOOR_BATCH_ROWS = 10_000
 # A password written into the DSN (key=value or URI form): refused, it belongs in a passfile.
 _DSN_PASSWORD = re.compile(r"(?:^|\s)password\s*=|^[a-z]+://[^/@\s]*:[^/@\s]*@", re.IGNORECASE)
+# A DSN naming several servers (a replicated floor: `host=a,b,c`, or a URI's `h1:p,h2:p`) and
+# how it chooses among them: only the primary takes rows.
+_DSN_HOSTS = re.compile(r"(?:^|\s)(?:host|hostaddr)\s*=\s*'?([^\s']*)", re.IGNORECASE)
+_URI_HOSTS = re.compile(r"^[a-z]+://(?:[^@/]*@)?([^/?]*)", re.IGNORECASE)
+_DSN_TARGET = re.compile(r"target_session_attrs\s*=\s*'?([a-z-]+)", re.IGNORECASE)
+#: the choices that land on the server taking writes (libpq's target_session_attrs)
+WRITABLE_TARGETS = ("read-write", "primary")
 TABLE_KEYS = ("id", "game", "options", "gaming_day_start", "log_level")
 DEVICE_KEYS = (
     "kind",
@@ -192,6 +205,8 @@ class FloorConfig:
     dsn: str
     passfile: Path | None = None
     batch_rows: int = DEFAULT_FLOOR_BATCH_ROWS
+    #: on_divergence = DIVERGENCE_STOP (True, the default) or DIVERGENCE_KEEP (False)
+    stop_on_divergence: bool = True
 
 
 @dataclass(frozen=True)
@@ -539,6 +554,26 @@ def _devices(problems: _Problems, data: Mapping[str, Any]) -> tuple[DeviceConfig
     return tuple(result)
 
 
+def _multi_host_problem(dsn: str) -> str | None:
+    """A DSN over several servers must ask for the one that takes writes: libpq tries the
+    hosts in order and, without target_session_attrs, keeps the first that answers, which
+    after a failover is a standby that refuses every row (docs/floor.md, a replicated floor)."""
+    hosts = [m.group(1) for m in _DSN_HOSTS.finditer(dsn)]
+    uri = _URI_HOSTS.match(dsn)
+    if uri:
+        hosts.append(uri.group(1))
+    if not any("," in h for h in hosts):
+        return None
+    target = _DSN_TARGET.search(dsn)
+    if target and target.group(1).lower() in WRITABLE_TARGETS:
+        return None
+    said = f"target_session_attrs={target.group(1)}" if target else "no target_session_attrs"
+    return (
+        f"names several servers but {said}: add target_session_attrs=read-write so that "
+        "the table ships to the primary, whichever server it is after a failover"
+    )
+
+
 def _floor(problems: _Problems, data: Mapping[str, Any]) -> FloorConfig | None:
     """The optional [floor] section: without it the table ships nothing."""
     if "floor" not in data:
@@ -559,6 +594,9 @@ def _floor(problems: _Problems, data: Mapping[str, Any]) -> FloorConfig | None:
             "service file instead (docs/floor.md)",
         )
         dsn = None
+    if dsn is not None and (problem := _multi_host_problem(dsn)):
+        problems.add("floor.dsn", problem)
+        dsn = None
     passfile_text = floor.get("passfile")
     passfile: Path | None = None
     if passfile_text is not None:
@@ -577,7 +615,24 @@ def _floor(problems: _Problems, data: Mapping[str, Any]) -> FloorConfig | None:
             f"{batch_rows!r} is not allowed; expected a whole number 1-{MAX_FLOOR_BATCH_ROWS}",
         )
         return None
-    return FloorConfig(dsn=dsn, passfile=passfile, batch_rows=batch_rows) if dsn else None
+    words = floor.get("on_divergence", DIVERGENCE_STOP)
+    if words not in DIVERGENCE_CHOICES:
+        problems.add(
+            "floor.on_divergence",
+            f'{words!r} is not allowed; expected "{DIVERGENCE_STOP}" (the default) or '
+            f'"{DIVERGENCE_KEEP}", in words',
+        )
+        return None
+    return (
+        FloorConfig(
+            dsn=dsn,
+            passfile=passfile,
+            batch_rows=batch_rows,
+            stop_on_divergence=words == DIVERGENCE_STOP,
+        )
+        if dsn
+        else None
+    )
 
 
 WITNESS_KEYS = ("quorum", "timeout", "witnesses")

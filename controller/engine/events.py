@@ -596,6 +596,17 @@ EVENT_TYPES: dict[str, EventType] = {
             "clock accepts it (tablectl's interpretation)",
             BY,
         ),
+        _operator(
+            "floor_divergence_acknowledged",
+            "a supervisor lets the table deal on after a floor_diverged alarm (docs/floor.md): "
+            "the journal no longer matches the floor's copy; handled by the daemon, never by "
+            "the round engine",
+            "supervisor",
+            "2C.6(m): the record kept off the table is the one that cannot be changed; a person "
+            "who answers for the table decides whether it deals without it (tablectl's "
+            "interpretation)",
+            BY,
+        ),
         EventType(
             "controller_restarted",
             "controller",

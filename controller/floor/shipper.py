@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import random
 import socket
 import sqlite3
 import threading
@@ -42,6 +43,12 @@ from tablectl.controller.floor.schema import (
 #: seconds between attempts after a failure: doubling from RETRY_MIN up to RETRY_MAX
 RETRY_MIN = 0.25
 RETRY_MAX = 10.0
+#: ... but a connection that failed (the floor away, or failing over) is tried again within
+#: this long: a replicated floor's failover is over in seconds (Patroni promotes the
+#: synchronous standby ~3 s after the primary dies, measured: docs/floor.md), and the shipper
+#: should find the new primary then, not up to RETRY_MAX later. Each wait is drawn between
+#: half and all of the back-off, so 400 tables do not log in to the new primary in step.
+RETRY_CONNECTION_MAX = 2.0
 #: after a commit wakes it, the shipper waits this long for more rows before it reads: a
 #: table's burst goes as one INSERT transaction, not one per event (fewer wake-ups and
 #: round trips taken from the table PC's CPU); far below the 2 s a floor may trail a burst
@@ -210,6 +217,7 @@ class FloorShipper:
         publish_metrics: bool = True,
         retry_min: float = RETRY_MIN,
         retry_max: float = RETRY_MAX,
+        retry_connection_max: float = RETRY_CONNECTION_MAX,
         linger: float = LINGER_SECONDS,
         statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
         connect_timeout: int = CONNECT_TIMEOUT,
@@ -227,6 +235,7 @@ class FloorShipper:
             metrics.FLOOR_DIVERGED.set(0)
         self.retry_min = retry_min
         self.retry_max = retry_max
+        self.retry_connection_max = retry_connection_max
         self.linger = linger
         self.statement_timeout_ms = statement_timeout_ms
         self.connect_timeout = connect_timeout
@@ -237,6 +246,11 @@ class FloorShipper:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._log = get_logger("floor", table=table_id)
+        #: told once per divergence (on the shipper's thread), with why: the daemon alarms,
+        #: journals it and, as configured, holds dealing; again only after the floor and the
+        #: journal matched once more
+        self.on_diverged: Callable[[str], None] | None = None
+        self._divergence_told = False
         # what the status reports (written by the thread, read by anyone)
         self.committed_seq = 0
         self.acknowledged_seq = 0
@@ -444,9 +458,12 @@ class FloorShipper:
                         break
                     # commits do not cut the back-off short (they come every few ms in
                     # play); only a stop does
-                    self._stopping.wait(delay)
-                    if isinstance(error, FloorDiverged) or error_kind(error) == "diverged":
+                    self._stopping.wait(random.uniform(delay / 2, delay))
+                    kind = error_kind(error)
+                    if isinstance(error, FloorDiverged) or kind == "diverged":
                         delay = self.retry_max
+                    elif kind == "connection":
+                        delay = min(self.retry_max, self.retry_connection_max, delay * 2)
                     else:
                         delay = min(self.retry_max, delay * 2)
         finally:
@@ -516,6 +533,7 @@ class FloorShipper:
         with self._lock:
             self.acknowledged_seq = head_seq
             self.head_known = True
+        self._divergence_told = False
         self._write_ack_hint(head_seq)
         self._log.info("floor_connected", acknowledged_seq=head_seq)
 
@@ -618,6 +636,11 @@ class FloorShipper:
             metrics.FLOOR_LAST_ERROR_TIMESTAMP.set(self.last_error_at or 0)
             metrics.FLOOR_DIVERGED.set(1 if kind == "diverged" else 0)
         self._log.warning("floor_ship_failed", error=kind, message=message)
+        if kind == "diverged" and not self._divergence_told:
+            self._divergence_told = True
+            self._log.critical("floor_diverged", message=message)
+            if self.on_diverged is not None:
+                self.on_diverged(message)
 
     def _publish(self) -> None:
         if self.publish_metrics:

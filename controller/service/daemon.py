@@ -86,6 +86,11 @@ from tablectl.controller.service.service import (
     ServiceError,
     TableService,
 )
+from tablectl.controller.service.witness_client import (
+    DaemonWitnesses,
+    Refusal,
+    witness_anchor_damage,
+)
 from tablectl.drivers.base import (
     STATUS_EVENTS,
     AllowList,
@@ -117,6 +122,10 @@ DEFAULT_HEALTH_INTERVAL = 30.0
 DRAIN_DEADLINE = 1.0
 #: The supervisor's acknowledgement of a clock step (handled here, never by the engine).
 CLOCK_STEP_ACKNOWLEDGED = "clock_step_acknowledged"
+#: The supervisor's decision to deal on after the floor's copy diverged (handled here too).
+FLOOR_DIVERGENCE_ACKNOWLEDGED = "floor_divergence_acknowledged"
+#: The hold on the shoe and the shuffler while a divergence waits for a supervisor.
+FLOOR_DIVERGED_HOLD = "floor_diverged"
 #: Seconds within which repeats of one alarm are folded into one message with a count.
 ALARM_COALESCE_SECONDS = 5.0
 #: The journal failed its start check (docs/journal.md): refused like any other start problem;
@@ -124,6 +133,9 @@ ALARM_COALESCE_SECONDS = 5.0
 EXIT_JOURNAL_DAMAGED = EXIT_REFUSED
 #: How much longer systemd should wait, told every REPLAY_PROGRESS_EVERY events of a replay.
 REPLAY_EXTEND_USEC = 30_000_000
+#: Seconds beyond the device wait asked of systemd for the rest of the start (READY follows
+#: within a drain of the events the devices sent).
+DEVICE_WAIT_MARGIN = 10.0
 #: The last rows of the live segment the operator socket reads its answers to client ids from
 #: (a retry after a restart is answered, not applied twice): bounded, whatever the history.
 OPERATOR_MEMORY_ROWS = 8192
@@ -317,12 +329,17 @@ class Daemon:
             self.floor = FloorShipper(config.table_id, service.journal.path, config.floor)
             service.journal.commit_listeners.append(self.floor.notify)
         self._alarms: AlarmCoalescer | None = None
+        #: The table's witnesses (`[witness]`), once the checkpoint signer runs.
+        self.witnesses: DaemonWitnesses | None = None
         self._health: asyncio.Task[None] | None = None
         self._floor_gauges: asyncio.Task[None] | None = None
         self._health_round = -1
         self._space_low = False
         #: Set when dealing stopped (fail-stop): {"reason", "since"}; status and STATUS= say it.
         self.dealing_stopped: dict[str, str] | None = None
+        #: Set while a divergence from the floor's copy holds dealing (on_divergence's default):
+        #: {"reason", "since"}, until a supervisor sends floor_divergence_acknowledged
+        self.floor_divergence: dict[str, str] | None = None
         self.exit_code = EXIT_OK
         #: Called once when dealing stops (run_daemon ends the process after a linger).
         self.on_stopped_dealing: Callable[[], None] | None = None
@@ -367,7 +384,14 @@ class Daemon:
         loop = asyncio.get_running_loop()
         self.service.device_commands = self._device_commands
         if self.floor is not None:
-            self.floor.start()
+            shipper = self.floor
+            # told on the shipper's thread: handled on the loop, under the event lock
+
+            def diverged(why: str) -> None:
+                loop.call_soon_threadsafe(self._on_divergence, why)
+
+            shipper.on_diverged = diverged
+            shipper.start()
             self._floor_gauges = loop.create_task(self._floor_gauge_loop(), name="daemon:floor")
         self._consumer = loop.create_task(self._consume(), name="daemon:events")
         for name, driver in self.drivers.items():
@@ -404,15 +428,30 @@ class Daemon:
             ) from error
 
     async def wait_for_devices(self, timeout: float) -> list[str]:
-        """Wait until every device has handshaken, at most `timeout` s; the absent ones' names."""
-        if self.drivers:
-            await asyncio.wait(
-                [
-                    asyncio.ensure_future(driver.wait_connected(timeout))
-                    for driver in self.drivers.values()
-                ]
-            )
+        """Wait until every device has handshaken, at most `timeout` s; the absent ones' names.
+
+        While it waits, systemd is told what for (STATUS=, shown by `systemctl status` and
+        `systemctl start`'s wait) and that the start needs that long (EXTEND_TIMEOUT_USEC)."""
+        started = time.monotonic()
+        pending = {
+            asyncio.ensure_future(driver.wait_connected(timeout))
+            for driver in self.drivers.values()
+        }
+        while pending:
+            self._say_waiting(timeout - (time.monotonic() - started))
+            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
         return [name for name, driver in self.drivers.items() if not driver.up]
+
+    def _say_waiting(self, seconds_left: float) -> None:
+        waiting = [name for name, driver in self.drivers.items() if not driver.up]
+        if not waiting or seconds_left <= 0:
+            return
+        self.notifier.notify(
+            f"STATUS=waiting for {', '.join(waiting)} to handshake (at most {seconds_left:.0f} s "
+            "more, then ready without them)",
+            f"EXTEND_TIMEOUT_USEC={int((seconds_left + DEVICE_WAIT_MARGIN) * 1_000_000)}",
+            drop_when_busy=True,
+        )
 
     async def announce_ready(self, absent: list[str]) -> None:
         """READY=1 with the round's state; absent devices raise an alarm and show in STATUS."""
@@ -475,6 +514,9 @@ class Daemon:
             self.background = None
         if self.service.checkpoint_signer is not None:
             await self.service.checkpoint_signer.stop()
+        if self.witnesses is not None:
+            await self.witnesses.stop()
+            self.witnesses = None
         if self.upkeep is not None:
             await self.upkeep.stop()
             self.upkeep = None
@@ -536,6 +578,34 @@ class Daemon:
             }
         )
 
+    async def witness_refused(self, refusal: Refusal) -> None:
+        """A witness refuses the journal's checkpoints: it cosigned another history than the
+        journal now holds (cut, restored from an older copy, rewritten). Journaled, a critical
+        alarm; dealing goes on (the live record verified at start), compliance decides."""
+        body = {
+            "type": "witness_refused",
+            "witness": refusal.witness,
+            "url": refusal.url,
+            "status": refusal.status,
+            "reason": refusal.reason,
+            "size": refusal.size,
+        }
+        async with self._lock:
+            if self.service.journal.failure is None:
+                with contextlib.suppress(JournalError):  # a failed write stops dealing itself
+                    self.service.journal.append(
+                        "note", body, round_number=self.service.engine.round_number, durable=True
+                    )
+        await self._publish(
+            {
+                "message": "alarm",
+                "alarm": "witness_refused",
+                "severity": "critical",
+                "witness": refusal.witness,
+                "reason": f"witness {refusal.witness} refuses the journal: {refusal.reason}",
+            }
+        )
+
     def start_background_verifier(self) -> None:
         """After READY: every segment walked end to end by a child at the lowest priority."""
         journal = self.service.journal
@@ -593,9 +663,13 @@ class Daemon:
             status["refused_devices"] = dict(self.refusals)
         if self.floor is not None:
             status["floor"] = self.floor.status()
+        if self.witnesses is not None:
+            status["witnesses"] = self.witnesses.status()
         status["dealing"] = "stopped" if self.dealing_stopped else "allowed"
         if self.dealing_stopped:
             status["dealing_stopped"] = dict(self.dealing_stopped)
+        if self.floor_divergence:
+            status["floor_divergence"] = dict(self.floor_divergence)
         since = status.pop("devices_since", {})
         status["devices_down"] = {
             name: {"since": since.get(name), "reason": self.why_down(name)}
@@ -843,6 +917,13 @@ class Daemon:
                 raise NotDealing(f"dealing stopped: {self.dealing_stopped['reason']}")
             if event.get("type") == CLOCK_STEP_ACKNOWLEDGED:
                 return self._acknowledge_clock(event)
+            if event.get("type") == FLOOR_DIVERGENCE_ACKNOWLEDGED:
+                return self._acknowledge_divergence(event)
+            if self.floor_divergence is not None and event.get("type") == "bets_closed":
+                raise NotDealing(
+                    f"dealing held: {self.floor_divergence['reason']}; a supervisor sends "
+                    f"{FLOOR_DIVERGENCE_ACKNOWLEDGED} to deal on without the floor's copy"
+                )
             self.service.recorded_then_failed = None
             try:
                 decisions = await self.service.handle_operator_event(event, peer)
@@ -912,6 +993,80 @@ class Daemon:
         if sealer is not None:
             # the supervisor says the clock is right: the epochs it skipped are gone unsealed
             sealer.catch_up(datetime.datetime.now(datetime.UTC))
+        return []
+
+    # -- divergence from the floor's copy (docs/floor.md, "Divergence") ----------------------
+
+    def _on_divergence(self, why: str) -> None:
+        task = asyncio.get_running_loop().create_task(self.floor_diverged(why))
+        self._unfinished.add(task)
+        task.add_done_callback(self._unfinished.discard)
+
+    async def floor_diverged(self, why: str) -> None:
+        """The journal no longer matches the floor's copy (at start or while running): a
+        `divergence` note, a critical alarm, and, unless `[floor] on_divergence = "keep
+        dealing"`, dealing held (the shoe and the shuffler locked, no round opened) until a
+        supervisor acknowledges."""
+        floor = self.config.floor
+        hold = floor is None or floor.stop_on_divergence
+        dealing = (
+            f"held until a supervisor sends {FLOOR_DIVERGENCE_ACKNOWLEDGED}"
+            if hold
+            else 'goes on (on_divergence = "keep dealing")'
+        )
+        since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        async with self._lock:
+            if self.service.journal.failure is None:
+                with contextlib.suppress(JournalError):  # a failed write stops dealing itself
+                    self.service.journal.append(
+                        "note",
+                        {"type": "divergence", "reason": why, "dealing": dealing},
+                        round_number=self.service.engine.round_number,
+                        durable=True,
+                    )
+            if hold:
+                self.floor_divergence = {"reason": why, "since": since}
+                self.interlocks.shoe.add(FLOOR_DIVERGED_HOLD)
+                self.interlocks.shuffler.add(FLOOR_DIVERGED_HOLD)
+                self._sync()
+                self._update_status()
+        self._log.critical("floor_divergence", reason=why, dealing=dealing)
+        await self._publish(
+            {
+                "message": "alarm",
+                "alarm": "floor_diverged",
+                "severity": "critical",
+                "reason": f"the journal no longer matches the floor's copy: {why}",
+                "dealing": dealing,
+            }
+        )
+
+    def _acknowledge_divergence(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A supervisor lets the table deal on without the floor's copy (journaled, who)."""
+        held = self.floor_divergence
+        if held is None:
+            raise NotDealing(
+                f"{FLOOR_DIVERGENCE_ACKNOWLEDGED}: no divergence holds dealing (nothing to do)"
+            )
+        caller = event.get("caller") or {"user": event.get("by")}
+        try:
+            self.service.journal.append(
+                "note",
+                {"type": "divergence_acknowledged", "reason": held["reason"], "caller": caller},
+                round_number=self.service.engine.round_number,
+                durable=True,
+            )
+        except JournalError as error:
+            raise NotDealing(f"not recorded, dealing stopped: {error}") from error
+        self.floor_divergence = None
+        self.interlocks.shoe.discard(FLOOR_DIVERGED_HOLD)
+        self.interlocks.shuffler.discard(FLOOR_DIVERGED_HOLD)
+        self._sync()
+        self._update_status()
+        self._log.warning("floor_divergence_acknowledged", reason=held["reason"])
+        self._schedule_publish(
+            {"message": "notice", "notice": "floor_divergence_acknowledged", **held}
+        )
         return []
 
     def _schedule_publish(self, message: Mapping[str, Any]) -> None:
@@ -1011,8 +1166,9 @@ class Daemon:
     def restore_interlocks(self, checkpoint: Mapping[str, Any]) -> None:
         """The holds in force at a checkpoint (its `interlocks`, as `Interlocks.as_dict`)."""
         held = checkpoint.get("interlocks", {})
-        self.interlocks.shoe = set(held.get("shoe_locked", ()))
-        self.interlocks.shuffler = set(held.get("shuffler_deck_locked", ()))
+        # a divergence's hold is the shipper's to raise again at this start, not the record's
+        self.interlocks.shoe = set(held.get("shoe_locked", ())) - {FLOOR_DIVERGED_HOLD}
+        self.interlocks.shuffler = set(held.get("shuffler_deck_locked", ())) - {FLOOR_DIVERGED_HOLD}
 
     def replay_row(self, row: JournalRow) -> None:
         """One journaled row of the replay, folded into the holds (streamed: row by row)."""
@@ -1034,6 +1190,7 @@ class Daemon:
         self.notifier.notify(
             f"STATUS=replaying the journal: row {seq} of {last_seq} ({events} events)",
             f"EXTEND_TIMEOUT_USEC={REPLAY_EXTEND_USEC}",
+            drop_when_busy=True,  # the next progress notice says it again
         )
 
     def _sync(self, only: str | None = None) -> None:
@@ -1210,6 +1367,13 @@ async def run_daemon(
             daemon.build_drivers()
             notifier.status("verifying the journal")
             damage = check_before_start(journal)
+            if damage is None and config.witness is not None:
+                notifier.status("checking the journal against its witnesses")
+                anchored = await loop.run_in_executor(
+                    None, witness_anchor_damage, config, journal.path, log
+                )
+                if anchored is not None:
+                    damage = StartDamage(anchored.message, anchored.first_bad_seq)
             if damage is not None and not accept_damaged_journal:
                 log.error(
                     "journal_damaged", error=damage.message, first_bad_seq=damage.first_bad_seq
@@ -1265,6 +1429,14 @@ async def run_daemon(
             daemon.upkeep.start()
             if service.checkpoint_signer is not None:
                 service.checkpoint_signer.start()
+                if config.witness is not None:
+                    daemon.witnesses = DaemonWitnesses(
+                        config.witness, service.checkpoint_signer, daemon.witness_refused
+                    )
+                    daemon.witnesses.start()
+                    # the journal as it starts, shown to the witnesses now (not at the round's
+                    # end): a history they cannot cosign is said at once
+                    service.checkpoint_signer.request()
             daemon.start_health(health_interval)
         except (
             DaemonError,

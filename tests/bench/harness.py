@@ -53,6 +53,7 @@ from tests.bench import (
     device_latency,
     engine,
     floor,
+    floor_failover,
     floor_scale,
     history,
     latency,
@@ -61,6 +62,7 @@ from tests.bench import (
     service,
     shuffle,
     verifier,
+    witness,
 )
 
 
@@ -94,6 +96,14 @@ GOALS: dict[str, Goal] = {
     "shuffle_detection_within_goal": Goal(">=", 1.0),
     "shuffle_false_alarms_bound_per_table_year": Goal("<=", 1.0, ("shuffle_honest_rounds",)),
     **{key: Goal(sense, bound) for key, (sense, bound) in floor_scale.GOALS.items()},
+    # the witnessed log (issue 30, tests/bench/witness.py)
+    "merkle_e2e_p99_on_vs_off": Goal(
+        "<=", 1.05, ("witness_e2e_on_p99_us", "witness_e2e_off_p99_us")
+    ),
+    "witness_cosign_vs_floor": Goal(
+        ">=", 0.5, ("witness_cosigns_per_second", "floor_cosign_checks_per_second")
+    ),
+    **{key: Goal(sense, bound) for key, (sense, bound) in floor_failover.GOALS.items()},
     # the witnessed Merkle log (tests/bench/merkle.py): a round's proof from a year's log
     "prove_year_ms": Goal("<=", 50),
     "proof_verify_ms": Goal("<=", 10),
@@ -305,6 +315,49 @@ def floor_scale_section(run: Run) -> Part:
     return Part(results, figures, [f"floor at scale: {results}", f"  floors: {floors}"])
 
 
+def witness_section(run: Run) -> Part:
+    figures = witness.measure(run.quick)
+    e2e, cosign = figures["e2e"], figures["cosign"]
+    results = {
+        "merkle_e2e_p99_on_vs_off": e2e["merkle_e2e_p99_on_vs_off"],
+        "witness_e2e_on_p99_us": e2e["on"]["p99_us"],
+        "witness_e2e_off_p99_us": e2e["off"]["p99_us"],
+        "merkle_e2e_median_on_vs_off": e2e["merkle_e2e_median_on_vs_off"],
+        "witness_cosign_vs_floor": cosign["witness_cosign_vs_floor"],
+        "witness_cosigns_per_second": cosign["witness_cosigns_per_second"],
+        "floor_cosign_checks_per_second": cosign["floor_checks_per_second"],
+        "witness_inprocess_vs_floor": cosign["witness_inprocess_vs_floor"],
+    }
+    lines = [
+        f"an event with checkpoints signed and witnessed vs without ({e2e['samples']} samples "
+        f"each, taking turns): p99 {e2e['on']['p99_us']} vs {e2e['off']['p99_us']} µs "
+        f"({e2e['merkle_e2e_p99_on_vs_off']}x), median {e2e['on']['median_us']} vs "
+        f"{e2e['off']['median_us']} µs; {e2e['rounds']} rounds, the witness cosigned "
+        f"{e2e['cosigned_size']} rows",
+        f"a witness cosigning {cosign['tables']} tables' checkpoints ({cosign['clients']} "
+        f"clients at once, keep-alive): {cosign['witness_cosigns_per_second']}/s vs the bare "
+        f"check (signature + consistency proof) {cosign['floor_checks_per_second']}/s: "
+        f"{cosign['witness_cosign_vs_floor']}x (in process, no HTTP: "
+        f"{cosign['witness_inprocess_vs_floor']}x)",
+    ]
+    return Part(results, figures, lines)
+
+
+def floor_failover_section(run: Run) -> Part:
+    """The replicated floor failing over under 400 tables (tests/bench/floor_failover.py)."""
+    figures = floor_failover.measure(40 if run.quick else floor_failover.TABLES)
+    results = {key: figures[key] for key in floor_failover.RESULT_KEYS}
+    line = (
+        f"  {figures['tables']} tables, {figures['batches_in_flight_at_kill']} batches in flight "
+        f"at the kill of {figures['killed']}'s postmaster; {figures['promoted']} promoted after "
+        f"{figures['promoted_seconds']} s, first table reconnected after "
+        f"{figures['first_reconnect_seconds']} s; {figures['rows_acknowledged_before_kill']:,} "
+        f"rows acknowledged before the kill, {figures['rows_total']:,} on the new primary, "
+        f"{figures['tables_not_identical']} tables not identical to their journals"
+    )
+    return Part(results, figures, [f"floor failover: {results}", line])
+
+
 SECTIONS: list[Section] = [
     Section("latency", "one event through the daemon, pty and commit floors", latency_section),
     Section("engine", "engine vs bare transitions trigger", engine_section),
@@ -313,11 +366,21 @@ SECTIONS: list[Section] = [
     Section("ready", "start to READY, idle RSS", ready_section),
     Section("device", "device layer, journal, service", device_section),
     Section("floor", "floor store: twenty tables shipping to PostgreSQL", floor_section),
+    Section(
+        "witness",
+        "the witnessed log: an event's p99 on vs off, a witness cosigning 400 tables",
+        witness_section,
+    ),
     Section("shuffle", "shuffle integrity: false alarms, rounds to detection", shuffle_section),
     Section(
         "floor_scale",
         "floor at casino scale: 400 tables, 1x/10x rows, report, verify, catch-up",
         floor_scale_section,
+    ),
+    Section(
+        "floor_failover",
+        "replicated floor (Patroni, etcd, sync standby): kill -9 the primary under 400 tables",
+        floor_failover_section,
     ),
     Section(
         "history", "READY and RSS against history size (1k, 10k, 100k rounds)", history_section

@@ -124,3 +124,25 @@ def test_no_watchdog_requested_means_no_pings(tmp_path):
         return Watchdog(SdNotifier(environ), asyncio.get_running_loop(), environ).start()
 
     assert asyncio.run(run()) is False
+
+
+def test_a_status_to_a_reader_that_falls_behind_is_dropped_not_waited_for(tmp_path):
+    """A notify socket nobody reads (systemd busy, a test's socket between two reads) holds
+    net.unix.max_dgram_qlen datagrams; a STATUS= past that is dropped (the next supersedes it)
+    instead of blocking the event loop that sends it, where the send used to wait for ever."""
+    import threading
+
+    path = str(tmp_path / "notify")
+    sock = receiver(path)
+    notifier = SdNotifier({"NOTIFY_SOCKET": path})
+    sent: list[bool] = []
+    sender = threading.Thread(
+        target=lambda: sent.extend(notifier.status(f"round {n}") for n in range(200)), daemon=True
+    )
+    sender.start()
+    sender.join(30)
+    assert not sender.is_alive(), "status() blocked on a full notify socket"
+    assert sent[0] and not all(sent)  # the queue took some, the rest were dropped
+    assert sock.recv(4096) == b"STATUS=round 0"
+    notifier.close()
+    sock.close()

@@ -125,6 +125,16 @@ class Table:
                 raise AssertionError(f"the daemon exited {self.daemon.returncode}: {self.log()}")
         raise AssertionError(f"no matching notification in {timeout} s: {self.notices}")
 
+    def drain_notices(self) -> list[str]:
+        """Read every notification waiting (as systemd does): a notify socket holds only
+        net.unix.max_dgram_qlen of them (10), and a daemon's READY=1 or STOPPING=1 waits for
+        room; the ones read are kept in `notices`."""
+        read: list[str] = []
+        while select.select([self.notify], [], [], 0)[0]:
+            read.append(self.notify.recv(4096).decode())
+        self.notices += read
+        return read
+
     def stop(self) -> int:
         """SIGTERM; the exit status."""
         assert self.daemon is not None

@@ -260,8 +260,11 @@ def test_sigterm_ends_a_start_in_a_device_handshake_within_2_s(make_table: Any) 
                 stderr=stderr,
             )
         wait_log(table, '"operator_listening"', count=attempt + 1)
-        time.sleep(0.2)  # started: its shoe driver waits for the handshake answer
-        assert daemon.poll() is None, table.log()
+        # started: its shoe driver waits for the handshake answer (STATUS= says so)
+        deadline = time.monotonic() + 15
+        while not any("waiting for" in n and "shoe" in n for n in table.drain_notices()):
+            assert time.monotonic() < deadline and daemon.poll() is None, table.log()
+            time.sleep(0.02)
         daemon.send_signal(signal.SIGTERM)
         sent = time.monotonic()
         assert daemon.wait(10) == 0

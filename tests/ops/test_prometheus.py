@@ -103,3 +103,13 @@ def test_rule_tests_catch_a_broken_rule(require_tool: Callable[[str], str], tmp_
     result = run([promtool, "test", "rules", "alerts_test.yml"], cwd=tmp_path)
     assert result.returncode != 0
     assert "TablectlSupervisorNotificationUnanswered" in result.stdout + result.stderr
+
+
+def test_every_alert_is_in_the_operations_guide_and_no_other() -> None:
+    """docs/operations.md's alert table lists exactly the alerts alerts.yml defines (issue 34:
+    TablectlClockStep fired with no line in the guide the on-call reads)."""
+    guide = (PROMETHEUS_DIR.parents[1] / "docs" / "operations.md").read_text()
+    table = guide.split("\nAlerts (", 1)[1].split("\n\n", 2)[1]
+    documented = re.findall(r"^\| `(Tablectl\w+)` \|", table, re.MULTILINE)
+    assert sorted(documented) == sorted(alert_names())
+    assert len(documented) == len(set(documented))

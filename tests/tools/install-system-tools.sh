@@ -38,6 +38,12 @@ need fusermount3 fuse3
 need mkfs.ext4 e2fsprogs
 need debugfs e2fsprogs
 need pgbouncer pgbouncer  # the floor: many table connections on a few server ones (tests/floor, bench)
+# a replicated floor that fails over (tests/floor/test_floor_failover.py, bench floor_failover)
+# and its backups restored to a point in time (tests/floor/test_floor_backup.py)
+need patroni patroni
+need etcd etcd-server
+need etcdctl etcd-client
+need pgbackrest pgbackrest
 # Go's sumdb code checks the journal's signed checkpoints and Merkle proofs (tests/gotlog):
 # built offline with GO111MODULE=off GOPATH=/usr/share/gocode
 need go golang-go

@@ -156,6 +156,7 @@ def test_the_supervisors_events_are_those_the_texts_give_a_supervisor():
         "device_removed",  # 2C.14(j); 40.12(g), 39.12(g)
         "deck_received",  # 40.3(b), 39.3(b): verified by the floorperson
         "clock_step_acknowledged",  # the record's time: accepted by a supervisor (the daemon's)
+        "floor_divergence_acknowledged",  # dealing on without the floor's copy (the daemon's)
     }
 
 
