@@ -107,7 +107,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "like those held beside the journal",
     )
     show = actions.add_parser("show", help="a round's cards, hand by hand, in the order dealt")
-    show.add_argument("path", metavar="PATH", help="the journal's SQLite file")
+    show.add_argument(
+        "path",
+        metavar="PATH",
+        help="the journal's SQLite file, or its directory (the segment that holds the round)",
+    )
     show.add_argument("--round", type=int, required=True, metavar="N", help="the round number")
     show.add_argument("--json", action="store_true", help="the cards as JSON, in the order dealt")
     export = actions.add_parser(
@@ -500,6 +504,18 @@ def _seat_bias(path: str, *, as_json: bool) -> int:
 
 
 def _show(path: str, round_number: int, *, as_json: bool) -> int:
+    # a journal file, or its directory as `verify` and `export` take it: the round's segment
+    if Path(path).is_dir():
+        holding = [
+            file
+            for file in ordered_segment_files(Path(path))
+            if any(row.round == round_number for row in read_rows(file))
+        ]
+        if not holding:
+            print(f"tablectl journal show: {path}: no segment holds round {round_number}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        path = str(holding[-1])
     cards = round_cards(path, round_number, over_only=True)
     if as_json:
         print(json.dumps(cards))

@@ -130,7 +130,9 @@ def prometheus_binary(require_tool: Callable[[str], str]) -> str:
 
 @pytest.fixture
 def hilo(tmp_path: Path) -> Iterator[Table]:
-    table = Table("five_card_hilo")
+    # Prometheus is configured with the target before the daemon starts, as on a floor: the
+    # one place a port number is chosen ahead of its listener
+    table = Table("five_card_hilo", metrics_port=free_port())
     try:
         yield table
     finally:

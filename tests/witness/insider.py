@@ -30,9 +30,13 @@ def _open(path: Path) -> sqlite3.Connection:
 def forget_anchors(live: Path) -> None:
     """Remove what the box holds that speaks of the real history: the head file, the newest
     signed checkpoint, the cosignatures kept beside the journal."""
+    head_file_and_checkpoint_removed(live)
+    shutil.rmtree(witnessed_dir(live), ignore_errors=True)
+
+
+def head_file_and_checkpoint_removed(live: Path) -> None:
     head_file(live).unlink(missing_ok=True)
     checkpoint_file(live).unlink(missing_ok=True)
-    shutil.rmtree(witnessed_dir(live), ignore_errors=True)
 
 
 def cut_after(live: Path, seq: int) -> list[tuple[str, dict[str, object], int | None]]:
@@ -80,5 +84,13 @@ def row_count(live: Path) -> int:
     db = sqlite3.connect(f"file:{live}?mode=ro", uri=True)
     try:
         return int(db.execute("SELECT max(seq) FROM journal").fetchone()[0])
+    finally:
+        db.close()
+
+
+def first_seq(live: Path) -> int:
+    db = sqlite3.connect(f"file:{live}?mode=ro", uri=True)
+    try:
+        return int(db.execute("SELECT min(seq) FROM journal").fetchone()[0])
     finally:
         db.close()

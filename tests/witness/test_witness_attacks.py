@@ -5,7 +5,7 @@ table's keys (they are in the directory), then the start. Each recipe passed eve
 the main branch before the witness (the daemon started); now the start is refused (exit 2)
 by the checkpoint the witness returns, naming the first row that differs.
 
-Which check catches what (docs/journal.md, the threat model): all five here are caught by the
+Which check catches what (docs/journal.md, the threat model): every recipe here is caught by the
 daemon's start, from the checkpoint the witness returns (whatever the box still holds); the
 witness itself refuses any later checkpoint of the forged history (test_witness_client.py,
 test_witness_server.py), and `journal verify --witness-key` refuses it offline, given the
@@ -14,6 +14,8 @@ checkpoint the witness returns (the last test here).
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import json
 import shutil
 import subprocess
@@ -25,10 +27,13 @@ from typing import Any
 
 import pytest
 
+from tablectl.controller.common.config import load_config
 from tablectl.controller.record.checkpoints import checkpoint_file, identity_key_path
-from tablectl.controller.record.journal import read_rows
+from tablectl.controller.record.journal import Journal, read_rows
 from tablectl.controller.record.note import ALG_COSIGNATURE_V1, IdentityKey, load_identity_key
 from tablectl.controller.record.witness_state import WitnessState
+from tablectl.controller.record.witnessed import WitnessedStore
+from tablectl.controller.service.service import TableService
 from tablectl.controller.service.witness_server import WitnessHTTPServer
 from tests.journal.crashing import TABLECTL, setup_keys
 from tests.journal.history import Started, build_history, start_daemon, write_config
@@ -243,3 +248,56 @@ def test_journal_verify_with_the_witness_key(table: Table, tmp_path: Path) -> No
     done = verify(table, "--cosigned", str(fetched))
     assert done.returncode == 1
     assert "the history was rewritten" in done.stderr
+
+
+def roll_over(table: Table) -> None:
+    """The table service's own roll-over (yesterday's segment closed, today's begun)."""
+
+    async def roll() -> None:
+        config = load_config(table.config)
+        service = TableService(config, Journal(config.journal_path))
+        await service.start()
+        today = datetime.date.today()
+        service.roll_segment(today, (today - datetime.timedelta(days=1)).isoformat())
+        service.close()
+
+    asyncio.run(roll())
+
+
+def test_the_live_segment_replaced(table: Table) -> None:
+    roll_over(table)
+    closed = sorted(table.config.parent.glob("journal-*.sqlite"))
+    assert len(closed) == 1
+    cosigned = witnessed(table)
+    first_live = insider.first_seq(table.live)
+    assert first_live < cosigned
+    # the live segment's rows after its opening three (segment, table, checkpoint) written
+    # again, re-stamped; the closed segment and its link untouched
+    removed = insider.cut_after(table.live, first_live + 2)
+    insider.forget_anchors(table.live)
+    insider.restamp(table.live, removed + removed[-10:])
+    damage = refused(table)
+    assert "the history was rewritten" in damage["error"]
+    assert damage["first_bad_seq"] == 1
+
+
+def test_the_first_row_that_differs_narrowed_by_the_cosigned_history(table: Table) -> None:
+    """The same cut-and-re-stamp, by an insider who removed the newest cosignatures held but
+    not the witnesses' history beside them: the start names the first row that differs to
+    within the two cosigned checkpoints around it."""
+    cosigned = witnessed(table, cycles=5)
+    store = WitnessedStore(table.live)
+    sizes = [size for size, _ in store.history("regulator.example/w1")]
+    assert len(sizes) >= 4, sizes
+    cut = insider.last_seq_of_kind(table.live, "seal", sizes[-2] - 1)
+    removed = insider.cut_after(table.live, cut)
+    insider.head_file_and_checkpoint_removed(table.live)
+    for newest in store.directory.glob("*.checkpoint"):
+        newest.unlink()
+    insider.restamp(table.live, removed + removed[-20:])
+    damage = refused(table)
+    before = max([s for s in sizes if s <= cut], default=0)
+    after = min(s for s in [*sizes, cosigned] if s > cut)
+    assert before > 0
+    assert damage["first_bad_seq"] == before + 1
+    assert f"the first row that differs is one of rows {before + 1}-{after}" in damage["error"]
