@@ -19,7 +19,14 @@ import pytest
 
 from tablectl.controller.record.journal import read_head_file, read_rows, verify_journal
 from tests.journal.crashing import faketime_env, log_of, setup_keys
-from tests.journal.history import ServiceUser, Started, build_history, start_daemon, write_config
+from tests.journal.history import (
+    SAME_DISK_SAID,
+    ServiceUser,
+    Started,
+    build_history,
+    start_daemon,
+    write_config,
+)
 from tests.journal.service_user import hand_over, service_user, shared_dir  # noqa: F401
 
 ROLL_OVER_STEPS = [
@@ -264,3 +271,36 @@ def test_the_unsealed_roll_over_cut_restarts_and_goes_on_after_the_closed_rows(t
     seqs = [r.seq for r in read_rows(live)]
     assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > closed_last
     assert verify_journal(config.parent).ok
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("point", ["rollover.after_rename", "rollover.after_rows"])
+def test_kill_9_in_the_roll_over_with_an_archive_as_the_service_user(
+    shared_dir: Path,  # noqa: F811
+    point: str,
+):
+    """The same with retention and an archive directory (retain_days = 1), unsealed, as the
+    service user: the restart completes the roll-over, nothing is retired before its time,
+    no temporary is left in the archive."""
+    user = service_user()
+    archive = shared_dir / "archive"
+    archive.mkdir()
+    os.chown(archive, user.uid, user.gid)
+    archive.chmod(0o700)
+    extra = f'retain_days = 1\narchive_dir = "{archive}"\n{SAME_DISK_SAID}'
+    config, _ = _table(shared_dir, "off", user, extra=extra)
+    clock = faketime_env(shared_dir / "clock", "+1d")
+    os.chmod(shared_dir / "clock", 0o644)
+    crashed = _start(config, user, {**clock, "TABLECTL_FAULT_AT": point})
+    assert crashed.process.wait(timeout=30) == -signal.SIGKILL, _errors(crashed)
+    crashed.stop()
+    again = _start(config, user, clock)
+    assert again.ready_seconds is not None, (again.stop(), _errors(again))
+    directory = config.parent
+    live = directory / "journal.sqlite"
+    assert _wait_for(
+        lambda: len(list(directory.glob("journal-*.sqlite"))) == 1 and _rows(live) >= 3
+    )
+    assert again.stop() == 0
+    assert verify_journal(directory).ok
+    assert not [p.name for p in archive.iterdir() if p.name.startswith(".")]
