@@ -49,6 +49,7 @@ from tablectl.controller.record.witnessed import (
     AnchorDamage,
     WitnessedStore,
     anchor_damage,
+    narrowed,
     newest_per_witness,
     open_cosigned,
 )
@@ -450,6 +451,9 @@ def witness_anchor_damage(config: TableConfig, journal_path: Path, log: Any) -> 
     with MerkleLog(journal_path) as tree:
         size = tree.size()
         damage = anchor_damage(anchors, size, tree.root)
+        if damage is not None:
+            keys = [Verifier.parse(w.key) for w in config.witness.witnesses]
+            damage = narrowed(damage, WitnessedStore(journal_path), table, keys, tree.root)
     newest = max(anchors, key=lambda a: a.size)
     if damage is None:
         log.info(

@@ -52,9 +52,16 @@ def _wait_for(predicate, timeout: float = 20.0) -> bool:  # type: ignore[no-unty
 
 
 def _table(
-    base: Path, sealing: str, user: ServiceUser | None, *, extra: str = "", rounds: int = 12
+    base: Path,
+    sealing: str,
+    user: ServiceUser | None,
+    *,
+    extra: str = "",
+    rounds: int = 12,
+    hand: bool = True,
 ) -> tuple[Path, object]:
-    """A table with `rounds` rounds of history, sealed or not, handed to `user`."""
+    """A table with `rounds` rounds of history, sealed or not, for `user` (handed over unless
+    `hand` is False: the test does it once it has made its state)."""
     config = write_config(
         base / "t",
         checkpoint_rounds=10,
@@ -63,7 +70,7 @@ def _table(
     )
     build_history(config, rounds)
     key = setup_keys(config) if sealing == "on" else None
-    if user is not None:
+    if user is not None and hand:
         hand_over(config.parent, user)
     return config, key
 
@@ -170,7 +177,7 @@ def test_a_live_file_left_0400_beside_a_hot_journal_starts_as_the_service_user(
     0400 live file would be opened read-only, its hot journal never rolled back, and the
     start refused it as "not a SQLite file" (exit 2) while root started on it."""
     user = service_user() if who == "user" else None
-    config, _ = _table(shared_dir, "off", None, rounds=5)
+    config, _ = _table(shared_dir, "off", user, rounds=5, hand=False)
     live = config.parent / "journal.sqlite"
     before = [r.hash for r in read_rows(live)]
     _hot_rollback_journal(live)

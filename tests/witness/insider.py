@@ -30,9 +30,13 @@ def _open(path: Path) -> sqlite3.Connection:
 def forget_anchors(live: Path) -> None:
     """Remove what the box holds that speaks of the real history: the head file, the newest
     signed checkpoint, the cosignatures kept beside the journal."""
+    head_file_and_checkpoint_removed(live)
+    shutil.rmtree(witnessed_dir(live), ignore_errors=True)
+
+
+def head_file_and_checkpoint_removed(live: Path) -> None:
     head_file(live).unlink(missing_ok=True)
     checkpoint_file(live).unlink(missing_ok=True)
-    shutil.rmtree(witnessed_dir(live), ignore_errors=True)
 
 
 def cut_after(live: Path, seq: int) -> list[tuple[str, dict[str, object], int | None]]:

@@ -32,6 +32,7 @@ from tablectl.controller.record.checkpoints import checkpoint_file, identity_key
 from tablectl.controller.record.journal import Journal, read_rows
 from tablectl.controller.record.note import ALG_COSIGNATURE_V1, IdentityKey, load_identity_key
 from tablectl.controller.record.witness_state import WitnessState
+from tablectl.controller.record.witnessed import WitnessedStore
 from tablectl.controller.service.service import TableService
 from tablectl.controller.service.witness_server import WitnessHTTPServer
 from tests.journal.crashing import TABLECTL, setup_keys
@@ -278,3 +279,26 @@ def test_the_live_segment_replaced(table: Table) -> None:
     damage = refused(table)
     assert "the history was rewritten" in damage["error"]
     assert damage["first_bad_seq"] == 1
+
+
+@pytest.mark.long  # five daemon runs before the forgery: make test-long
+def test_the_first_row_that_differs_narrowed_by_the_cosigned_history(table: Table) -> None:
+    """The same cut-and-re-stamp, by an insider who removed the newest cosignatures held but
+    not the witnesses' history beside them: the start names the first row that differs to
+    within the two cosigned checkpoints around it."""
+    cosigned = witnessed(table, cycles=5)
+    store = WitnessedStore(table.live)
+    sizes = [size for size, _ in store.history("regulator.example/w1")]
+    assert len(sizes) >= 4, sizes
+    cut = insider.last_seq_of_kind(table.live, "seal", sizes[-2] - 1)
+    removed = insider.cut_after(table.live, cut)
+    insider.head_file_and_checkpoint_removed(table.live)
+    for newest in store.directory.glob("*.checkpoint"):
+        newest.unlink()
+    insider.restamp(table.live, removed + removed[-20:])
+    damage = refused(table)
+    before = max([s for s in sizes if s <= cut], default=0)
+    after = min(s for s in [*sizes, cosigned] if s > cut)
+    assert before > 0
+    assert damage["first_bad_seq"] == before + 1
+    assert f"the first row that differs is one of rows {before + 1}-{after}" in damage["error"]
