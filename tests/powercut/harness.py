@@ -288,7 +288,9 @@ class PoweredTable:
         tail = self.output.read_text(errors="replace")[-600:] if self.output.exists() else ""
         return f"the daemon did not start (exit {code}): {tail.strip()}"
 
-    def cut_once(self, number: int, trigger: Trigger, rng: random.Random) -> CutRecord | None:
+    def cut_once(
+        self, number: int, trigger: Trigger, rng: random.Random, patience: float = ARMED_PATIENCE
+    ) -> CutRecord | None:
         """One power cut at `trigger`; the daemon killed by lossyfs at the instant of the cut.
 
         None when the demo's dealer got stuck before the cut: after a restart the simulated
@@ -304,7 +306,7 @@ class PoweredTable:
             nth = rng.randint(1, trigger.nth_max)
             self.mount.arm(list(trigger.ops), trigger.path, nth=nth, when=trigger.when, kill=pid)
             try:
-                self.process.wait(ARMED_PATIENCE)
+                self.process.wait(patience)
             except subprocess.TimeoutExpired:
                 fired = False
                 self.mount.cut(kill=pid)
@@ -665,13 +667,16 @@ def cut_at_the_first_start(game: str, base: Path, trigger: Trigger, nth: int) ->
     return table
 
 
-def faketime_before_six(
-    lead_seconds: float, clock_file: Path | None = None
-) -> tuple[dict[str, str], float]:
+#: seconds from the table's install to 06:00 on its clock: a loaded start fits in it; the cut
+#: is armed at READY and waits for the roll-over's operation (before 06:00 none comes)
+ROLLOVER_LEAD = 25.0
+
+
+def faketime_before_six(lead_seconds: float) -> tuple[dict[str, str], float]:
     """libfaketime's environment for a daemon whose UTC clock reads 06:00 (the default gaming
-    day's start) `lead_seconds` from now, and runs on; and that fake now (for the key). With
-    `clock_file`, the offset is read from it at every reading (`bring_six_closer` moves it);
-    the elapsed-time clocks stay real."""
+    day's start) `lead_seconds` from now, and runs on; and that fake now (for the key). A
+    fixed offset (FAKETIME): a clock file re-read at every reading let a row be stamped with
+    the real clock now and then, which the seals then refused."""
     found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
     if not found:
         raise FileNotFoundError("libfaketime (Debian's faketime) is missing")
@@ -681,49 +686,27 @@ def faketime_before_six(
         six += datetime.timedelta(days=1)
     offset = int((six - now).total_seconds() - lead_seconds)
     env = {"LD_PRELOAD": str(found[0]), "FAKETIME": f"+{offset}", "TZ": "UTC"}
-    if clock_file is not None:
-        clock_file.write_text(f"+{offset}\n")
-        del env["FAKETIME"]
-        env.update(
-            FAKETIME_TIMESTAMP_FILE=str(clock_file),
-            FAKETIME_NO_CACHE="1",
-            FAKETIME_DONT_FAKE_MONOTONIC="1",
-        )
     return env, time.time() + offset
-
-
-def bring_six_closer(clock_file: Path, seconds: float) -> None:
-    """Move the fake clock so that 06:00 comes `seconds` from now: a step forward of less
-    than the daemon's running clock-step threshold (60 s), so not held as a clock step."""
-    offset = int(clock_file.read_text().strip().lstrip("+"))
-    fake = datetime.datetime.fromtimestamp(time.time() + offset, datetime.UTC)
-    six = fake.replace(hour=6, minute=0, second=0, microsecond=0)
-    if six <= fake:
-        return  # 06:00 has passed already
-    ahead = (six - fake).total_seconds()
-    if ahead > seconds:
-        clock_file.write_text(f"+{offset + int(ahead - seconds)}\n")
 
 
 def cut_in_a_rollover(
     game: str, base: Path, trigger: Trigger, rng: random.Random, number: int = 1
 ) -> PoweredTable:
-    """A fresh table whose clock reaches 06:00 two seconds after the cut is armed (a start
-    takes seconds under load: 06:00 set 40 s ahead, brought closer once READY); the cut
-    lands in the roll-over to the next gaming day (armed on its operations); restart; the
-    checks. The trigger must fire: its operation is the roll-over's own."""
+    """A fresh table whose clock reaches 06:00 ROLLOVER_LEAD seconds after its install (a
+    start takes seconds under load; the cut, armed at READY, waits until then and a little
+    more); the cut lands in the roll-over to the next gaming day (armed on its operations);
+    restart; the checks. The trigger must fire: its operation is the roll-over's own."""
     table = PoweredTable(game, base, seed=rng.randrange(1, 2**31), pause=0.1)
-    clock = base / "clock"
-    base.mkdir(parents=True, exist_ok=True)
-    table.faketime, fake_now = faketime_before_six(40.0, clock)
+    table.faketime, fake_now = faketime_before_six(ROLLOVER_LEAD)
+    six_at = time.monotonic() + ROLLOVER_LEAD
     table.install(now=fake_now)
     try:
         why = table.start()
         if why is not None:
             table.fail(0, why)
             return table
-        bring_six_closer(clock, 2.0)
-        table.cut_once(number, trigger, rng)
+        patience = max(0.0, six_at - time.monotonic()) + ARMED_PATIENCE
+        table.cut_once(number, trigger, rng, patience)
         closed = [p.name for p in (table.mount.backing / "state").glob("journal-*.sqlite")]
         table.mount.remount()
         why = table.start()
@@ -779,17 +762,16 @@ def double_cut_in_a_rollover(
     must fire: the undo is the restart's own work), then a third start and the checks."""
     create = next(t for t in ROLLOVER_TRIGGERS if t.ops == ("create",))
     table = PoweredTable(game, base, seed=rng.randrange(1, 2**31), pause=0.1)
-    clock = base / "clock"
-    base.mkdir(parents=True, exist_ok=True)
-    table.faketime, fake_now = faketime_before_six(40.0, clock)
+    table.faketime, fake_now = faketime_before_six(ROLLOVER_LEAD)
+    six_at = time.monotonic() + ROLLOVER_LEAD
     table.install(now=fake_now)
     try:
         why = table.start()
         if why is not None:
             table.fail(0, why)
             return table
-        bring_six_closer(clock, 2.0)
-        first = table.cut_once(number, create, rng)
+        patience = max(0.0, six_at - time.monotonic()) + ARMED_PATIENCE
+        first = table.cut_once(number, create, rng, patience)
         if first is None or not first.fired:
             table.fail(number, f"the first cut did not come in the roll-over: {first}")
             return table
