@@ -38,6 +38,7 @@ from tablectl.controller.engine.machine import (
     build,
     chart,
 )
+from tablectl.controller.engine.rack import DiscardRack
 from tablectl.controller.engine.registry import find_game, register
 from tablectl.controller.engine.rules import Citation, Rule, citation
 from tablectl.controller.engine.shuffle_integrity import ShuffleWatch
@@ -224,6 +225,22 @@ def _handler_names(cls: type) -> tuple[str, ...]:
 GAME_API_VERSION = "1.0"
 
 
+class _Kept:
+    """An engine attribute kept by one of its rule families, under the name the snapshot and
+    the games have always used for it (``rack_level`` is ``engine.rack.level``)."""
+
+    __slots__ = ("family", "field")
+
+    def __init__(self, family: str, field: str) -> None:
+        self.family, self.field = family, field
+
+    def __get__(self, engine: Any, owner: type | None = None) -> Any:
+        return getattr(getattr(engine, self.family), self.field)
+
+    def __set__(self, engine: Any, value: Any) -> None:
+        setattr(getattr(engine, self.family), self.field, value)
+
+
 class Engine:
     """The rules of one table. ``handle(event, at) -> decisions``.
 
@@ -265,6 +282,14 @@ class Engine:
     stub_rule: ClassVar[str] = "S3"
     #: C6: the shuffler may be replaced only once a supervisor saw it empty
     replacing_the_shuffler_needs_empty_check: ClassVar[bool] = False
+
+    # the discard rack's fields (controller/engine/rack.py), by their snapshot names
+    rack_level = _Kept("rack", "level")
+    rack_baseline = _Kept("rack", "baseline")
+    rack_direct = _Kept("rack", "direct")
+    rack_expected_min = _Kept("rack", "expected_min")
+    rack_deck = _Kept("rack", "deck")
+    rack_seen = _Kept("rack", "seen")
 
     @classmethod
     def composition_for(cls, options: TableOptions) -> Composition:
@@ -320,12 +345,7 @@ class Engine:
         self.reader_inspected_day: date | str | None = None
         self.reader_disabled = False
         self.reader_fault_day: date | str | None = None  # H5: the gaming day it went out
-        self.rack_level: int | None = None
-        self.rack_baseline: int | None = None
-        self.rack_direct = 0  # R1: burn cards put straight into the rack since the baseline
-        self.rack_expected_min: int | None = None
-        self.rack_deck: str | None = None
-        self.rack_seen = False
+        self.rack = DiscardRack(self)  # D2, R1 (controller/engine/rack.py)
         self.bart_carter_flagged = False
         self.pending_notifications: list[str] = []
         self.suspended_from: str | None = None
@@ -584,14 +604,7 @@ class Engine:
             # D2, R1: a void round's cards of a deck replaced since (deck_received) are the
             # old deck's; they reach the rack all the same
             moved = self._collect_layout(deck) + rnd.layout_left
-            if moved:
-                decisions += self._rack_deck_check(deck.name)
-            if self.rack_baseline is not None and self.interp.reconcile_discard_rack:
-                # R1: the rise since the baseline reading: the layout collected now plus the
-                # burn cards that went straight into the rack after that reading (2C.6(c));
-                # one the reading already held is not counted again.
-                rise = moved + self.rack_direct
-                self.rack_expected_min = self.rack_baseline + rise - self.options.rack_tolerance
+            decisions += self.rack.collected(deck.name, moved)
             if self._counts_in_alternation(rnd):
                 self.last_round_deck = deck.name
         if rnd is not None:
@@ -949,7 +962,7 @@ class Engine:
         # 2C.6(c): the burn card goes face down to the discard rack at once (so a rack
         # reading after it already holds it: R1 must not count it again).
         self._deck().ledger.move(card, SHOE, DISCARD)
-        self.rack_direct += 1
+        self.rack.direct += 1
         self._record(card, BURNED, False)
         why = {
             "G2": "the first card after the shoe is loaded or a new dealer comes is burned",
@@ -1178,8 +1191,7 @@ class Engine:
         self.round_number += 1
         rnd = Round(self.round_number, self.current, positions)
         self.round = rnd
-        if self.rack_level is not None:
-            self.rack_baseline = self.rack_level
+        self.rack.round_opened()
         self._fire("close_bets", positions)
         return decisions + self._bets_closed(rnd)
 
@@ -1291,9 +1303,7 @@ class Engine:
         ended = self._void_round_to_shuffler(deck)
         deck.shuffling = True
         deck.shuffled = False
-        if self.rack_deck == deck.name:
-            self.rack_deck = None
-        self.rack_expected_min = None
+        self.rack.shuffled(deck.name)
         if self.state == "idle" and not self.options.dual_deck:
             self._fire("start_shuffle")
         return ended
@@ -1342,7 +1352,7 @@ class Engine:
         self.round = None
         self.dealt = []
         self.explicit_deck = False
-        self.rack_expected_min = None
+        self.rack.expected_min = None
         self._fire("collect")
         return ended
 
@@ -1377,9 +1387,7 @@ class Engine:
             ended = self._void_round_to_shuffler(deck)  # its cards are in this shuffle (C5)
         if self.state == "shuffling":
             self._fire("finish_shuffle")
-        if self.rack_deck == deck.name:
-            self.rack_deck = None
-        self.rack_expected_min = None
+        self.rack.shuffled(deck.name)
         if miscounted:
             # C7: the counting shuffler found other than the full deck.
             return self._void_and_remove_if_current(
@@ -1773,10 +1781,10 @@ class Engine:
     # ------------------------------------------------------------------ the discard rack
 
     def _on_rack_level(self, ev: dict[str, Any]) -> list[Decision]:
-        return self._rack(ev["cards"])
+        return self.rack.reading(ev["cards"])
 
     def _on_rack_cleared(self, ev: dict[str, Any]) -> list[Decision]:
-        return self._rack(0)
+        return self.rack.reading(0)
 
     def _on_rack_fault(self, ev: dict[str, Any]) -> list[Decision]:
         """The sensor failed: its last count stands unconfirmed and the fault shows in the
@@ -1784,48 +1792,6 @@ class Engine:
         gate on a rack count is decided from a sensor that says it cannot count."""
         self.device_faults["discard_rack"] = str(ev["fault"])
         return []
-
-    def _rack(self, level: int) -> list[Decision]:
-        decisions: list[Decision] = []
-        self.device_faults.pop("discard_rack", None)  # the sensor counts again
-        self.rack_seen = True
-        self.rack_level = level
-        if level <= self.options.rack_tolerance:
-            self.rack_deck = None
-        decisions += self._rack_rules(level)
-        if self.rack_expected_min is not None:
-            expected = self.rack_expected_min
-            self.rack_expected_min = None
-            if level < expected:
-                # R1: the rack did not rise by the cards that left the shoe this round.
-                decisions.append(
-                    self._notify(
-                        "R1",
-                        f"the discard rack reads {level} cards, "
-                        f"at least {expected} expected: cards unaccounted",
-                    )
-                )
-        if not self._in_round():
-            self.rack_baseline = level
-            self.rack_direct = 0
-        return decisions
-
-    def _rack_deck_check(self, deck_name: str) -> list[Decision]:
-        """D2: cards of only one deck in the discard rack at a time."""
-        # D2: the rack holds the last collected deck until a shuffle or the sensor empties it.
-        decisions: list[Decision] = []
-        if self.options.dual_deck and self.rack_deck not in (None, deck_name):
-            decisions += [
-                self._d(
-                    "procedure_violation",
-                    "D2",
-                    f"deck {deck_name}'s cards went to the "
-                    f"discard rack before deck {self.rack_deck}'s were cleared",
-                ),
-                self._notify("D2", "cards of both decks in the discard rack"),
-            ]
-        self.rack_deck = deck_name
-        return decisions
 
     # ------------------------------------------------------------------ collection, misc
 
