@@ -39,6 +39,7 @@ from tablectl.controller.engine.machine import (
     chart,
 )
 from tablectl.controller.engine.rack import DiscardRack
+from tablectl.controller.engine.reader import HoleCardReader
 from tablectl.controller.engine.registry import find_game, register
 from tablectl.controller.engine.rules import Citation, Rule, citation
 from tablectl.controller.engine.shuffle_integrity import ShuffleWatch
@@ -290,6 +291,10 @@ class Engine:
     rack_expected_min = _Kept("rack", "expected_min")
     rack_deck = _Kept("rack", "deck")
     rack_seen = _Kept("rack", "seen")
+    # the hole-card reader's (controller/engine/reader.py)
+    reader_inspected_day = _Kept("reader", "inspected_day")
+    reader_disabled = _Kept("reader", "disabled")
+    reader_fault_day = _Kept("reader", "fault_day")
 
     @classmethod
     def composition_for(cls, options: TableOptions) -> Composition:
@@ -342,9 +347,7 @@ class Engine:
         self.ads_removed = False
         self.asd_faulted = False
         self.shuffler_emptied = False
-        self.reader_inspected_day: date | str | None = None
-        self.reader_disabled = False
-        self.reader_fault_day: date | str | None = None  # H5: the gaming day it went out
+        self.reader = HoleCardReader(self.interp)  # H1, H5 (controller/engine/reader.py)
         self.rack = DiscardRack(self)  # D2, R1 (controller/engine/rack.py)
         self.bart_carter_flagged = False
         self.pending_notifications: list[str] = []
@@ -1759,24 +1762,9 @@ class Engine:
     # ------------------------------------------------------------------ hole-card reader
 
     def _on_reader_inspected(self, ev: dict[str, Any]) -> list[Decision]:
-        day = self._gaming_day(ev.get("time"))
-        self.reader_inspected_day = day
-        if self.reader_disabled and not self._reinspection_restores(day):
-            return []  # H5 (I4): out for the rest of the gaming day it went out on
-        self.reader_disabled = False  # H5: re-inspected
-        self.reader_fault_day = None
-        self.device_faults.pop("hole_card_reader", None)
+        if self.reader.inspected(self._gaming_day(ev.get("time"))):
+            self.device_faults.pop("hole_card_reader", None)
         return []
-
-    def _reinspection_restores(self, day: date | str) -> bool:
-        """H5 (interpretation I4): a faulted reader is out "for the rest of the gaming day";
-        with no repair recorded, only an inspection of a later gaming day returns it."""
-        fault = self.reader_fault_day
-        if self.interp.reader_reinspection_same_day_restores or fault is None:
-            return True
-        if isinstance(fault, date) and isinstance(day, date):
-            return day > fault
-        return day != fault
 
     # ------------------------------------------------------------------ the discard rack
 
