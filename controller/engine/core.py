@@ -21,6 +21,7 @@ from tablectl.controller.engine.cards import JOKER, Composition, standard_deck
 from tablectl.controller.engine.decisions import Decision
 from tablectl.controller.engine.events import UNDECODABLE_FRAME, EventError, validate
 from tablectl.controller.engine.gaming_day import gaming_day_of, parse_start
+from tablectl.controller.engine.integrity import ShuffleIntegrity
 from tablectl.controller.engine.ledger import (
     BURNED,
     COMMUNITY,
@@ -291,6 +292,8 @@ class Engine:
     rack_expected_min = _Kept("rack", "expected_min")
     rack_deck = _Kept("rack", "deck")
     rack_seen = _Kept("rack", "seen")
+    # shuffle integrity's watch (controller/engine/integrity.py)
+    shuffle_watch = _Kept("integrity", "watch")
     # the hole-card reader's (controller/engine/reader.py)
     reader_inspected_day = _Kept("reader", "inspected_day")
     reader_disabled = _Kept("reader", "disabled")
@@ -360,10 +363,11 @@ class Engine:
         # Q1, Q2: the dealt order tested for a replayed or inadequate shuffle, round by round
         # once each round is over (controller/engine/shuffle_integrity.py); a Bart Carter shoe is
         # never shuffled whole, which both statistics assume.
-        self.shuffle_watch: ShuffleWatch | None = (
+        self.integrity = ShuffleIntegrity(
+            self,
             ShuffleWatch(self.composition.copies)
             if self.interp.shuffle_integrity and self._shoe_shuffled_whole()
-            else None
+            else None,
         )
         self._at = 0
         self._time: datetime | None = None  # the event in hand's time, if it has one
@@ -1317,16 +1321,10 @@ class Engine:
         Only an ended round's cards go in (never the round in play: H7), and a finding names
         rounds and a statistic, never a card. It blocks nothing: surveillance is told.
         """
-        if self.shuffle_watch is None:
+        if self.integrity.watch is None:
             return []
         cards = [entry["card"] for entry in self.dealt]
-        decisions: list[Decision] = []
-        for finding in self.shuffle_watch.round_ended(deck, round_number, cards):
-            decisions.append(
-                self._d("shuffle_suspect", finding.rule_id, finding.reason, **finding.extras())
-            )
-            decisions.append(self._notify(finding.rule_id, finding.reason))
-        return decisions
+        return self.integrity.round_ended(deck, round_number, cards)
 
     def _shuffle_refused(self, deck: Deck) -> Decision:
         """L3: a shuffle of the deck whose round is in play is not taken."""
@@ -1430,11 +1428,7 @@ class Engine:
     def _new_shoe_order(self, deck: str, whole: bool) -> None:
         """Q1, Q2: a shuffled deck goes into play. Only a whole deck's shuffle is compared with
         the deal before it (G5's reshuffled rack is a part: its pairs tell nothing)."""
-        if self.shuffle_watch is not None:
-            if whole:
-                self.shuffle_watch.shuffled(deck)
-            else:
-                self.shuffle_watch.partial_shuffle(deck)
+        self.integrity.new_order(deck, whole)
 
     def _another_method(self, stack: bool) -> bool:
         """C6: a deal by another method than the table's ADS while the ADS is still there
