@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv test test-long lint typecheck unit demo bench clean system-tools replay-regen matrix-regen diagrams \
+.PHONY: test-random help venv test test-long lint typecheck unit demo bench clean system-tools replay-regen matrix-regen diagrams \
 	soak fuzz dist deb demo-floor watch-screenshot manuals
 
 help:
@@ -55,6 +55,13 @@ unit: venv
 	$(BIN)/python -m pytest -m "not long" --durations=15
 
 test: venv system-tools lint typecheck unit
+
+# `make test`'s suite in a random order (pytest-randomly; it prints the seed, and
+# RANDOM_SEED=N repeats an order): a test that passes only after another, or fails after
+# one that leaks (a logging configuration, a port, a global), fails here.
+test-random: venv system-tools
+	$(BIN)/python -m pytest -o addopts="-ra --strict-markers" -m "not long" \
+		$(if $(RANDOM_SEED),--randomly-seed=$(RANDOM_SEED)) --durations=15
 
 test-long: venv system-tools
 	$(BIN)/python -m pytest -m long --durations=15

@@ -20,6 +20,8 @@ DATA_FOLDERS = {
     "config": "tablectl.share.config",
     "systemd": "tablectl.share.systemd",
     "docs": "tablectl.share.docs",
+    # the manual pages and completion scripts `make manuals` writes (pyproject's data-files)
+    "controller/share": "tablectl.controller.share",
 }
 
 

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import structlog
 from prometheus_client import Counter
 
+from tablectl.controller.common.logs import RepeatedFailure
 from tablectl.controller.engine.events import UNDECODABLE_FRAME
 from tablectl.drivers.protocol.link import LinkSettings
 from tablectl.drivers.protocol.messages import Identity
@@ -286,6 +287,7 @@ class DeviceDriver(abc.ABC):
         self.identity: Identity | None = None  # pinned at the first accepted handshake
         self.up = False
         self.log = log.bind(device=self.name, kind=self.kind)
+        self._connect_failures = RepeatedFailure()
         # A filtered-out debug line still costs its fields (loggable copies every event); the
         # bound logger's level is fixed when it is bound, so asking once is asking always.
         is_enabled_for = getattr(self.log, "is_enabled_for", None)
@@ -479,7 +481,13 @@ class DeviceDriver(abc.ABC):
             except (TransportError, DriverError, OSError) as exc:
                 self.count_error("connect_failed")
                 self.last_error = str(exc)
-                self.log.warning("connect_failed", error=str(exc), attempt=attempt + 1)
+                # an absent device fails every retry: logged once, then at growing intervals
+                # with the count (the metric and `status` count every one)
+                repeated = self._connect_failures.record(str(exc))
+                if repeated is not None:
+                    self.log.warning(
+                        "connect_failed", error=str(exc), attempt=attempt + 1, repeated=repeated
+                    )
                 await self._teardown(str(exc))
             except Exception as exc:
                 # a bug in a (vendor) driver must not end supervision: log, back off, retry
@@ -490,6 +498,7 @@ class DeviceDriver(abc.ABC):
             else:
                 attempt = 0
                 self._last_refusal = None
+                self._connect_failures.reset()
                 self.sessions += 1
                 self.connected_at = time.time()
                 self.up = True

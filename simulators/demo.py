@@ -71,7 +71,7 @@ from tablectl.controller.record.tablelock import (
     acquire_table_lock,
 )
 from tablectl.controller.service.daemon import Daemon, run_daemon
-from tablectl.controller.service.preflight import ERROR, check_free_space
+from tablectl.controller.service.preflight import ERROR, check_free_space, check_witness_keys
 from tablectl.drivers.registry import get_driver_class
 from tablectl.simulators.autodealer import FAULTS, AutoDealer, DealerStuck, EventFeed, RoundReport
 from tablectl.simulators.harness import SimulatedTableHarness
@@ -208,6 +208,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="the libpq passfile holding the --floor-dsn role's password",
+    )
+    parser.add_argument(
+        "--witness",
+        default=None,
+        metavar="URL",
+        help="send the journal's signed checkpoints to this witness (`tablectl witness serve`, "
+        "C2SP tlog-witness) and check the journal against it at start; needs --witness-key",
+    )
+    parser.add_argument(
+        "--witness-key",
+        default=None,
+        metavar="VKEY",
+        help="the witness's public key (`tablectl witness setup-key` printed it)",
     )
     parser.add_argument(
         "--table",
@@ -358,6 +371,7 @@ def demo_config(
     *,
     table_id: str = "demo",
     floor: Mapping[str, Any] | None = None,
+    witness: Mapping[str, Any] | None = None,
 ) -> TableConfig:
     """The table's configuration, validated like a file's: devices at the demo's ptys/USB ids.
 
@@ -401,6 +415,8 @@ def demo_config(
     }
     if floor is not None:
         data["floor"] = dict(floor)
+    if witness is not None:
+        data["witness"] = dict(witness)
     return parse_config(data, "tablectl demo (generated)")
 
 
@@ -414,6 +430,14 @@ def _floor_section(args: argparse.Namespace) -> dict[str, Any] | None:
     if passfile is not None:
         section["passfile"] = str(passfile)
     return section
+
+
+def _witness_section(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The [witness] section for --witness URL --witness-key VKEY, or None."""
+    url = getattr(args, "witness", None)
+    if not url:
+        return None
+    return {"witnesses": [{"url": url, "key": getattr(args, "witness_key", None) or ""}]}
 
 
 VERIFICATION_KEY_FILE = "verification-key"
@@ -566,8 +590,13 @@ async def play_demo(
     on_round: RoundCallback | None = None,
     on_plugged: HarnessCallback | None = None,
     shuffle_seconds: float = SHUFFLE_SECONDS,
+    interrupted: asyncio.Event | None = None,
 ) -> int:
     """The demo on the running loop; ``args`` as `add_arguments` parses them. Exit status.
+
+    ``interrupted``: set on Ctrl-C by whoever runs several tables at once (the floor demo,
+    one handler for all: the loop keeps one handler a signal, the last one added); None, the
+    demo's own SIGINT/SIGTERM handler sets its own.
 
     ``on_round`` and ``on_plugged`` are the seams a soak uses (tests/soak/daemon_soak.py) to
     check every round against the daemon while it runs; the demo itself passes neither.
@@ -610,9 +639,10 @@ async def play_demo(
     if not getattr(args, "floor", False):
         print(f"resume this table later with: {resume_command(args)}", flush=True)
     loop = asyncio.get_running_loop()
-    interrupted = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, interrupted.set)
+    if interrupted is None:
+        interrupted = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, interrupted.set)
     drivers: dict[str, str] = getattr(args, "drivers", None) or {}
     try:
         harness = SimulatedTableHarness(
@@ -632,6 +662,14 @@ async def play_demo(
     harness.plug()
     if on_plugged is not None:
         on_plugged(harness)
+    if getattr(args, "witness", None) and not getattr(args, "witness_key", None):
+        lock.release()
+        harness.unplug()
+        print(
+            "tablectl demo: --witness needs --witness-key (the witness's public key)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         config = demo_config(
             args.game,
@@ -643,7 +681,21 @@ async def play_demo(
             drivers,
             table_id=getattr(args, "table_id", "demo"),
             floor=_floor_section(args),
+            witness=_witness_section(args),
         )
+        if config.witness is not None:
+            problems = check_witness_keys(config)
+            if problems:
+                for problem in problems:
+                    print(f"tablectl demo: --witness-key: {problem.message}", file=sys.stderr)
+                return 2
+            table_key = (state_dir / TABLE_KEY_FILE).read_text().strip()
+            print(
+                f"witnessed by {config.witness.witnesses[0].url}: the table's key is "
+                f"{table_key} (in {state_dir / TABLE_KEY_FILE}); the witness must know it: "
+                f'tablectl witness serve ... --log "$(cat {state_dir / TABLE_KEY_FILE})"',
+                flush=True,
+            )
         why_not = cannot_resume(config)
         if why_not is not None:
             print(f"tablectl demo: {why_not}", file=sys.stderr)

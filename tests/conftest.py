@@ -37,3 +37,18 @@ def default_metrics_port_held() -> Iterator[socket.socket | None]:
         yield holder
     finally:
         holder.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_logging() -> Iterator[None]:
+    """Each test starts with structlog as a fresh process has it: a test that configured
+    logging (a level of "warning", a stream it closed, a table bound in the context) leaves
+    nothing behind for the next (capture_logs keeps the configured level's filter, so a test
+    of debug lines failed after one that configured "warning")."""
+    import structlog
+
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()
+    yield
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()

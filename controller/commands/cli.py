@@ -35,13 +35,49 @@ class CommandModule(Protocol):
 #: The shell's status for a process ended by SIGPIPE (128 + 13).
 EXIT_BROKEN_PIPE = 141
 
-# name -> the module implementing it. Add a line here for a new subcommand.
+# name -> the module implementing it. Add a line here for a new subcommand. In the order the
+# top-level help lists them: what a table's people and IT run first (run, status,
+# check-config), the developers' tools last.
 COMMANDS: dict[str, Command] = {
-    "replay": Command(
-        "tablectl.controller.commands.replay", "replay a scenario file; decisions as JSON lines"
+    "run": Command(
+        "tablectl.controller.commands.run", "run a table's daemon (tablectl@TABLE.service)"
     ),
-    "diagram": Command(
-        "tablectl.controller.commands.diagram", "print a game's round state chart (mermaid)"
+    "status": Command(
+        "tablectl.controller.commands.status", "show the running table's public status"
+    ),
+    "check-config": Command(
+        "tablectl.controller.commands.check_config", "validate a table's configuration file"
+    ),
+    "op": Command(
+        "tablectl.controller.commands.op", "send one operator event to the running table"
+    ),
+    "watch": Command(
+        "tablectl.controller.commands.watch",
+        "a live view of the running table; a supervisor acknowledges with a key",
+    ),
+    "journal": Command(
+        "tablectl.controller.commands.journal",
+        "verify, export, back up or seal a journal (setup-keys); a round's cards or proof; "
+        "seat-bias (Q3)",
+    ),
+    "example-config": Command(
+        "tablectl.controller.commands.example_config",
+        "print a game's commented example configuration (--path: the shipped files)",
+    ),
+    "floor": Command(
+        "tablectl.controller.commands.floor",
+        "the floor store in PostgreSQL: init, verify, compare, round, report",
+    ),
+    "witness": Command(
+        "tablectl.controller.commands.witness",
+        "a witness for tables' journals (C2SP tlog-witness): setup-key, serve",
+    ),
+    "proof": Command(
+        "tablectl.controller.commands.proof",
+        "check a round's proof (journal prove) offline: its rows, the signed checkpoint",
+    ),
+    "demo": Command(
+        "tablectl.simulators.demo", "the whole daemon on a simulated table, dealt automatically"
     ),
     "sim": Command(
         "tablectl.simulators.cli", "start a simulated device on a pty or a simulated USB bus"
@@ -53,44 +89,11 @@ COMMANDS: dict[str, Command] = {
         "tablectl.simulators.conformance.cli",
         "put a device driver through every check of its kind; a report to attach",
     ),
-    "example-config": Command(
-        "tablectl.controller.commands.example_config",
-        "print a game's commented example configuration (--path: the shipped files)",
+    "replay": Command(
+        "tablectl.controller.commands.replay", "replay a scenario file; decisions as JSON lines"
     ),
-    "check-config": Command(
-        "tablectl.controller.commands.check_config", "validate a table's configuration file"
-    ),
-    "journal": Command(
-        "tablectl.controller.commands.journal",
-        "verify, back up or seal a journal (setup-keys), or show a round's cards",
-    ),
-    "proof": Command(
-        "tablectl.controller.commands.proof",
-        "check a round's proof (journal prove) offline: its rows, the signed checkpoint",
-    ),
-    "floor": Command(
-        "tablectl.controller.commands.floor",
-        "the floor store in PostgreSQL: init, verify, compare, round, report",
-    ),
-    "witness": Command(
-        "tablectl.controller.commands.witness",
-        "a witness for tables' journals (C2SP tlog-witness): setup-key, serve",
-    ),
-    "op": Command(
-        "tablectl.controller.commands.op", "send one operator event to the running table"
-    ),
-    "status": Command(
-        "tablectl.controller.commands.status", "show the running table's public status"
-    ),
-    "watch": Command(
-        "tablectl.controller.commands.watch",
-        "a live view of the running table; a supervisor acknowledges with a key",
-    ),
-    "run": Command(
-        "tablectl.controller.commands.run", "run a table's daemon (tablectl@TABLE.service)"
-    ),
-    "demo": Command(
-        "tablectl.simulators.demo", "the whole daemon on a simulated table, dealt automatically"
+    "diagram": Command(
+        "tablectl.controller.commands.diagram", "print a game's round state chart (mermaid)"
     ),
     "completion": Command(
         "tablectl.controller.commands.completion", "print the shell completion script (bash, zsh)"

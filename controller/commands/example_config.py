@@ -38,15 +38,30 @@ from tablectl.controller.engine.registry import (
 from tablectl.controller.engine.table import SHUFFLERS
 from tablectl.controller.service.resources import NotShipped, example_config, shared
 
+#: The shell function completing GAME (the completion script's preamble, `completion_preamble`).
+COMPLETE_GAME = {"bash": "_tablectl_games", "zsh": "_tablectl_games"}
+
+
+def completion_preamble() -> dict[str, str]:
+    """bash and zsh functions offering the bundled games' names for `example-config GAME`."""
+    names = " ".join(bundled_game_names())
+    return {
+        "bash": f"\n# tablectl example-config: the games\n_tablectl_games() {{\n"
+        f'  compgen -W "{names}" -- "$1"\n}}\n',
+        "zsh": f"\n# tablectl example-config: the games\n_tablectl_games() {{\n"
+        f"  compadd -- {names}\n}}\n",
+    }
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    game = parser.add_argument(
         "game",
         nargs="?",
         metavar="GAME",
         help=f"the table's game: {', '.join(bundled_game_names())}, or one installed "
         f"through the {ENTRY_POINT_GROUP} entry points",
     )
+    game.complete = COMPLETE_GAME  # type: ignore[attr-defined]  # shtab reads it
     parser.add_argument(
         "--path",
         nargs="?",

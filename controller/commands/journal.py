@@ -28,6 +28,7 @@ from tablectl.controller.record.journal import (
     JournalRow,
     VerifyResult,
     backup_journal,
+    closed_segment_first_seq,
     hands_in_deal_order,
     ordered_segment_files,
     read_rows,
@@ -36,9 +37,11 @@ from tablectl.controller.record.journal import (
     segment_files,
     verify_journal,
 )
+from tablectl.controller.record.merkle_log import MerkleLog
 from tablectl.controller.record.note import (
     IdentityKey,
     NoteError,
+    Verifier,
     create_identity_key,
     load_identity_key,
 )
@@ -50,6 +53,7 @@ from tablectl.controller.record.sealing import (
     setup_keys,
 )
 from tablectl.controller.record.seat_bias import day_report
+from tablectl.controller.record.witnessed import verify_witnessed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,8 +84,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "with PATH as one chain; with --expect-until, a history whose first rows are in "
         "neither fails",
     )
+    verify.add_argument(
+        "--witness-key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="a witness's public key: check the journal against every checkpoint it cosigned "
+        "(held beside the journal, or --cosigned) and report the span they prove; needs "
+        "--table-key (repeat for several witnesses)",
+    )
+    verify.add_argument(
+        "--table-key",
+        metavar="VKEY",
+        help="the table's public key (`journal setup-keys` printed it): the checkpoints' signer",
+    )
+    verify.add_argument(
+        "--cosigned",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a cosigned checkpoint from elsewhere (e.g. a witness's GET /checkpoint), checked "
+        "like those held beside the journal",
+    )
     show = actions.add_parser("show", help="a round's cards, hand by hand, in the order dealt")
-    show.add_argument("path", metavar="PATH", help="the journal's SQLite file")
+    show.add_argument(
+        "path",
+        metavar="PATH",
+        help="the journal's SQLite file, or its directory (the segment that holds the round)",
+    )
     show.add_argument("--round", type=int, required=True, metavar="N", help="the round number")
     show.add_argument("--json", action="store_true", help="the cards as JSON, in the order dealt")
     export = actions.add_parser(
@@ -290,6 +320,8 @@ def _verify(args: argparse.Namespace) -> int:
         )
         print(describe(result), file=sys.stderr)
         return EXIT_TAMPERED
+    if result.ok and args.witness_key:
+        return _verify_witnessed(args, result)
     if result.ok:
         print(f"{args.path}: {result.message}")
         print(describe(result))
@@ -299,6 +331,44 @@ def _verify(args: argparse.Namespace) -> int:
     else:
         print(f"{args.path}: NOT A READABLE JOURNAL: {result.message}", file=sys.stderr)
     return result.exit_code
+
+
+def _verify_witnessed(args: argparse.Namespace, result: VerifyResult) -> int:
+    """The chain verified: now the journal's Merkle log against what witnesses cosigned."""
+    if args.table_key is None:
+        print("tablectl journal verify: --witness-key needs --table-key", file=sys.stderr)
+        return EXIT_UNREADABLE
+    try:
+        table = Verifier.parse(args.table_key)
+        witnesses = [Verifier.parse(text) for text in args.witness_key]
+        given = [(path, Path(path).read_text()) for path in args.cosigned]
+    except (NoteError, OSError, UnicodeError) as error:
+        print(f"tablectl journal verify: {error}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    path = Path(args.path)
+    archive = Path(args.archive) if args.archive else None
+    with (
+        MerkleLog.of_directory(path, archive=archive)
+        if path.is_dir()
+        else MerkleLog(path, archive=archive)
+    ) as log:
+        live = _live_file(path)
+        verdict = verify_witnessed(live, log.size(), log.root, table, witnesses, given)
+    print(f"{args.path}: {result.message}", file=sys.stdout if verdict.ok else sys.stderr)
+    if verdict.ok:
+        print(describe(result))
+        print(verdict.message)
+        return 0
+    print(f"{args.path}: NOT WITNESSED: {verdict.message}", file=sys.stderr)
+    return EXIT_TAMPERED
+
+
+def _live_file(path: Path) -> Path:
+    """The live segment of a journal directory (the one not named as a closed one)."""
+    if not path.is_dir():
+        return path
+    live = [f for f in segment_files(path) if closed_segment_first_seq(f) is None]
+    return live[0] if live else path / "journal.sqlite"
 
 
 def _where_it_starts(path: str, archive: str | None, first_seq: int) -> str:
@@ -434,6 +504,18 @@ def _seat_bias(path: str, *, as_json: bool) -> int:
 
 
 def _show(path: str, round_number: int, *, as_json: bool) -> int:
+    # a journal file, or its directory as `verify` and `export` take it: the round's segment
+    if Path(path).is_dir():
+        holding = [
+            file
+            for file in ordered_segment_files(Path(path))
+            if any(row.round == round_number for row in read_rows(file))
+        ]
+        if not holding:
+            print(f"tablectl journal show: {path}: no segment holds round {round_number}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        path = str(holding[-1])
     cards = round_cards(path, round_number, over_only=True)
     if as_json:
         print(json.dumps(cards))

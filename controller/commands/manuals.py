@@ -163,10 +163,11 @@ def generated() -> dict[str, str]:
     import shtab
 
     from tablectl.controller.commands.cli import COMMANDS
+    from tablectl.controller.commands.example_config import completion_preamble as games
     from tablectl.controller.commands.op import BASH_EPILOGUE, completion_preamble
 
     parser = build_parser()
-    preamble = completion_preamble()
+    preamble = {shell: text + games()[shell] for shell, text in completion_preamble().items()}
     bash = shtab.complete(parser, shell="bash", preamble=preamble["bash"]) + BASH_EPILOGUE
     files = {
         "bash-completion/tablectl": bash,

@@ -112,11 +112,15 @@ def run(args: argparse.Namespace) -> int:
             lock.release()
         return EXIT_REFUSED
     assert lock is not None
+    import structlog
+
     from tablectl.controller.common.logs import configure_logging, get_logger
     from tablectl.controller.service.daemon import run_daemon
 
     configure_logging(config.log_level, mode=args.log_format)
-    log = get_logger("daemon", table=config.table_id)
+    # every line names its table (TABLE= in the journal: two tables on one PC told apart)
+    structlog.contextvars.bind_contextvars(table=config.table_id)
+    log = get_logger("daemon")
     for warning in problems:  # warnings only
         log.warning("preflight", problem=warning.text(config.source))
     return asyncio.run(

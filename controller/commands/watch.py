@@ -38,15 +38,15 @@ from tablectl.controller.service.operator_client import (
     OperatorClientError,
     default_socket,
     reply_of,
+    versioned,
 )
 from tablectl.controller.service.status_words import (
     cards_dealt_line,
-    deck_state,
+    deck_words,
     device_line,
     fault_words,
     round_state,
     rule_words,
-    stub_cadence_short,
 )
 
 #: seconds between two status requests when nothing is pushed
@@ -79,7 +79,7 @@ async def request_async(
         raise OperatorClientError(f"{socket_path}: cannot connect: {error.strerror}") from error
     try:
         with contextlib.suppress(ConnectionError):
-            writer.write((json.dumps(dict(message)) + "\n").encode())
+            writer.write((json.dumps(versioned(message)) + "\n").encode())
             await writer.drain()
         try:
             line = await asyncio.wait_for(reader.readline(), timeout)
@@ -219,8 +219,14 @@ class TableWatch(App[int]):
                 continue
             self.log(f"subscribed to {self.socket_path}")
             try:
-                writer.write(b'{"type": "subscribe"}\n')
+                writer.write((json.dumps(versioned({"type": "subscribe"})) + "\n").encode())
                 await writer.drain()
+                try:
+                    reply_of(self.socket_path, await reader.readline())  # "subscribed"
+                except OperatorClientError as error:
+                    self._show_unreachable(str(error))
+                    await asyncio.sleep(RECONNECT_SECONDS)
+                    continue
                 while line := await reader.readline():
                     with contextlib.suppress(ValueError):
                         message = json.loads(line)
@@ -333,15 +339,8 @@ class TableWatch(App[int]):
         decks.clear()
         deck_rows = []
         for name, deck in (status.get("decks") or {}).items():
-            if deck.get("state") == "not_seen":  # nothing reported on the cards yet
-                row = (str(name), "not yet seen", "-", "-")
-            else:
-                row = (
-                    str(name),
-                    deck_state(deck.get("state")),
-                    stub_cadence_short(deck),
-                    str(deck.get("cards_in_shoe", 0)),
-                )
+            columns = deck_words(deck, short=True)  # status's words (status_words), in columns
+            row = (str(name), *columns, *["-"] * (3 - len(columns)))
             decks.add_row(*row)
             deck_rows.append("  ".join(row))
         self.shown["decks"] = "\n".join(deck_rows)

@@ -67,9 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--log",
         action="append",
         default=[],
-        metavar="ORIGIN=VKEY",
-        help="a table's log: its checkpoint origin and public key (`journal setup-keys` prints "
-        "both); repeat for each table",
+        metavar="[ORIGIN=]VKEY",
+        help="a table's log: its public key (`journal setup-keys` prints it; its name is the "
+        "checkpoints' origin unless ORIGIN= says another); repeat for each table",
     )
     serve.add_argument(
         "--logs",
@@ -114,9 +114,16 @@ def known_logs(pairs: list[str], file: str | None) -> dict[str, Verifier]:
     entries: list[tuple[str, str, str]] = []
     problems: list[str] = []
     for pair in pairs:
+        try:  # a table's key alone: its name is its checkpoints' origin (C2SP convention)
+            alone = Verifier.parse(pair)
+        except NoteError:
+            alone = None
+        if alone is not None:
+            entries.append((f"--log {alone.name}", alone.name, pair))
+            continue
         origin, equals, vkey = pair.partition("=")
         if not equals or not origin or not vkey:
-            problems.append(f"--log {pair!r}: expected ORIGIN=VKEY")
+            problems.append(f"--log {pair!r}: expected VKEY or ORIGIN=VKEY")
             continue
         entries.append((f"--log {origin}", origin, vkey))
     if file is not None:

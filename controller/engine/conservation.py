@@ -57,12 +57,20 @@ def check(engine: Engine) -> None:
             )
 
 
+def _counts(held: Iterable[tuple[str, Any]]) -> Iterable[tuple[str, int]]:
+    """(place, cards held there) of a ledger's places."""
+    return ((place, sum(counter.values())) for place, counter in held)
+
+
 class RoundWatch:
     """Follows one engine event by event: :meth:`after` checks the law after each.
 
     A round that is gone (collected, replaced, dropped) must have ended with an outcome:
     void (a void decision while it was open) or completed (collected by ``hands_collected``
-    once its deal was complete).
+    once its deal was complete, and never with the dealer's misdeal check unanswered, M7).
+    A round's cards collected by ``hands_collected`` go to the discard rack as its deck's
+    (D2 sees them, whatever new cards of the deck came meanwhile); no card reaches a hand
+    from a rack whose reshuffle mid-round jammed (G5, then C4) until a reshuffle completes.
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -71,6 +79,9 @@ class RoundWatch:
         self.open: int | None = None
         self.voided = False
         self.dealt_out = False
+        self.check_pending = False
+        self.had_layout = False
+        self.round_deck: str | None = None
         self.outcomes: dict[int, str] = {}
         self._see()
 
@@ -81,6 +92,11 @@ class RoundWatch:
             return
         if rnd.number != self.open:
             self.open, self.voided, self.dealt_out = rnd.number, False, False
+            self.had_layout = False
+        self.check_pending = rnd.check_pending
+        self.round_deck = rnd.deck
+        held = self.engine.decks[rnd.deck].ledger.places.items()
+        self.had_layout |= any(n for place, n in _counts(held) if place not in OFF_LAYOUT)
         state = self.engine.state
         # a collection with every planned card read completes the deal first
         self.dealt_out |= self.engine.deal_fulfilled()
@@ -94,7 +110,14 @@ class RoundWatch:
     def after(self, event: Mapping[str, Any], decisions: Iterable[Decision]) -> None:
         """The law after ``event`` and the ``decisions`` it drew."""
         check(self.engine)
+        decisions = list(decisions)
         names = {d.decision for d in decisions}
+        self._jammed_rack(event, decisions)
+        opened = self.engine.round is not None
+        if event.get("type") == "bets_closed" and "rejected" not in names and not opened:
+            raise ConservationError(
+                "'no more bets' was neither refused nor followed by a round (C10, L1)"
+            )
         if self.open is not None:
             if names & VOID_DECISIONS:
                 self.voided = True
@@ -103,10 +126,49 @@ class RoundWatch:
                 if self.voided:
                     self.outcomes[self.open] = "voided"
                 elif event.get("type") == "hands_collected" and self.dealt_out:
+                    if self.check_pending:
+                        raise ConservationError(
+                            f"round {self.open} completed with the dealer's misdeal check "
+                            "unanswered (M7: 40.12(d) asks a remedy first)"
+                        )
                     self.outcomes[self.open] = "completed"
                 else:
                     raise ConservationError(
                         f"round {self.open} ended at {event.get('type')!r} with no outcome "
                         "(neither collected once dealt nor void)"
                     )
+                self._collected_to_the_rack(event)
         self._see()
+
+    def _collected_to_the_rack(self, event: Mapping[str, Any]) -> None:
+        """D2: a round's cards collected by hands_collected are its deck's in the rack."""
+        engine = self.engine
+        deck = self.round_deck
+        if (
+            event.get("type") != "hands_collected"
+            or not self.had_layout
+            or deck is None
+            or not engine.options.dual_deck
+            or engine.decks[deck].removed
+        ):
+            return
+        if engine.rack_deck != deck:
+            raise ConservationError(
+                f"round {self.open}'s cards of deck {deck} were collected but the discard "
+                f"rack's record says deck {engine.rack_deck} (D2 cannot see them)"
+            )
+
+    def _jammed_rack(self, event: Mapping[str, Any], decisions: list[Decision]) -> None:
+        """C4 after G5: while the rack's mid-round reshuffle is jammed, no card is dealt."""
+        engine = self.engine
+        jammed = self._rack_jammed
+        self._rack_jammed = engine.burn_pending == "G5" and engine.decks[engine.current].faulted
+        if jammed and event.get("type") == "card_drawn":
+            blocked = any(d.decision == "deal_blocked" for d in decisions)
+            if not blocked:
+                raise ConservationError(
+                    "a card was taken from the discard rack whose reshuffle jammed (G5, C4) "
+                    "before any reshuffle completed"
+                )
+
+    _rack_jammed = False

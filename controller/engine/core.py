@@ -123,6 +123,12 @@ class Round:
     start_position: str | None = None  # A1
     planned_cards: int = 0  # the whole deal, community included (S3 for unread hands)
     blocked: bool = False  # a deal of this round was blocked: its later steps decide nothing
+    check_pending: bool = False  # M7: the dealer was asked to check the hands, no answer yet
+    reader_inserted: bool = False  # the hole card went into the reader this round
+    # cards of this void round left on the layout when new cards of its deck were received
+    # (the old deck's; they still go to the discard rack at the collection: D2, R1)
+    layout_left: int = 0
+    rack_reshuffled: bool = False  # G5: the rack's reshuffle mid-round completed
 
 
 # The engine's own bookkeeping that a snapshot carries, beside the decks, the round, the
@@ -151,6 +157,9 @@ _SNAPSHOT_SCALARS = (
     "device_faults",
     "next_batch",
 )
+# Bookkeeping added after SNAPSHOT_VERSION 1 was written: a snapshot without it restores
+# with the default (name -> default).
+_OPTIONAL_SCALARS: dict[str, Any] = {"reader_fault_day": None, "blocked_without_round": 0}
 _SETS = {"flagged", "void_hands"}
 
 
@@ -182,6 +191,21 @@ def _fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
     if missing:
         raise SnapshotError(f"{where}.{missing[0]}: missing")
     return dict(data)
+
+
+def _day_text(day: date | str | None) -> str | None:
+    """A gaming day as snapshot text: ISO date, "untimed" or None."""
+    return day.isoformat() if isinstance(day, date) else day
+
+
+def _day_of(text: Any, where: str) -> date | str | None:
+    """A gaming day from snapshot text; SnapshotError naming ``where`` if it is none."""
+    if not isinstance(text, str) or text == "untimed":
+        return text  # type: ignore[no-any-return]
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise SnapshotError(f"{where}: {text!r} is not a date") from None
 
 
 _HANDLER_NAMES: dict[type, tuple[str, ...]] = {}
@@ -295,6 +319,7 @@ class Engine:
         self.shuffler_emptied = False
         self.reader_inspected_day: date | str | None = None
         self.reader_disabled = False
+        self.reader_fault_day: date | str | None = None  # H5: the gaming day it went out
         self.rack_level: int | None = None
         self.rack_baseline: int | None = None
         self.rack_direct = 0  # R1: burn cards put straight into the rack since the baseline
@@ -318,6 +343,9 @@ class Engine:
             else None
         )
         self._at = 0
+        self._time: datetime | None = None  # the event in hand's time, if it has one
+        # C10: cards drawn (blocked) with every deck removed and no round opened since
+        self.blocked_without_round = 0
         # each event type's handler, found by name (``_on_<type>``, the game's if it has one)
         self._handlers: dict[str, Callable[[dict[str, Any]], list[Decision]]] = {
             name[4:]: getattr(self, name) for name in _handler_names(type(self))
@@ -337,6 +365,7 @@ class Engine:
             clean = validate(event)
         except EventError as error:
             return [self._rejected(str(error))]
+        self._time = clean.get("time")
         return self._handlers[clean["type"]](clean)
 
     def status(self) -> dict[str, Any]:
@@ -389,8 +418,18 @@ class Engine:
             "round": None
             if rnd is None
             else {f.name: _plain(getattr(rnd, f.name)) for f in fields(Round)},
-            "reader_inspected_day": day.isoformat() if isinstance(day, date) else day,
+            "reader_inspected_day": _day_text(day),
             **{name: _plain(getattr(self, name)) for name in _SNAPSHOT_SCALARS},
+            **(
+                {"reader_fault_day": _day_text(self.reader_fault_day)}
+                if self.reader_fault_day is not None
+                else {}
+            ),
+            **(
+                {"blocked_without_round": self.blocked_without_round}
+                if self.blocked_without_round
+                else {}
+            ),
             **(
                 {"shuffle_watch": self.shuffle_watch.snapshot()}
                 if self.shuffle_watch is not None
@@ -426,7 +465,7 @@ class Engine:
         expected = {"version", "game", "state", "decks", "round", "reader_inspected_day"}
         expected.update(_SNAPSHOT_SCALARS)
         # optional: a snapshot from before the shuffle watch restores with an empty one
-        unknown = sorted(set(snap) - expected - {"shuffle_watch"})
+        unknown = sorted(set(snap) - expected - {"shuffle_watch"} - set(_OPTIONAL_SCALARS))
         missing = sorted(expected - set(snap))
         if unknown or missing:
             what = f"{unknown[0]}: unknown" if unknown else f"{missing[0]}: missing"
@@ -457,13 +496,12 @@ class Engine:
             if "stacks" in args:
                 args["stacks"] = [(str(t), int(n)) for t, n in args["stacks"]]
             self.round = Round(**args)
-        day = snap["reader_inspected_day"]
-        try:
-            self.reader_inspected_day = (
-                date.fromisoformat(day) if isinstance(day, str) and day != "untimed" else day
-            )
-        except ValueError:
-            raise SnapshotError(f"reader_inspected_day: {day!r} is not a date") from None
+        self.reader_inspected_day = _day_of(snap["reader_inspected_day"], "reader_inspected_day")
+        self.reader_fault_day = _day_of(snap.get("reader_fault_day"), "reader_fault_day")
+        blocked = snap.get("blocked_without_round", 0)
+        if not isinstance(blocked, int) or blocked < 0:
+            raise SnapshotError(f"blocked_without_round: {blocked!r} is not a count")
+        self.blocked_without_round = blocked
         for name in _SNAPSHOT_SCALARS:
             setattr(self, name, snap[name])
         watch = snap.get("shuffle_watch")
@@ -543,7 +581,9 @@ class Engine:
         # round's cards wait for the collection while the next deck is loaded)
         deck = self.decks[rnd.deck] if rnd is not None else self._deck()
         if rnd is not None and not deck.removed:
-            moved = self._collect_layout(deck)
+            # D2, R1: a void round's cards of a deck replaced since (deck_received) are the
+            # old deck's; they reach the rack all the same
+            moved = self._collect_layout(deck) + rnd.layout_left
             if moved:
                 decisions += self._rack_deck_check(deck.name)
             if self.rack_baseline is not None and self.interp.reconcile_discard_rack:
@@ -552,7 +592,8 @@ class Engine:
                 # one the reading already held is not counted again.
                 rise = moved + self.rack_direct
                 self.rack_expected_min = self.rack_baseline + rise - self.options.rack_tolerance
-            self.last_round_deck = deck.name
+            if self._counts_in_alternation(rnd):
+                self.last_round_deck = deck.name
         if rnd is not None:
             decisions += self._shuffle_findings(deck.name, rnd.number)
         self.round = None
@@ -609,6 +650,11 @@ class Engine:
             return True
         return self._counter(self._deck()).rounds_since_count < self.interp.stub_count_interval
 
+    def C10_the_rounds_deck_in_place(self, positions: list[int] | None = None) -> bool:
+        """C10: "no more bets" once the cards are in the shoe (40.7(a)-(b), 40.9(b),
+        39.7(a)-(b), 31.8(a)): not while the deck the round would be dealt from is removed."""
+        return self.state != "deck_removed" and not self.decks[self._due_deck()].removed
+
     def C11_positions_within_the_table(self, positions: list[int] | None = None) -> bool:
         """C11: never more positions than the game and the table have."""
         if positions is None:
@@ -624,6 +670,10 @@ class Engine:
         return self.round is not None and (
             self.state in self._definition.round_states or self.state == "suspended"
         )
+
+    def C10_another_deck_in_place(self) -> bool:
+        """C10 per deck: removing one of two decks leaves the other to deal (39.2(b))."""
+        return any(not d.removed for d in self.decks.values())
 
     def L1_no_round_in_play(self, positions: list[int] | None = None) -> bool:
         """L1: "no more bets" once a round; the round in play ends (collected or void)
@@ -654,6 +704,24 @@ class Engine:
                     return "D1" if self.options.dual_deck else "D3"
                 return name.split("_", 1)[0]
         return None
+
+    def _counts_in_alternation(self, rnd: Round) -> bool:
+        """D1 (interpretation I3): a void round is its deck's turn unless configured not to."""
+        void = self.state == "void" or rnd.void_rule is not None
+        return not void or self.interp.void_round_counts_in_alternation
+
+    def _due_deck(self) -> str:
+        """The deck the next round is dealt from: the one loaded by name, else with two decks
+        the other of the last round's (39.2(b), 40.2(b)); a void round ending now counts."""
+        rnd = self.round
+        ending = rnd if rnd is not None and self.state == "void" else None
+        last = self.last_round_deck
+        if ending is not None and self._counts_in_alternation(ending):
+            last = ending.deck
+        explicit = self.explicit_deck and ending is None
+        if self.options.dual_deck and not explicit and last:
+            return "B" if last == "A" else "A"
+        return self.current
 
     def _counter(self, deck: Deck) -> Deck:
         """S1: whose rounds are counted: the deck's own, or the table's (interpretation)."""
@@ -746,7 +814,13 @@ class Engine:
         deck.shuffled = False
         in_play = deck.name == self.current
         if in_play and self.state != "deck_removed":
+            rnd = self.round
+            if rnd is not None and rnd.deck == deck.name:
+                self.last_round_deck = deck.name  # D1: its round (void now) was its turn
             self.round = None
+            self.explicit_deck = False
+            # C10 per deck: the chart's remove_deck leaves the table dealing while another
+            # deck is in place (C10_another_deck_in_place), else it waits for new cards
             self._fire("remove_deck")
         extra = {"deck": deck.name} if self.options.dual_deck or rule_id == "C7" else {}
         return self._d("remove_deck", rule_id, f"deck {deck.name} removed: {why}", **extra)
@@ -776,8 +850,8 @@ class Engine:
         card: str = ev["card"]
         face_up: bool = ev.get("face_up", False)
         state = self.state
-        if state == "deck_removed" or self._deck().removed:
-            return [self._d("deal_blocked", "C10", self._block_reason("C10"))]
+        if state == "deck_removed" or self._deck().removed or self._due_deck_removed():
+            return self._blocked_c10()
         if state == "void":
             self._discard_unusable(card)
             rule_id = (self.round.void_rule if self.round else None) or "C2"
@@ -803,6 +877,12 @@ class Engine:
             if not self.round.started:
                 self._discard_unusable(card)
                 return decisions
+        blocked = self._mid_round_block()
+        if blocked is not None:
+            # a game's rule that stops the round's later cards too (C4 after a mid-round
+            # reshuffle that jammed): the card is not dealt, nor taken for the burn card
+            self._discard_unusable(card)
+            return [*decisions, self._d("deal_blocked", blocked, self._block_reason(blocked))]
         foreign = self._foreign_card(card, ev.get("deck"))
         if foreign is not None:
             return decisions + foreign
@@ -811,6 +891,16 @@ class Engine:
         if self.burn_pending is not None:
             return decisions + self._burn(card)
         return decisions + self._deal_one(card)
+
+    def _due_deck_removed(self) -> bool:
+        """C10 per deck: no round open and the deck due next (two decks) is removed."""
+        return self.round is None and self.decks[self._due_deck()].removed
+
+    def _blocked_c10(self) -> list[Decision]:
+        """C10: a deal from a removed deck; with no round open, counted (hands_collected)."""
+        if self.round is None:
+            self.blocked_without_round += 1
+        return [self._d("deal_blocked", "C10", self._block_reason("C10"))]
 
     def _card_outside_round(self, card: str, face_up: bool) -> list[Decision]:
         if self.burn_pending is not None and not face_up:
@@ -900,8 +990,8 @@ class Engine:
                 self._rejected(f"cards: a stack needs dealing automated_shoe, not {self.method}")
             ]
         state = self.state
-        if state == "deck_removed" or self._deck().removed:
-            return [self._d("deal_blocked", "C10", self._block_reason("C10"))]
+        if state == "deck_removed" or self._deck().removed or self._due_deck_removed():
+            return self._blocked_c10()
         if self._another_method(stack=True):
             return [self._d("deal_blocked", "C6", "the automated dealing shoe was removed")]
         if state == "void":
@@ -978,6 +1068,7 @@ class Engine:
         if count == rnd.expected.get(target, -1):
             return [self._rejected(f"cards: {count} is the right number for {target}")]
         rnd.flagged.add(target)
+        rnd.check_pending = False  # M7: the dealer answered the check
         return self._misdeal(target, count)
 
     def _on_deal_completed(self, ev: dict[str, Any]) -> list[Decision]:
@@ -1056,8 +1147,6 @@ class Engine:
                     "C11",
                 )
             ]
-        if self.state == "deck_removed":
-            return []  # C10 blocks the deal itself, not the betting
         if not self.L1_no_round_in_play(positions):
             # L1 (the chart's condition on close_bets): the round in play is not replaced
             rnd = self.round
@@ -1069,6 +1158,16 @@ class Engine:
                     "L1",
                 )
             ]
+        if not self.C10_the_rounds_deck_in_place(positions):
+            # C10 (the chart's condition on close_bets): nothing to deal, so no round opens
+            return [
+                self._rejected(
+                    f"bets_closed: deck {self._due_deck()} was removed; no round opens until "
+                    "new cards are received and shuffled",
+                    "C10",
+                )
+            ]
+        self.blocked_without_round = 0
         decisions: list[Decision] = []
         if self.round is not None or self.state == "void":
             decisions += self._end_round()  # the void round's cards were collected
@@ -1152,6 +1251,7 @@ class Engine:
                     break
                 assert rnd is not None
                 rnd.flagged.add(target)
+                rnd.check_pending = False  # M7: the hand counts answer the check
                 decisions += self._misdeal(target, held)
             return decisions
         rule_id = self.stub_rule
@@ -1233,7 +1333,8 @@ class Engine:
         rnd = self.round
         if rnd is None or self.state != "void" or rnd.deck != deck.name:
             return []
-        self.last_round_deck = deck.name
+        if self._counts_in_alternation(rnd):
+            self.last_round_deck = deck.name
         ended = self._shuffle_findings(deck.name, rnd.number)  # over: tested like any round
         # its cards go into the shuffler with the deck (the ledger's "shoe")
         for place in [p for p in deck.ledger.places if p not in (SHOE, DISCARD, REMOVED)]:
@@ -1292,6 +1393,8 @@ class Engine:
         if self._rack_reshuffled_mid_round():
             # G5: the discard rack, reshuffled mid-round, goes back in the shoe.
             deck.ledger.move_all(DISCARD, SHOE)
+            if self.round is not None:
+                self.round.rack_reshuffled = True
             self._new_shoe_order(deck.name, whole=False)
         else:
             deck.ledger.gather(SHOE)
@@ -1406,10 +1509,27 @@ class Engine:
             return []
         if self._in_round() and named == self.current:
             return [self._rejected("deck_received: a round is in play with that deck")]
+        rnd = self.round
+        if rnd is not None and self.state == "void" and rnd.deck == named:
+            if self.interp.deck_receipt_waits_for_void_collection:
+                # I2 (configured): the void round's cards are collected before new cards
+                return [
+                    self._rejected(
+                        f"deck_received: void round {rnd.number}'s cards of deck {named} "
+                        "are still on the layout; hands_collected first"
+                    )
+                ]
+            # I2: the void round's cards stay the old deck's, on the layout until collected;
+            # they still go to the discard rack (D2, R1 count them then)
+            old = self.decks[named]
+            rnd.layout_left += sum(
+                old.ledger.count(p) for p in old.ledger.places if p not in (SHOE, DISCARD, REMOVED)
+            )
         # C10: new cards, inspected at receipt (a verified count), to be shuffled first.
         self.decks[named] = Deck(named, Ledger(self.composition), shuffled=False, fresh=True)
-        if self.state == "deck_removed" and not any(d.removed for d in self.decks.values()):
-            self._fire("receive_deck")
+        self.blocked_without_round = 0
+        if self.state == "deck_removed" and self.C10_another_deck_in_place():
+            self._fire("receive_deck")  # C10 per deck: a deck is in place again
         return []
 
     def _on_reshuffle_requested(self, ev: dict[str, Any]) -> list[Decision]:
@@ -1427,7 +1547,9 @@ class Engine:
             if ran_out is not None:
                 return ran_out
         if self.method != "automated_shoe":
-            return self._card_unread() if fault == UNDECODABLE_FRAME else []
+            if fault == UNDECODABLE_FRAME:
+                return self._card_unread()
+            return self._manual_shoe_fault(fault) if fault != "empty" else []
         return self._ads_failed(f"the automated dealing shoe reported {fault}")
 
     def _card_unread(self) -> list[Decision]:
@@ -1582,6 +1704,21 @@ class Engine:
         """X1: whether a round in play resumes after a restart (cards dealt face up)."""
         return False
 
+    def _unfinished_remedy(self) -> list[Decision]:
+        """At the collection of a round played out: a remedy the rules asked for and never
+        got (a game's own rule), as decisions that end the round void; none by default."""
+        return []
+
+    def _mid_round_block(self) -> str | None:
+        """A game's rule that blocks a later card of a round already dealing (C4 after a
+        mid-round reshuffle of its own jammed), or None."""
+        return None
+
+    def _manual_shoe_fault(self, fault: str) -> list[Decision]:
+        """A manual (card-reading) shoe reports a fault other than empty or an undecodable
+        frame: nothing by default (the cards dealt stand); a game may decide (I6)."""
+        return []
+
     # Events of another game's steps: refused, naming the step this game does not have.
 
     def _on_bonus_settled(self, ev: dict[str, Any]) -> list[Decision]:
@@ -1614,10 +1751,24 @@ class Engine:
     # ------------------------------------------------------------------ hole-card reader
 
     def _on_reader_inspected(self, ev: dict[str, Any]) -> list[Decision]:
-        self.reader_inspected_day = self._gaming_day(ev.get("time"))
-        self.reader_disabled = False  # H5: repaired and re-inspected
+        day = self._gaming_day(ev.get("time"))
+        self.reader_inspected_day = day
+        if self.reader_disabled and not self._reinspection_restores(day):
+            return []  # H5 (I4): out for the rest of the gaming day it went out on
+        self.reader_disabled = False  # H5: re-inspected
+        self.reader_fault_day = None
         self.device_faults.pop("hole_card_reader", None)
         return []
+
+    def _reinspection_restores(self, day: date | str) -> bool:
+        """H5 (interpretation I4): a faulted reader is out "for the rest of the gaming day";
+        with no repair recorded, only an inspection of a later gaming day returns it."""
+        fault = self.reader_fault_day
+        if self.interp.reader_reinspection_same_day_restores or fault is None:
+            return True
+        if isinstance(fault, date) and isinstance(day, date):
+            return day > fault
+        return day != fault
 
     # ------------------------------------------------------------------ the discard rack
 
@@ -1679,6 +1830,15 @@ class Engine:
     # ------------------------------------------------------------------ collection, misc
 
     def _on_hands_collected(self, ev: dict[str, Any]) -> list[Decision]:
+        if self.round is None and self.blocked_without_round:
+            # C10: the dealer dealt (every card blocked) after bets_closed was refused: say so
+            return [
+                self._rejected(
+                    "hands_collected: no round is in play: the deck was removed, no round "
+                    "opened and every card drawn since was blocked",
+                    "C10",
+                )
+            ]
         if self.round is None and self.state not in ("void", "suspended"):
             return []
         decisions: list[Decision] = []
@@ -1697,6 +1857,9 @@ class Engine:
                 f"round {rnd.number} was collected before its deal was complete{how}",
                 reshuffle=False,
             )
+        elif self.state != "void":
+            # a remedy asked for and not carried out (the chart's game rules on collect)
+            decisions += self._unfinished_remedy()
         return decisions + self._end_round()
 
     def deal_fulfilled(self) -> bool:

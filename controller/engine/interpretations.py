@@ -43,6 +43,28 @@ class Interpretations:
     shuffle_integrity: bool = False
     # G4: the Bart Carter reshuffle threshold, "approximately one deck" (2C.4(h)2).
     bart_carter_rack_threshold: int = 52
+    # Issue 32's open questions (docs/rules.md, "Interpretations"):
+    # I2: new cards of a void round's deck may be received before that round's cards are
+    # collected (they are the old deck's and still go to the discard rack); true refuses the
+    # receipt until the void round is collected.
+    deck_receipt_waits_for_void_collection: bool = False
+    # I3: a void round counts as its deck's turn in the two-deck alternation (D1).
+    void_round_counts_in_alternation: bool = True
+    # I4: a faulted hole-card reader re-inspected on the gaming day it went out stays out
+    # (H5: "for the rest of the gaming day"; no repair is recorded); true lets any
+    # re-inspection return it to service.
+    reader_reinspection_same_day_restores: bool = False
+    # I5: a reader answer with nothing inserted is a malfunction (H5, as H6).
+    reader_answer_without_insertion_is_malfunction: bool = True
+    # I6: a manual Three Card 21 shoe that jams mid-round: the dealt (face-up) cards stand and
+    # the round goes on once it deals again (G9); true voids the round as for an ADS (C5).
+    three_card_21_manual_shoe_jam_voids_round: bool = False
+    # I7: Asia Poker's starting position, once determined, is not determined again before the
+    # first card (A1); true lets a second determination before any card replace it.
+    asia_poker_start_redetermined_before_first_card: bool = False
+    # I8: a Three Card 21 round restarted with an ace up and insurance open resumes with
+    # insurance open (X1; H3 still gates the reader); false voids it as a face-down round.
+    restart_with_insurance_open_resumes: bool = True
 
     @classmethod
     def names(cls) -> list[str]:

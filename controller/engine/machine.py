@@ -61,9 +61,11 @@ def chart(
     round_states: tuple[str, ...],
     play: list[Transition],
     first_state: str = "dealing",
+    collect_rules: tuple[str, ...] = (),
 ) -> MachineDefinition:
     """A game's chart: the common frame (shuffling, betting, the deal's gates, voids,
-    suspension, removal, collection) around the game's own steps ``play``."""
+    suspension, removal, collection) around the game's own steps ``play``; a game's own
+    rules on the collection of a round (``collect_rules``) join L2 there."""
     in_round = (*round_states, "suspended")
     transitions: list[Transition] = [
         ("start_shuffle", ("idle",), "shuffling", ()),
@@ -73,21 +75,33 @@ def chart(
         # own mid-round shuffle, a batch of its own or a rack reshuffled by its rule, passes)
         ("shuffle_mid_round", in_round, "=", ("L3_the_rounds_cards_stay_out_of_the_shuffle",)),
         # C11: never more positions than the game and the table have; L1: "no more bets"
-        # once a round, which ends (collected or void) before another opens
+        # once a round, which ends (collected or void) before another opens; C10: not
+        # while the deck the round would be dealt from is removed
         (
             "close_bets",
             ("idle", "shuffling", *in_round),
             first_state,
-            ("L1_no_round_in_play", "C11_positions_within_the_table"),
+            (
+                "L1_no_round_in_play",
+                "C11_positions_within_the_table",
+                "C10_the_rounds_deck_in_place",
+            ),
         ),
         # the first card or stack of the round: every rule that may refuse the deal
         ("start_deal", ("dealing",), "dealing", DEAL_CONDITIONS),
         *play,
         # L2: a round in play is collected only once its deal is complete
-        ("collect", (*in_round, "void"), "idle", ("L2_deal_complete",)),
+        ("collect", (*in_round, "void"), "idle", ("L2_deal_complete", *collect_rules)),
         ("void", in_round, "void", ()),
         ("suspend", round_states, "suspended", ()),
-        ("remove_deck", ("idle", "shuffling", *in_round, "void"), "deck_removed", ()),  # C10
+        # C10 per deck: one of two decks removed, the other deals on; the last, no deal
+        (
+            "remove_deck",
+            ("idle", "shuffling", *in_round, "void"),
+            "idle",
+            ("C10_another_deck_in_place",),
+        ),
+        ("remove_deck", ("idle", "shuffling", *in_round, "void"), "deck_removed", ()),
         ("receive_deck", ("deck_removed",), "idle", ()),
     ]
     states = ("idle", "shuffling", *round_states, "void", "suspended", "deck_removed")

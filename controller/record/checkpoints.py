@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,10 @@ class CheckpointSigner:
             self._log.error("checkpoint_file_unreadable", error=str(error))
         self._wanted = False
         self._task: asyncio.Task[None] | None = None
-        self._writing: asyncio.Task[None] | None = None
+        self._writing: set[asyncio.Task[None]] = set()
+        # one writer of the file at a time (executor threads), never an older over a newer
+        self._write_lock = threading.Lock()
+        self._written = self.latest.size if self.latest is not None else 0
         journal.commit_listeners.append(self._committed)
 
     @property
@@ -118,6 +122,8 @@ class CheckpointSigner:
     def _make(self) -> SignedCheckpoint | None:
         """A checkpoint of the committed tree, when it grew since the last one."""
         tree = self.journal.tree
+        if self.journal.failure is not None:
+            return None  # rows of the failed commit are in the tree, never on the disk
         if self.journal.pending or (self.latest is not None and self.latest.size >= tree.size):
             return None
         root = tree.root()
@@ -125,7 +131,11 @@ class CheckpointSigner:
         return SignedCheckpoint(tree.size, root, note, self.origin)
 
     def _write(self, signed: SignedCheckpoint) -> None:
-        write_private_file(checkpoint_file(self.journal.path), signed.note)
+        with self._write_lock:
+            if signed.size <= self._written:
+                return
+            write_private_file(checkpoint_file(self.journal.path), signed.note)
+            self._written = signed.size
 
     def _done(self, signed: SignedCheckpoint) -> None:
         if self.latest is not None and self.latest.size >= signed.size:
@@ -172,13 +182,11 @@ class CheckpointSigner:
         self._wanted = False
         signed = self._make()
         if signed is not None:
-            self._writing = loop.create_task(self._write_then_tell(signed))
+            task = loop.create_task(self._write_then_tell(signed))
+            self._writing.add(task)
+            task.add_done_callback(self._writing.discard)
 
     async def _write_then_tell(self, signed: SignedCheckpoint) -> None:
-        previous = self._writing
-        if previous is not None and previous is not asyncio.current_task():
-            with contextlib.suppress(Exception):
-                await previous  # in order: never an older file over a newer one
         try:
             await asyncio.get_running_loop().run_in_executor(None, self._write, signed)
         except OSError as error:
@@ -204,9 +212,8 @@ class CheckpointSigner:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._writing is not None:
-            with contextlib.suppress(Exception):
-                await self._writing
+        if self._writing:
+            await asyncio.gather(*self._writing, return_exceptions=True)
 
     # -- proofs for the witness client -----------------------------------------------------------
 

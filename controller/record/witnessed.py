@@ -16,6 +16,8 @@ cosignature the witness returns at the next start.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +39,9 @@ def witnessed_dir(journal_path: Path) -> Path:
     return Path(f"{journal_path}{WITNESSED_SUFFIX}")
 
 
-def _file_name(witness: str) -> str:
+def _file_name(witness: str, suffix: str = ".checkpoint") -> str:
     readable = "".join(c if c.isalnum() or c in "-." else "_" for c in witness)[:48]
-    return f"{readable}-{hashlib.sha256(witness.encode()).hexdigest()[:8]}.checkpoint"
+    return f"{readable}-{hashlib.sha256(witness.encode()).hexdigest()[:8]}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -77,14 +79,51 @@ class WitnessedStore:
     """`JOURNAL.witnessed/`: the newest checkpoint each witness cosigned, one file each."""
 
     def __init__(self, journal_path: Path) -> None:
+        self.journal_path = journal_path
         self.directory = witnessed_dir(journal_path)
 
     def save(self, witness: str, note: str) -> None:
-        """Keep `note` (cosigned by `witness`) as its newest, durably (OSError on failure)."""
+        """Keep `note` (cosigned by `witness`) as its newest, durably, and append it to that
+        witness's history (OSError on failure)."""
         if not self.directory.is_dir():
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             fsync_directory(self.directory.parent)
         write_private_file(self.directory / _file_name(witness), note)
+        self._append_history(witness, note)
+
+    def _append_history(self, witness: str, note: str) -> None:
+        """`WITNESS.history`: every checkpoint it cosigned, a JSON line each (about 400 bytes:
+        a table's day of rounds is ~0.6 MB), appended and fsynced; read only when the start
+        finds the journal rewritten, to name the first row that differs more closely."""
+        path = self.directory / _file_name(witness, ".history")
+        created = not path.exists()
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            view = memoryview((json.dumps({"note": note}) + "\n").encode())
+            while view:
+                view = view[os.write(descriptor, view) :]
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        if created:
+            fsync_directory(self.directory)
+
+    def history(self, witness: str) -> list[tuple[int, str]]:
+        """(tree size, cosigned note) of every checkpoint `witness` cosigned, as held (not
+        verified: each is checked when it is used), by size; unreadable lines skipped."""
+        path = self.directory / _file_name(witness, ".history")
+        found: dict[int, str] = {}
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeError):
+            return []
+        for line in lines:
+            try:
+                note = json.loads(line)["note"]
+                found[int(note.split("\n", 2)[1])] = note
+            except (ValueError, KeyError, TypeError, IndexError):
+                continue
+        return sorted(found.items())
 
     def held(
         self, table: Verifier, witnesses: Iterable[Verifier]
@@ -115,6 +154,9 @@ class AnchorDamage:
 
     message: str
     first_bad_seq: int
+    #: a rewrite: the largest cosigned size the journal matches and the smallest it does not
+    matched: int | None = None
+    anchor: Anchor | None = None  # the cosigned checkpoint the journal does not extend
 
 
 def anchor_damage(
@@ -145,16 +187,61 @@ def anchor_damage(
         if anchor.size == 0:
             continue
         if root_at(anchor.size) != anchor.root:
-            return AnchorDamage(
-                f"the journal's first {anchor.size} rows are not those witness "
-                f"{anchor.witness} cosigned (at {anchor.cosigned_at}, {anchor.source}): the "
-                f"history was rewritten; rows 1-{matched} match what was cosigned, the first "
-                f"row that differs is one of rows {matched + 1}-{anchor.size}",
-                matched + 1,
-            )
+            return rewritten(anchor, matched)
         matched = max(matched, anchor.size)
     assert newest.size <= tree_size
     return None
+
+
+def rewritten(anchor: Anchor, matched: int) -> AnchorDamage:
+    """The journal is not the history `anchor` cosigned; rows 1-`matched` are."""
+    return AnchorDamage(
+        f"the journal's first {anchor.size} rows are not those witness {anchor.witness} "
+        f"cosigned (at {anchor.cosigned_at}, {anchor.source}): the history was rewritten; rows "
+        f"1-{matched} match what was cosigned, the first row that differs is one of rows "
+        f"{matched + 1}-{anchor.size}",
+        matched + 1,
+        matched,
+        anchor,
+    )
+
+
+def narrowed(
+    damage: AnchorDamage,
+    store: WitnessedStore,
+    table: Verifier,
+    witnesses: Iterable[Verifier],
+    root_at: Callable[[int], bytes],
+) -> AnchorDamage:
+    """A rewrite's span narrowed by the checkpoints the witnesses cosigned before (their
+    history beside the journal): a binary search over the cosigned sizes inside the span,
+    each checkpoint verified as it is used (one that does not verify is skipped). The
+    journal matches every cosigned size before the first row that differs and none after,
+    so the span shrinks to the two cosigned sizes around that row."""
+    if damage.matched is None or damage.anchor is None:
+        return damage
+    low, high = damage.matched, damage.anchor.size
+    candidates: dict[int, tuple[str, Verifier]] = {}
+    for witness in witnesses:
+        for size, note in store.history(witness.name):
+            if low < size < high:
+                candidates.setdefault(size, (note, witness))
+    sizes = sorted(candidates)
+    best = damage.anchor
+    while sizes:
+        middle = len(sizes) // 2
+        size = sizes[middle]
+        note, witness = candidates[size]
+        try:
+            anchor = open_cosigned(note, table, witness, "held in the witnesses' history")
+        except NoteError:
+            del sizes[middle]
+            continue
+        if root_at(anchor.size) == anchor.root:
+            low, sizes = anchor.size, sizes[middle + 1 :]
+        else:
+            high, best, sizes = anchor.size, anchor, sizes[:middle]
+    return rewritten(best, low)
 
 
 def newest_per_witness(anchors: Iterable[Anchor]) -> Mapping[str, Anchor]:
@@ -163,3 +250,68 @@ def newest_per_witness(anchors: Iterable[Anchor]) -> Mapping[str, Anchor]:
         if anchor.witness not in newest or anchor.size > newest[anchor.witness].size:
             newest[anchor.witness] = anchor
     return newest
+
+
+@dataclass(frozen=True)
+class WitnessedVerdict:
+    """`journal verify --witness-key`'s verdict: the span the cosigned checkpoints prove, or
+    why the journal contradicts them (`first_bad_seq`), or that none was found."""
+
+    ok: bool
+    message: str
+    first_bad_seq: int | None = None
+    proven_rows: int = 0
+    rows: int = 0
+
+
+def verify_witnessed(
+    live: Path,
+    tree_size: int,
+    root_at: Callable[[int], bytes],
+    table: Verifier,
+    witnesses: Iterable[Verifier],
+    given: Iterable[tuple[str, str]] = (),
+) -> WitnessedVerdict:
+    """The journal's log (`tree_size` leaves, `root_at`) against every checkpoint cosigned by
+    one of `witnesses` (and signed by `table`): those held beside `live` and `given`
+    (where, note text), e.g. fetched from a witness by the regulator."""
+    keys = list(witnesses)
+    anchors, problems = WitnessedStore(live).held(table, keys)
+    for where, note in given:
+        found = False
+        for witness in keys:
+            try:
+                anchors.append(open_cosigned(note, table, witness, where))
+                found = True
+            except NoteError:
+                continue
+        if not found:
+            problems.append(
+                f"{where}: no checkpoint of {table.name} cosigned by a witness key given"
+            )
+    said = "".join(f"; {problem}" for problem in problems)
+    if not anchors:
+        return WitnessedVerdict(
+            False,
+            f"no checkpoint cosigned by {', '.join(k.name for k in keys)} was found (held "
+            f"beside the journal in {witnessed_dir(live)}, or given with --cosigned){said}: "
+            "nothing outside the box vouches for this journal",
+            rows=tree_size,
+        )
+    damage = anchor_damage(anchors, tree_size, root_at)
+    if damage is not None:
+        return WitnessedVerdict(False, damage.message + said, damage.first_bad_seq, rows=tree_size)
+    newest = max(anchors, key=lambda a: (a.size, a.cosigned_at))
+    who = sorted({a.witness for a in anchors if a.size == newest.size})
+    rest = (
+        f"; rows {newest.size + 1}-{tree_size} are not witnessed yet"
+        if tree_size > newest.size
+        else ""
+    )
+    return WitnessedVerdict(
+        True,
+        f"witnessed: rows 1-{newest.size} are the rows {', '.join(who)} cosigned (a checkpoint "
+        f"of {newest.size} rows at {newest.cosigned_at}, {newest.source}){rest}{said}",
+        proven_rows=newest.size,
+        rows=tree_size,
+    )

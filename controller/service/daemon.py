@@ -39,6 +39,7 @@ from tablectl.controller.common import metrics
 from tablectl.controller.common.config import ConfigError, DeviceConfig, TableConfig, load_config
 from tablectl.controller.common.logs import get_logger
 from tablectl.controller.common.metrics import MetricsServer, start_metrics_server
+from tablectl.controller.common.process_clock import seconds_since_process_start
 from tablectl.controller.engine.cards import mask_card_words
 from tablectl.controller.engine.events import DEVICE_EVENTS, UNDECODABLE_FRAME
 from tablectl.controller.floor.shipper import FloorShipper
@@ -86,6 +87,11 @@ from tablectl.controller.service.service import (
     ServiceError,
     TableService,
 )
+from tablectl.controller.service.witness_client import (
+    DaemonWitnesses,
+    Refusal,
+    witness_anchor_damage,
+)
 from tablectl.drivers.base import (
     STATUS_EVENTS,
     AllowList,
@@ -128,6 +134,9 @@ ALARM_COALESCE_SECONDS = 5.0
 EXIT_JOURNAL_DAMAGED = EXIT_REFUSED
 #: How much longer systemd should wait, told every REPLAY_PROGRESS_EVERY events of a replay.
 REPLAY_EXTEND_USEC = 30_000_000
+#: Seconds beyond the device wait asked of systemd for the rest of the start (READY follows
+#: within a drain of the events the devices sent).
+DEVICE_WAIT_MARGIN = 10.0
 #: The last rows of the live segment the operator socket reads its answers to client ids from
 #: (a retry after a restart is answered, not applied twice): bounded, whatever the history.
 OPERATOR_MEMORY_ROWS = 8192
@@ -321,6 +330,8 @@ class Daemon:
             self.floor = FloorShipper(config.table_id, service.journal.path, config.floor)
             service.journal.commit_listeners.append(self.floor.notify)
         self._alarms: AlarmCoalescer | None = None
+        #: The table's witnesses (`[witness]`), once the checkpoint signer runs.
+        self.witnesses: DaemonWitnesses | None = None
         self._health: asyncio.Task[None] | None = None
         self._floor_gauges: asyncio.Task[None] | None = None
         self._health_round = -1
@@ -418,20 +429,39 @@ class Daemon:
             ) from error
 
     async def wait_for_devices(self, timeout: float) -> list[str]:
-        """Wait until every device has handshaken, at most `timeout` s; the absent ones' names."""
-        if self.drivers:
-            await asyncio.wait(
-                [
-                    asyncio.ensure_future(driver.wait_connected(timeout))
-                    for driver in self.drivers.values()
-                ]
-            )
+        """Wait until every device has handshaken, at most `timeout` s; the absent ones' names.
+
+        While it waits, systemd is told what for (STATUS=, shown by `systemctl status` and
+        `systemctl start`'s wait) and that the start needs that long (EXTEND_TIMEOUT_USEC)."""
+        started = time.monotonic()
+        pending = {
+            asyncio.ensure_future(driver.wait_connected(timeout))
+            for driver in self.drivers.values()
+        }
+        while pending:
+            self._say_waiting(timeout - (time.monotonic() - started))
+            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
         return [name for name, driver in self.drivers.items() if not driver.up]
+
+    def _say_waiting(self, seconds_left: float) -> None:
+        waiting = [name for name, driver in self.drivers.items() if not driver.up]
+        if not waiting or seconds_left <= 0:
+            return
+        self.notifier.notify(
+            f"STATUS=waiting for {', '.join(waiting)} to handshake (at most {seconds_left:.0f} s "
+            "more, then ready without them)",
+            f"EXTEND_TIMEOUT_USEC={int((seconds_left + DEVICE_WAIT_MARGIN) * 1_000_000)}",
+            drop_when_busy=True,
+        )
 
     async def announce_ready(self, absent: list[str]) -> None:
         """READY=1 with the round's state; absent devices raise an alarm and show in STATUS."""
         await self.drain()
-        self.ready_seconds = time.monotonic() - self.started_at
+        since_run = time.monotonic() - self.started_at
+        # from the process's start: the interpreter, the imports and the journal's verification
+        # are part of a start as systemd and the floor see it (issue 33)
+        since_process = seconds_since_process_start()
+        self.ready_seconds = since_process if since_process is not None else since_run
         for name in absent:
             self._log.error("device_absent_at_start", device=name)
             await self._publish(
@@ -448,6 +478,7 @@ class Daemon:
         self._log.info(
             "ready",
             seconds=round(self.ready_seconds, 4),
+            since_run_seconds=round(since_run, 4),
             absent=absent,
             metrics=f"{self.config.metrics_host}:{self.port}",
         )
@@ -489,6 +520,9 @@ class Daemon:
             self.background = None
         if self.service.checkpoint_signer is not None:
             await self.service.checkpoint_signer.stop()
+        if self.witnesses is not None:
+            await self.witnesses.stop()
+            self.witnesses = None
         if self.upkeep is not None:
             await self.upkeep.stop()
             self.upkeep = None
@@ -550,6 +584,34 @@ class Daemon:
             }
         )
 
+    async def witness_refused(self, refusal: Refusal) -> None:
+        """A witness refuses the journal's checkpoints: it cosigned another history than the
+        journal now holds (cut, restored from an older copy, rewritten). Journaled, a critical
+        alarm; dealing goes on (the live record verified at start), compliance decides."""
+        body = {
+            "type": "witness_refused",
+            "witness": refusal.witness,
+            "url": refusal.url,
+            "status": refusal.status,
+            "reason": refusal.reason,
+            "size": refusal.size,
+        }
+        async with self._lock:
+            if self.service.journal.failure is None:
+                with contextlib.suppress(JournalError):  # a failed write stops dealing itself
+                    self.service.journal.append(
+                        "note", body, round_number=self.service.engine.round_number, durable=True
+                    )
+        await self._publish(
+            {
+                "message": "alarm",
+                "alarm": "witness_refused",
+                "severity": "critical",
+                "witness": refusal.witness,
+                "reason": f"witness {refusal.witness} refuses the journal: {refusal.reason}",
+            }
+        )
+
     def start_background_verifier(self) -> None:
         """After READY: every segment walked end to end by a child at the lowest priority."""
         journal = self.service.journal
@@ -607,6 +669,8 @@ class Daemon:
             status["refused_devices"] = dict(self.refusals)
         if self.floor is not None:
             status["floor"] = self.floor.status()
+        if self.witnesses is not None:
+            status["witnesses"] = self.witnesses.status()
         status["dealing"] = "stopped" if self.dealing_stopped else "allowed"
         if self.dealing_stopped:
             status["dealing_stopped"] = dict(self.dealing_stopped)
@@ -842,6 +906,8 @@ class Daemon:
             if event.get("fault") == UNDECODABLE_FRAME:
                 await self._undecodable_frame(event)
             self._update_status()
+            if self.upkeep is not None:
+                self.upkeep.between_events()  # a new gaming day's roll-over, between rounds
 
     async def operator_event(
         self, event: dict[str, Any], peer: PeerCredentials | None = None
@@ -873,6 +939,8 @@ class Daemon:
                 raise NotDealing(f"not recorded, dealing stopped: {error}") from error
             self._follow(event, decisions)
             self._update_status()
+            if self.upkeep is not None:
+                self.upkeep.between_events()  # a new gaming day's roll-over, between rounds
             failed_after = self.service.recorded_then_failed
             if failed_after is not None:
                 seq, why = failed_after
@@ -1132,6 +1200,7 @@ class Daemon:
         self.notifier.notify(
             f"STATUS=replaying the journal: row {seq} of {last_seq} ({events} events)",
             f"EXTEND_TIMEOUT_USEC={REPLAY_EXTEND_USEC}",
+            drop_when_busy=True,  # the next progress notice says it again
         )
 
     def _sync(self, only: str | None = None) -> None:
@@ -1308,6 +1377,13 @@ async def run_daemon(
             daemon.build_drivers()
             notifier.status("verifying the journal")
             damage = check_before_start(journal)
+            if damage is None and config.witness is not None:
+                notifier.status("checking the journal against its witnesses")
+                anchored = await loop.run_in_executor(
+                    None, witness_anchor_damage, config, journal.path, log
+                )
+                if anchored is not None:
+                    damage = StartDamage(anchored.message, anchored.first_bad_seq)
             if damage is not None and not accept_damaged_journal:
                 log.error(
                     "journal_damaged", error=damage.message, first_bad_seq=damage.first_bad_seq
@@ -1363,6 +1439,14 @@ async def run_daemon(
             daemon.upkeep.start()
             if service.checkpoint_signer is not None:
                 service.checkpoint_signer.start()
+                if config.witness is not None:
+                    daemon.witnesses = DaemonWitnesses(
+                        config.witness, service.checkpoint_signer, daemon.witness_refused
+                    )
+                    daemon.witnesses.start()
+                    # the journal as it starts, shown to the witnesses now (not at the round's
+                    # end): a history they cannot cosign is said at once
+                    service.checkpoint_signer.request()
             daemon.start_health(health_interval)
         except (
             DaemonError,

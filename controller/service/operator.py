@@ -20,7 +20,9 @@ JSON of any kind gets an error reply. An event's optional client `id` makes it i
 retry is answered with the first answer, not applied twice (also across a restart: the
 daemon seeds the answers from the journal).
 
-Wire format (one JSON object per line, UTF-8):
+Wire format (one JSON object per line, UTF-8; a request may say `"protocol": N`, the version
+its client speaks, and a different one is refused; every reply says the daemon's, `"protocol":
+OPERATOR_PROTOCOL`, which tablectl's clients check):
   in:  {"type": "<operator event>", ...fields}    out: {"reply": "decisions", "decisions": [...]}
   in:  {"type": "status"}                         out: {"reply": "status", "status": {...}}
   in:  {"type": "subscribe"}                      out: {"reply": "subscribed"}, then pushed
@@ -57,6 +59,7 @@ from tablectl.controller.engine.events import (
     parse_json_object,
     validate,
 )
+from tablectl.controller.service.operator_client import OPERATOR_PROTOCOL
 
 REQUESTS = frozenset({"status", "subscribe"})
 SUBSCRIBER_BACKLOG = 1024 * 1024  # unread bytes after which a subscriber is dropped
@@ -145,6 +148,9 @@ def peer_credentials(sock: socket.socket) -> PeerCredentials:
 
 
 def _encode(message: Mapping[str, Any]) -> bytes:
+    """A line out; a reply says the protocol the daemon speaks (OPERATOR_PROTOCOL)."""
+    if "reply" in message:
+        message = {**message, "protocol": OPERATOR_PROTOCOL}
     return (json.dumps(message, separators=(",", ":")) + "\n").encode()
 
 
@@ -334,15 +340,22 @@ class OperatorServer:
             )
         except OSError as error:
             raise OperatorError(f"{path}: cannot listen: {error.strerror}") from error
-        try:
-            os.chown(path, -1, self.allowed_gid)
-        except PermissionError:
-            self._log.warning(
-                "operator_socket_group_unchanged", path=str(path), group=self.allowed_group
-            )
-        os.chmod(path, self.socket_mode)
         bound = path.lstat()
         self._bound = (bound.st_dev, bound.st_ino)
+        try:
+            if bound.st_gid != self.allowed_gid:
+                os.chown(path, -1, self.allowed_gid)
+        except OSError as error:
+            # A socket left with the service's own group admits root alone: no dealer or
+            # supervisor could reach the table, so the daemon does not start that way.
+            await self.close()
+            raise OperatorError(
+                f"{path}: cannot give the operator socket to group {self.allowed_group!r} "
+                f"(operator.group): chown: {error.strerror}; dealers and supervisors could not "
+                "connect. The daemon's user must be a member of that group, and a systemd unit "
+                "must allow chown (tablectl@.service: SystemCallFilter=@chown)"
+            ) from error
+        os.chmod(path, self.socket_mode)
         self._check_descriptors()
         self._log.info(
             "operator_listening",
@@ -593,6 +606,14 @@ class OperatorServer:
             }
         if request is None:
             return {"reply": "error", "error": problem}
+        spoken = request.pop("protocol", None)  # absent: a client of its own (socat, a script)
+        if spoken is not None and spoken != OPERATOR_PROTOCOL:
+            return {
+                "reply": "error",
+                "error": f"this daemon speaks operator protocol {OPERATOR_PROTOCOL}, the client "
+                f"{spoken!r}: use the tablectl of the release the daemon runs, or restart the "
+                "table between rounds to run the installed one",
+            }
         if not isinstance(kind, str):
             return {"reply": "error", "error": 'expected a JSON object with a "type" string'}
         if kind in REQUESTS:

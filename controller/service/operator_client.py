@@ -13,6 +13,30 @@ from pathlib import Path
 from typing import Any
 
 OPERATOR_SOCKET_TEMPLATE = "/run/tablectl/{table}/operator.sock"
+#: The operator socket's protocol. A client's request says the version it speaks
+#: (`"protocol": N`), every reply the daemon's; each side refuses the other's when they differ.
+#: A `tablectl op`, `status` or `watch` of one release against a daemon of another is the window
+#: a package upgrade opens until the table is restarted between rounds. Raise it when a
+#: request or reply changes meaning.
+OPERATOR_PROTOCOL = 1
+
+
+def versioned(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A request as this client sends it: with the protocol it speaks."""
+    return {**message, "protocol": OPERATOR_PROTOCOL}
+
+
+def check_protocol(socket_path: str | Path, reply: Mapping[str, Any]) -> None:
+    """OperatorClientError when the daemon speaks another protocol than this client."""
+    spoken = reply.get("protocol")
+    if spoken != OPERATOR_PROTOCOL:
+        daemon = f"protocol {spoken}" if spoken is not None else "a protocol from before versions"
+        raise OperatorClientError(
+            f"{socket_path}: the daemon speaks operator {daemon}, this tablectl protocol "
+            f"{OPERATOR_PROTOCOL}: a table still running the release before an upgrade (restart "
+            "it between rounds: systemctl restart tablectl@TABLE), or a tablectl of another "
+            "release; use the one the daemon runs"
+        )
 
 
 class OperatorClientError(RuntimeError):
@@ -46,7 +70,7 @@ def request(
             raise OperatorClientError(f"{socket_path}: cannot connect: {error.strerror}") from error
         # A refused peer is closed at once; its refusal line is still there to be read.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            sock.sendall((json.dumps(dict(message)) + "\n").encode())
+            sock.sendall((json.dumps(versioned(message)) + "\n").encode())
         data = b""
         while not data.endswith(b"\n"):
             try:
@@ -72,6 +96,7 @@ def reply_of(socket_path: str | Path, data: bytes) -> dict[str, Any]:
         raise OperatorClientError(f"{socket_path}: unreadable answer: {error}") from error
     if not isinstance(reply, dict):
         raise OperatorClientError(f"{socket_path}: unexpected answer {reply!r}")
+    check_protocol(socket_path, reply)
     return reply
 
 

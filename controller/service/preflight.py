@@ -78,7 +78,29 @@ def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
     problems += check_sealing_key(config)
     problems += check_archive_dir(config)
     problems += check_witness_keys(config)
+    problems += check_identity_key(config)
     problems += check_system_libraries(config)
+    return problems
+
+
+def check_identity_key(config: TableConfig) -> list[Problem]:
+    """A table with witnesses has its identity key: it signs the checkpoints they cosign."""
+    if config.witness is None:
+        return []
+    from tablectl.controller.record.checkpoints import identity_key_path
+
+    problems: list[Problem] = []
+    identity = identity_key_path(config.sealing_key_path)
+    if not identity.is_file():
+        problems.append(
+            Problem(
+                ERROR,
+                "witness",
+                f"no identity key at {identity}: the table signs no checkpoint for its "
+                f"witnesses without it; create it with `tablectl journal setup-keys --config "
+                f"{config.source}`",
+            )
+        )
     return problems
 
 
@@ -340,6 +362,7 @@ def check_devices(config: TableConfig) -> list[Problem]:
                 )
             else:
                 problems += check_port_access(f"{key}.transport.port", transport.port, config)
+                problems += check_device_policy(f"{key}.transport.port", transport.port)
         elif isinstance(transport, UsbTransportConfig) and not (
             transport.vendor_id and transport.product_id
         ):
@@ -391,6 +414,57 @@ def check_port_access(key: str, port: str, config: TableConfig) -> list[Problem]
             f"cannot be opened for reading and writing by user {who}: the udev rules "
             "(70-tablectl.rules) give /dev/tablectl/* group tablectl; for another port add a "
             f"local rule, or the user to group {group} (usermod -aG {group} {who})",
+        )
+    ]
+
+
+#: The device classes tablectl@.service's DevicePolicy=closed lets the daemon open (its
+#: DeviceAllow= lines, char-NAME: every character device whose major /proc/devices names NAME);
+#: tests/ops/test_systemd.py holds the unit to this list.
+UNIT_DEVICE_CLASSES = ("ttyS", "ttyUSB", "ttyACM", "usb_device")
+
+
+def character_drivers(major: int, devices: Path = Path("/proc/devices")) -> list[str]:
+    """The names /proc/devices gives a character device major (one major may carry several)."""
+    names: list[str] = []
+    try:
+        text = devices.read_text()
+    except OSError:
+        return names
+    section = ""
+    for line in text.splitlines():
+        if line.endswith(":"):
+            section = line
+            continue
+        number, _, name = line.strip().partition(" ")
+        if section.startswith("Character") and number.isdigit() and int(number) == major:
+            names.append(name)
+    return names
+
+
+def check_device_policy(key: str, port: str) -> list[Problem]:
+    """A port the unit's device policy would refuse: run under tablectl@.service, the daemon
+    gets EPERM opening it, whatever its owner and mode (check-config runs outside the unit)."""
+    try:
+        info = os.stat(port)
+    except OSError:
+        return []
+    if not stat.S_ISCHR(info.st_mode):
+        return []
+    major = os.major(info.st_rdev)
+    names = character_drivers(major)
+    if not names or set(names) & set(UNIT_DEVICE_CLASSES):
+        return []
+    allowed = ", ".join(f"char-{name}" for name in UNIT_DEVICE_CLASSES)
+    return [
+        Problem(
+            WARNING,
+            key,
+            f"{port} is a {'/'.join(names)} device (character major {major}), which "
+            f"tablectl@.service does not let the daemon open (DevicePolicy=closed, DeviceAllow= "
+            f"{allowed}): under the unit it fails with 'Operation not permitted'; allow it "
+            f"with a drop-in, systemctl edit tablectl@TABLE: [Service] "
+            f"DeviceAllow=char-{names[-1]} rw",
         )
     ]
 

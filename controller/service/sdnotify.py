@@ -48,13 +48,23 @@ class SdNotifier:
     def enabled(self) -> bool:
         return self.address is not None
 
-    def notify(self, *assignments: str) -> bool:
-        """Send `KEY=VALUE` lines in one datagram; True when sent, False when not under systemd."""
+    def notify(self, *assignments: str, drop_when_busy: bool = False) -> bool:
+        """Send `KEY=VALUE` lines in one datagram; True when sent, False when not under systemd.
+
+        `drop_when_busy`: a notice the next one supersedes (STATUS=) is dropped rather than
+        wait while the receiver's queue is full (net.unix.max_dgram_qlen, 10 by default): the
+        event loop sends it, and a slow reader must not stall dealing."""
         if self.address is None:
             return False
         if self._socket is None:
             self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
         message = "\n".join(assignments).encode()
+        if drop_when_busy:
+            try:
+                self._socket.sendto(message, socket.MSG_DONTWAIT, self.address)
+            except BlockingIOError:
+                return False
+            return True
         self._socket.sendto(message, self.address)
         return True
 
@@ -65,10 +75,12 @@ class SdNotifier:
         return self.notify(*lines)
 
     def status(self, text: str) -> bool:
-        return self.notify(f"STATUS={_one_line(text)}")
+        return self.notify(f"STATUS={_one_line(text)}", drop_when_busy=True)
 
     def watchdog(self) -> bool:
-        return self.notify("WATCHDOG=1")
+        # pings queued unread say the loop is alive already: one more is dropped, not waited
+        # for (a blocked send would stall the very loop whose health it reports)
+        return self.notify("WATCHDOG=1", drop_when_busy=True)
 
     def stopping(self, status: str | None = None) -> bool:
         lines = ["STOPPING=1"]

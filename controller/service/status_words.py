@@ -105,6 +105,19 @@ def stub_cadence_short(deck: Mapping[str, Any]) -> str:
     return f"{count} of {every}"
 
 
+def deck_words(deck: Mapping[str, Any], *, short: bool = False) -> list[str]:
+    """A deck as `status` and `watch` both say it: its state, then, once anything was reported
+    on it, the S1 cadence and the cards in the shoe (`short`: the watch's table columns). A
+    deck nothing reported on yet is "not yet seen", never a state the engine assumes."""
+    state = deck.get("state")
+    if state == "not_seen":
+        return ["not yet seen"] if short else [deck_state(state)]
+    cards = deck.get("cards_in_shoe", 0)
+    if short:
+        return [deck_state(state), stub_cadence_short(deck), str(cards)]
+    return [deck_state(state), stub_cadence(deck), f"{cards} cards in the shoe"]
+
+
 def when(stamp: object) -> str:
     """An ISO time as the local clock reads it ("14:02:11", or with the date if not today)."""
     try:
@@ -152,14 +165,7 @@ def describe(status: Mapping[str, Any]) -> list[str]:
     lines.append("decks:")
     for name, deck in decks.items():
         marker = " (current)" if name == current and len(decks) > 1 else ""
-        if deck.get("state") == "not_seen":
-            lines.append(f"  {name}{marker}: {deck_state(deck.get('state'))}")
-            continue
-        lines.append(
-            f"  {name}{marker}: {deck_state(deck.get('state'))}; "
-            f"{stub_cadence(deck)}; "
-            f"{deck.get('cards_in_shoe', 0)} cards in the shoe"
-        )
+        lines.append(f"  {name}{marker}: {'; '.join(deck_words(deck))}")
     devices = status.get("devices") or {}
     down = status.get("devices_down") or {}
     lines.append("devices:")
@@ -180,6 +186,7 @@ def describe(status: Mapping[str, Any]) -> list[str]:
     if isinstance(floor, Mapping):  # the floor store's shipping (docs/floor.md), as it says it
         lines.append("floor:")
         lines += [f"  {key}: {value}" for key, value in floor.items()]
+    lines += witness_lines(status.get("witnesses"))
     dealing = status.get("dealing_stopped")
     if isinstance(dealing, Mapping):
         lines.append(f"DEALING STOPPED: {dealing.get('reason', 'no reason given')}")
@@ -194,6 +201,31 @@ def describe(status: Mapping[str, Any]) -> list[str]:
         lines.append("  supervisor_ack`)")
     else:
         lines.append("supervisor notifications pending: none")
+    return lines
+
+
+def witness_lines(witnesses: object) -> list[str]:
+    """The table's witnesses (docs/journal.md, "The witness"): each one's cosigned size, how
+    far behind it is, its refusal or its last error."""
+    if not isinstance(witnesses, Mapping):
+        return []
+    lines = [
+        f"witnesses (quorum {witnesses.get('quorum')}; {witnesses.get('quorum_cosigned_size')} "
+        "rows cosigned by the quorum):"
+    ]
+    for name, witness in (witnesses.get("witnesses") or {}).items():
+        if not isinstance(witness, Mapping):
+            continue
+        if witness.get("refused"):
+            said = f"REFUSES THE JOURNAL: {witness['refused']}"
+        else:
+            said = (
+                f"cosigned {witness.get('cosigned_size')} rows, "
+                f"{witness.get('behind_checkpoints')} checkpoint(s) behind"
+            )
+            if witness.get("last_error"):
+                said += f"; last error: {witness['last_error']}"
+        lines.append(f"  {name} ({witness.get('url')}): {said}")
     return lines
 
 
@@ -222,6 +254,11 @@ def degraded_reasons(status: Mapping[str, Any]) -> list[str]:
     held = sorted({why for reasons_held in locks.values() for why in reasons_held or []})
     if held:
         reasons.append(f"dealing held ({', '.join(held)})")
+    witnesses = status.get("witnesses")
+    if isinstance(witnesses, Mapping):
+        for name, witness in (witnesses.get("witnesses") or {}).items():
+            if isinstance(witness, Mapping) and witness.get("refused"):
+                reasons.append(f"witness {name} refuses the journal")
     journal = status.get("journal")
     if isinstance(journal, Mapping) and journal.get("started_damaged"):
         reasons.append("the journal was damaged at start")

@@ -17,21 +17,42 @@ daemon is told (`on_refused`: a journal note and a critical alarm) and the refus
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import http.client
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from tablectl.controller.common import metrics
-from tablectl.controller.common.config import WitnessConfig, WitnessEndpoint
+from tablectl.controller.common.config import TableConfig, WitnessConfig, WitnessEndpoint
 from tablectl.controller.common.logs import get_logger
-from tablectl.controller.record.note import NoteError, Verifier, add_signature_lines
-from tablectl.controller.record.witnessed import Anchor, WitnessedStore, open_cosigned
+from tablectl.controller.record.checkpoints import (
+    CheckpointSigner,
+    SignedCheckpoint,
+    identity_key_path,
+)
+from tablectl.controller.record.merkle_log import MerkleLog
+from tablectl.controller.record.note import (
+    NoteError,
+    Verifier,
+    add_signature_lines,
+    load_identity_key,
+)
+from tablectl.controller.record.witnessed import (
+    Anchor,
+    AnchorDamage,
+    WitnessedStore,
+    anchor_damage,
+    narrowed,
+    newest_per_witness,
+    open_cosigned,
+)
 
 #: seconds between attempts after a failure: doubling from RETRY_MIN up to RETRY_MAX
 RETRY_MIN = 0.5
@@ -44,23 +65,29 @@ IDLE_WAKE_SECONDS = 30.0
 GAUGE_SECONDS = 1.0
 
 
-@dataclass(frozen=True)
-class SignedCheckpoint:
-    """The journal's newest signed checkpoint: the note, its tree size and root, and when
-    it was signed (seconds since the epoch)."""
-
-    note: str
-    size: int
-    root: bytes
-    signed_at: float
-
-
 class CheckpointSource(Protocol):
     """What the client needs of the journal's log (record layer)."""
 
     def newest_checkpoint(self) -> SignedCheckpoint | None: ...
 
     def consistency_proof(self, old_size: int, new_size: int) -> Sequence[bytes]: ...
+
+
+class JournalCheckpoints:
+    """The daemon's journal as a CheckpointSource: the signer's newest checkpoint (an
+    attribute the loop replaces whole) and proofs read from the committed segments through
+    read-only connections of this thread's own (never the journal's writer)."""
+
+    def __init__(self, signer: CheckpointSigner) -> None:
+        self.signer = signer
+        self.path = signer.journal.path
+
+    def newest_checkpoint(self) -> SignedCheckpoint | None:
+        return self.signer.latest
+
+    def consistency_proof(self, old_size: int, new_size: int) -> Sequence[bytes]:
+        with MerkleLog(self.path) as log:
+            return log.consistency_proof(old_size, new_size)
 
 
 @dataclass(frozen=True)
@@ -238,6 +265,7 @@ class _Witness:
             self._log.error("witness_cosignature_not_kept", error=str(error))
         self.cosigned = anchor
         self.known_size = anchor.size
+        self.client.last_error.pop(self.name, None)
         if self.refused is not None:
             self._log.warning("witness_cosigns_again", size=anchor.size)
         self.refused = None
@@ -302,7 +330,7 @@ class WitnessClient:
             if newest is not None and (
                 witness.cosigned is None or witness.cosigned.size < newest.size
             ):
-                witness.waiting_since = newest.signed_at
+                witness.waiting_since = self.clock()  # at the latest since this start
                 witness.behind = 1
 
     def start(self) -> None:
@@ -359,3 +387,126 @@ class WitnessClient:
                 witness.thread.join(timeout)
         with contextlib.suppress(Exception):
             self.refresh()
+
+
+# --- the daemon's side: the start check, the client's life ------------------------------------
+
+
+def table_verifier(config: TableConfig) -> Verifier | None:
+    """The table's public key (its identity key's), when `journal setup-keys` wrote one."""
+    path = identity_key_path(config.sealing_key_path)
+    if not path.exists():
+        return None
+    return load_identity_key(path).verifier
+
+
+def gather_anchors(
+    config: WitnessConfig, table: Verifier, store: WitnessedStore, *, fetch: bool = True
+) -> tuple[list[Anchor], list[str]]:
+    """Every cosigned checkpoint the table can find: those held beside the journal and (with
+    `fetch`) the newest each witness returns now; what could not be had or did not verify.
+    A fetched one newer than the one held is kept, so the next start has it without the
+    network."""
+    verifiers = [Verifier.parse(w.key) for w in config.witnesses]
+    anchors, problems = store.held(table, verifiers)
+    if not fetch:
+        return anchors, problems
+    held = newest_per_witness(anchors)
+    for endpoint, verifier in zip(config.witnesses, verifiers, strict=True):
+        try:
+            note = fetch_cosigned(endpoint, table.name, config.timeout)
+        except (OSError, http.client.HTTPException) as error:
+            problems.append(f"witness {verifier.name} ({endpoint.url}) not reached: {error}")
+            continue
+        if note is None:
+            continue
+        try:
+            anchor = open_cosigned(note, table, verifier, f"returned by {endpoint.url}")
+        except NoteError as error:
+            problems.append(f"witness {verifier.name} ({endpoint.url}) returned: {error}")
+            continue
+        anchors.append(anchor)
+        mine = held.get(verifier.name)
+        if mine is None or anchor.size > mine.size:
+            with contextlib.suppress(OSError):
+                store.save(verifier.name, note)
+    return anchors, problems
+
+
+def witness_anchor_damage(config: TableConfig, journal_path: Path, log: Any) -> AnchorDamage | None:
+    """The start check against the witnesses (docs/journal.md, "Verify at start"): the
+    journal's Merkle log must extend every checkpoint a witness cosigned, held or returned.
+    Blocking (the witnesses are asked over HTTP, each within its timeout): run off the loop."""
+    if config.witness is None:
+        return None
+    table = table_verifier(config)
+    if table is None:
+        log.warning("witness_check_skipped", reason="no identity key (journal setup-keys)")
+        return None
+    anchors, problems = gather_anchors(config.witness, table, WitnessedStore(journal_path))
+    for problem in problems:
+        log.warning("witness_anchor_unavailable", problem=problem)
+    if not anchors:
+        return None
+    with MerkleLog(journal_path) as tree:
+        size = tree.size()
+        damage = anchor_damage(anchors, size, tree.root)
+        if damage is not None:
+            keys = [Verifier.parse(w.key) for w in config.witness.witnesses]
+            damage = narrowed(damage, WitnessedStore(journal_path), table, keys, tree.root)
+    newest = max(anchors, key=lambda a: a.size)
+    if damage is None:
+        log.info(
+            "journal_extends_witnessed",
+            witness=newest.witness,
+            cosigned_size=newest.size,
+            rows=size,
+            anchors=len(anchors),
+        )
+    return damage
+
+
+class DaemonWitnesses:
+    """The running daemon's witness client: woken by each signed checkpoint, its gauges
+    refreshed on the loop, a refusal handed to the loop (`on_refused`, a coroutine)."""
+
+    def __init__(
+        self,
+        config: WitnessConfig,
+        signer: CheckpointSigner,
+        on_refused: Callable[[Refusal], Coroutine[Any, Any, None]],
+    ) -> None:
+        loop = asyncio.get_running_loop()
+
+        def refused(refusal: Refusal) -> None:  # a witness's thread
+            loop.call_soon_threadsafe(lambda: loop.create_task(on_refused(refusal)))
+
+        self.client = WitnessClient(
+            config,
+            JournalCheckpoints(signer),
+            WitnessedStore(signer.journal.path),
+            signer.verifier,
+            refused,
+        )
+        signer.listeners.append(lambda _signed: self.client.notify())
+        self._gauges: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.client.start()
+        self._gauges = asyncio.get_running_loop().create_task(
+            self._gauge_loop(), name="daemon:witnesses"
+        )
+
+    async def _gauge_loop(self) -> None:
+        while True:
+            self.client.refresh()
+            await asyncio.sleep(GAUGE_SECONDS)
+
+    def status(self) -> dict[str, object]:
+        return self.client.status()
+
+    async def stop(self) -> None:
+        if self._gauges is not None:
+            self._gauges.cancel()
+            self._gauges = None
+        await asyncio.get_running_loop().run_in_executor(None, self.client.stop)

@@ -124,6 +124,9 @@ class WitnessHTTPServer(ThreadingHTTPServer):
     """The witness on HOST:PORT (port 0: one the kernel chooses; `port` says which)."""
 
     daemon_threads = True
+    #: pending connections the kernel queues (socketserver's default, 5, resets the 6th of a
+    #: burst: a floor of tables rolling over at once, each sending its checkpoint)
+    request_queue_size = 128
 
     def __init__(
         self,

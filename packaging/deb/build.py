@@ -39,6 +39,9 @@ MAINTAINER = "tablectl developers <tablectl@example.org>"
 #: pyusb's backend (a USB device cannot connect without it); libpq5: psycopg, the floor store;
 #: systemd: sysusers, tmpfiles, the unit; udev: the device names and permissions.
 SYSTEM_DEPENDS = ("python3.11", "libusb-1.0-0", "libpq5", "systemd", "udev")
+#: What makes the installed manual pages and shell completion work: `man tablectl-op`,
+#: Tab after `tablectl op`.
+RECOMMENDS = ("bash-completion", "man-db")
 #: Python distributions not shipped: psycopg's bundled libpq, in favour of Debian's libpq5.
 DROPPED = ("psycopg-binary",)
 
@@ -159,7 +162,11 @@ def system_files(root: Path, version: str) -> None:
     install(systemd / "tablectl.sysusers", root / "usr/lib/sysusers.d/tablectl.conf")
     install(systemd / "tablectl.tmpfiles", root / "usr/lib/tmpfiles.d/tablectl.conf")
     share = REPO / "controller" / "share"
-    gzip_to((share / "man" / "tablectl.1").read_bytes(), root / "usr/share/man/man1/tablectl.1.gz")
+    # every manual page (tablectl, and the role pages its SEE ALSO names) where man looks,
+    # as dh_installman puts them
+    for page in sorted((share / "man").glob("*.[1-8]")):
+        section = page.suffix.lstrip(".")
+        gzip_to(page.read_bytes(), root / f"usr/share/man/man{section}/{page.name}.gz")
     install(share / "bash-completion" / "tablectl",
             root / "usr/share/bash-completion/completions/tablectl")  # fmt: skip
     install(share / "zsh" / "_tablectl", root / "usr/share/zsh/vendor-completions/_tablectl")
@@ -174,6 +181,11 @@ def system_files(root: Path, version: str) -> None:
     install(systemd / "69-tablectl-local.rules.example",
             examples / "69-tablectl-local.rules.example")  # fmt: skip
     install(HERE / "copyright", doc / "copyright")
+    # the monitoring an installation adds to its Prometheus and Grafana (operations.md)
+    data = root / "usr/share/tablectl"
+    install(REPO / "config/prometheus/alerts.yml", data / "prometheus/alerts.yml")
+    install(REPO / "config/prometheus/alerts_test.yml", data / "prometheus/alerts_test.yml")
+    install(REPO / "config/grafana/tablectl.json", data / "grafana/tablectl.json")
     changelog = (
         f"tablectl ({version}) unstable; urgency=medium\n\n"
         f"  * Release {version}: see the project's history (git log).\n\n"
@@ -198,6 +210,7 @@ def control(root: Path, version: str, architecture: str) -> None:
         "Maintainer": MAINTAINER,
         "Installed-Size": str(size),
         "Depends": ", ".join([*shlibs, *SYSTEM_DEPENDS]),
+        "Recommends": ", ".join(RECOMMENDS),
         "Section": "misc",
         "Priority": "optional",
         "Homepage": "https://example.org/tablectl",

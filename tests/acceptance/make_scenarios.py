@@ -554,7 +554,10 @@ def c_rules() -> None:
         sc.ev("shuffle_completed", ("remove_deck", "C7"), count=count)
         sc.ev("shoe_loaded")
         if slug in ("hilo", "huh", "ap"):
-            sc.ev("bets_closed", positions=[1])
+            # Engine review (issue 32): "no more bets" comes once the cards are in the shoe
+            # (40.7(a)-(b), 40.9(b), 39.7(a)-(b), 31.8(a)); with the deck removed it is
+            # refused (C10, docs/rules.md), no longer taken in silence
+            sc.ev("bets_closed", ("rejected", "*"), positions=[1])
         sc.ev("card_drawn", ("deal_blocked", "C10"), card="As")
         if slug == "3c21":
             sc.open(
@@ -611,7 +614,7 @@ def c_rules() -> None:
         card="JK",
     )
     sc.ev("hands_collected")
-    sc.ev("bets_closed", positions=[1])
+    sc.ev("bets_closed", ("rejected", "*"), positions=[1])  # issue 32: refused (C10)
     sc.ev("card_drawn", ("deal_blocked", "C10"), card="2s")
 
     sc = scenario(
@@ -969,7 +972,7 @@ def s_rules() -> None:
             hand_counts={"1": per_hand, "dealer": per_hand},
         )
         sc.ev("hands_collected")
-        sc.ev("bets_closed", positions=[1])
+        sc.ev("bets_closed", ("rejected", "*"), positions=[1])  # issue 32: refused (C10)
         sc.ev("card_drawn", ("deal_blocked", "C10"), card="As")
 
     # Engine review (branch engine): these two files first expected S3's void_round. The
@@ -1075,7 +1078,7 @@ def s_rules() -> None:
         hand_counts={str(p): 7 for p in range(1, 7)} | {"dealer": 7},
     )
     sc.ev("hands_collected")
-    sc.ev("bets_closed", positions=[3])
+    sc.ev("bets_closed", ("rejected", "*"), positions=[3])  # issue 32: refused (C10)
     sc.ev("card_drawn", ("deal_blocked", "C10"), card="As")
 
 

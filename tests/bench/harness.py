@@ -15,6 +15,12 @@ daemon is from the costs it cannot avoid, each measured in this run on this mach
                             SHA-256 walk of the same rows (row_hash, compared)         >= 0.5
                             (with verify_year_seconds: 365 segments of ~8 MB, scaled
                             from the child process walking 30 of them)
+    ready_ms_busy_day       process start -> READY on one live segment of a busy gaming
+                            day (2,400 rounds, ~74,000 rows: past the start's verification
+                            bound); a figure (tests/bench/upkeep.py)
+    rollover_delay_seconds_nonstop_dealing
+                            06:00 -> the new segment's first row, the demo dealing
+                            non-stop under libfaketime                                  <= 5
 
 `.bench/results.json` holds each ratio with its floors beside it (`floor_*` keys) and the
 figures of information (wire time, rounds and events per second); `.bench/details.json`
@@ -61,7 +67,9 @@ from tests.bench import (
     ready,
     service,
     shuffle,
+    upkeep,
     verifier,
+    witness,
 )
 
 
@@ -85,6 +93,7 @@ GOALS: dict[str, Goal] = {
     "engine_vs_bare_trigger": Goal("<=", 1, ("engine_event_ns", "floor_bare_trigger_ns")),
     "ready_ms": Goal("<=", 300),
     "idle_rss_mib": Goal("<=", 40),
+    "rollover_delay_seconds_nonstop_dealing": Goal("<=", 5),
     "ready_largest_vs_smallest_history": Goal("<=", 1.5, ("ready_ms_by_history",)),
     "verify_vs_hash_floor": Goal(
         ">=", 0.5, ("verify_rows_per_second", "floor_hash_rows_per_second")
@@ -95,6 +104,13 @@ GOALS: dict[str, Goal] = {
     "shuffle_detection_within_goal": Goal(">=", 1.0),
     "shuffle_false_alarms_bound_per_table_year": Goal("<=", 1.0, ("shuffle_honest_rounds",)),
     **{key: Goal(sense, bound) for key, (sense, bound) in floor_scale.GOALS.items()},
+    # the witnessed log (issue 30, tests/bench/witness.py)
+    "merkle_e2e_p99_on_vs_off": Goal(
+        "<=", 1.05, ("witness_e2e_on_p99_us", "witness_e2e_off_p99_us")
+    ),
+    "witness_cosign_vs_floor": Goal(
+        ">=", 0.5, ("witness_cosigns_per_second", "floor_cosign_checks_per_second")
+    ),
     **{key: Goal(sense, bound) for key, (sense, bound) in floor_failover.GOALS.items()},
     # the witnessed Merkle log (tests/bench/merkle.py): a round's proof from a year's log
     "prove_year_ms": Goal("<=", 50),
@@ -307,6 +323,45 @@ def floor_scale_section(run: Run) -> Part:
     return Part(results, figures, [f"floor at scale: {results}", f"  floors: {floors}"])
 
 
+def upkeep_section(run: Run) -> Part:
+    busy = upkeep.ready_busy_day(repeats=1 if run.quick else 3)
+    rolled = upkeep.rollover_delay(repeats=1 if run.quick else 3)
+    results = {
+        "ready_ms_busy_day": busy["ready_ms_busy_day"],
+        "rollover_delay_seconds_nonstop_dealing": rolled["rollover_delay_seconds_nonstop_dealing"],
+    }
+    details = {"ready_busy_day": busy["details"], "rollover": rolled["details"]}
+    return Part(results, details, [f"upkeep: {results}", f"  details: {details}"])
+
+
+def witness_section(run: Run) -> Part:
+    figures = witness.measure(run.quick)
+    e2e, cosign = figures["e2e"], figures["cosign"]
+    results = {
+        "merkle_e2e_p99_on_vs_off": e2e["merkle_e2e_p99_on_vs_off"],
+        "witness_e2e_on_p99_us": e2e["on"]["p99_us"],
+        "witness_e2e_off_p99_us": e2e["off"]["p99_us"],
+        "merkle_e2e_median_on_vs_off": e2e["merkle_e2e_median_on_vs_off"],
+        "witness_cosign_vs_floor": cosign["witness_cosign_vs_floor"],
+        "witness_cosigns_per_second": cosign["witness_cosigns_per_second"],
+        "floor_cosign_checks_per_second": cosign["floor_checks_per_second"],
+        "witness_inprocess_vs_floor": cosign["witness_inprocess_vs_floor"],
+    }
+    lines = [
+        f"an event with checkpoints signed and witnessed vs without ({e2e['samples']} samples "
+        f"each, taking turns): p99 {e2e['on']['p99_us']} vs {e2e['off']['p99_us']} µs "
+        f"({e2e['merkle_e2e_p99_on_vs_off']}x), median {e2e['on']['median_us']} vs "
+        f"{e2e['off']['median_us']} µs; {e2e['rounds']} rounds, the witness cosigned "
+        f"{e2e['cosigned_size']} rows",
+        f"a witness cosigning {cosign['tables']} tables' checkpoints ({cosign['clients']} "
+        f"clients at once, keep-alive): {cosign['witness_cosigns_per_second']}/s vs the bare "
+        f"check (signature + consistency proof) {cosign['floor_checks_per_second']}/s: "
+        f"{cosign['witness_cosign_vs_floor']}x (in process, no HTTP: "
+        f"{cosign['witness_inprocess_vs_floor']}x)",
+    ]
+    return Part(results, figures, lines)
+
+
 def floor_failover_section(run: Run) -> Part:
     """The replicated floor failing over under 400 tables (tests/bench/floor_failover.py)."""
     figures = floor_failover.measure(40 if run.quick else floor_failover.TABLES)
@@ -330,6 +385,11 @@ SECTIONS: list[Section] = [
     Section("ready", "start to READY, idle RSS", ready_section),
     Section("device", "device layer, journal, service", device_section),
     Section("floor", "floor store: twenty tables shipping to PostgreSQL", floor_section),
+    Section(
+        "witness",
+        "the witnessed log: an event's p99 on vs off, a witness cosigning 400 tables",
+        witness_section,
+    ),
     Section("shuffle", "shuffle integrity: false alarms, rounds to detection", shuffle_section),
     Section(
         "floor_scale",
@@ -347,6 +407,11 @@ SECTIONS: list[Section] = [
     Section("verifier", "the journal's background verifier vs a bare hash walk", verifier_section),
     Section(
         "merkle", "a round's proof from a year's Merkle log, its offline check", merkle_section
+    ),
+    Section(
+        "upkeep",
+        "READY on a busy day's live segment; the roll-over's delay under non-stop dealing",
+        upkeep_section,
     ),
 ]
 

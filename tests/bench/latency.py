@@ -124,6 +124,9 @@ async def _ack_back(sim: ShoeSim) -> None:
 class DaemonRig:
     """`run_daemon` with one simulated manual shoe on a pty; deals 5 Card Hi-Lo rounds."""
 
+    #: appended to the table's configuration (the witnessed rig's [witness] section)
+    extra_config = ""
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.sim = ShoeSim(seed=1)
@@ -153,6 +156,7 @@ class DaemonRig:
                 port=self._attachment.plug(),
                 directory=self.directory,
             )
+            + self.extra_config
         )
         ready: list[Daemon] = []
         self._task = loop.create_task(

@@ -67,6 +67,22 @@ def test_round_rebuilt_in_deal_order_hand_by_hand(tmp_path, capsys):
     assert "dealer: 7h 3c 6s Th Kh" in out
 
 
+def test_journal_show_takes_the_journals_directory_as_verify_and_export_do(tmp_path, capsys):
+    """`journal show DIR --round N` finds the segment that holds the round (issue 34: it
+    refused the directory that `verify` and `export` take)."""
+    directory = tmp_path / "t1"
+    directory.mkdir()
+    path = journal_of_two_rounds(directory / "journal.sqlite")
+    capsys.readouterr()  # the journal's own log lines
+    assert cli.main(["journal", "show", str(path), "--round", "1"]) == 0
+    from_file = capsys.readouterr().out
+    assert cli.main(["journal", "show", str(directory), "--round", "1"]) == 0
+    assert capsys.readouterr().out == from_file
+    assert "position 1: As 7c 4d 8c Js" in from_file
+    assert cli.main(["journal", "show", str(directory), "--round", "7"]) == 2
+    assert f"{directory}: no segment holds round 7" in capsys.readouterr().err
+
+
 def test_the_round_in_play_is_never_shown_by_journal_show_or_floor_round(tmp_path, capsys):
     """H7: `journal show` and `floor round` (replay_round over the floor's rows) show a
     round's cards once it is over; round 2 is still being dealt."""

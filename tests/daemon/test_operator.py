@@ -167,6 +167,7 @@ def test_a_failing_handler_is_an_error_reply_without_its_message(server, log_str
     assert reply == {
         "reply": "error",
         "error": "the table service failed on 'reshuffle_requested' (RuntimeError)",
+        "protocol": 1,
     }
     assert "operator_event_failed" in log_stream.getvalue()
     # the server still serves
@@ -188,7 +189,7 @@ def test_subscribers_receive_published_messages(server):
         stream = sock.makefile("rwb")
         stream.write(b'{"type": "subscribe"}\n')
         stream.flush()
-        assert json.loads(stream.readline()) == {"reply": "subscribed"}
+        assert json.loads(stream.readline()) == {"reply": "subscribed", "protocol": 1}
         server.call(server.server.publish({"message": "alarm", "decision": "notify_supervisor"}))
         assert json.loads(stream.readline())["message"] == "alarm"
 
@@ -235,6 +236,51 @@ def test_socket_mode_and_group(shared_dir, log_stream):
     finally:
         running.stop()
     assert not (shared_dir / "op.sock").exists()
+
+
+SERVE_AS_NOBODY = """
+import asyncio, sys
+from tablectl.controller.service.operator import OperatorError, OperatorServer
+
+async def handle(event, peer):
+    return []
+
+server = OperatorServer(sys.argv[1], allowed_group=sys.argv[2], handle_event=handle, status=dict)
+try:
+    asyncio.run(server.start())
+except OperatorError as error:
+    print(error)
+    sys.exit(2)
+print("started with the socket left to the service's own group")
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
+    reason="serving as another user needs root and a system python",
+)
+def test_a_socket_the_daemon_cannot_hand_to_the_operator_group_stops_the_start(shared_dir):
+    """The service user cannot chown its socket to the operator group (not a member, or a
+    seccomp filter without @chown, issue 34): only root could talk to the table, so the start
+    fails, saying why and what the unit needs, and the socket is not left behind."""
+    group = a_group_nobody_is_not_in()
+    state = shared_dir / "run"
+    state.mkdir()
+    os.chown(state, NOBODY, NOBODY)
+    site = next((REPO / ".venv" / "lib").glob("python3.11/site-packages"))
+    done = subprocess.run(
+        [SYSTEM_PYTHON, "-c", SERVE_AS_NOBODY, str(state / "operator.sock"), group.gr_name],
+        user=NOBODY, group=NOBODY, extra_groups=[],
+        env={"PYTHONPATH": f"{REPO / '.src'}:{site}", "PATH": "/usr/bin:/bin"},
+        cwd="/", capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (
+        f"{state / 'operator.sock'}: cannot give the operator socket to group "
+        f"{group.gr_name!r} (operator.group): chown: Operation not permitted"
+    ) in done.stdout
+    assert "SystemCallFilter=@chown" in done.stdout
+    assert not (state / "operator.sock").exists()
 
 
 def test_unknown_group_is_a_clear_error(tmp_path):
@@ -396,3 +442,67 @@ def test_a_subscriber_that_stops_reading_never_stalls_publishing(server, log_str
             server.call(server.server.publish(big))
         assert server.server._subscribers == set()
     assert "operator_subscriber_dropped" in log_stream.getvalue()
+
+
+# -- the protocol's version ---------------------------------------------------------------------
+
+
+def test_a_client_of_another_protocol_is_refused_naming_both_versions(server):
+    """A request saying another protocol (a tablectl of another release after an upgrade) gets
+    an error naming both; the reply always says the daemon's; a request of no version (a
+    client of its own: socat, a script) is served."""
+    from tablectl.controller.service.operator_client import OPERATOR_PROTOCOL
+
+    path = str(server.server.socket_path)
+    newer = request_raw(path, {"type": "status", "protocol": OPERATOR_PROTOCOL + 1})
+    assert newer["reply"] == "error" and newer["protocol"] == OPERATOR_PROTOCOL
+    assert (
+        f"this daemon speaks operator protocol {OPERATOR_PROTOCOL}, the client "
+        f"{OPERATOR_PROTOCOL + 1}"
+    ) in newer["error"]
+    assert request_raw(path, {"type": "status"})["reply"] == "status"
+    spoken = request_raw(path, {"type": "status", "protocol": OPERATOR_PROTOCOL})
+    assert spoken["reply"] == "status" and spoken["protocol"] == OPERATOR_PROTOCOL
+
+
+def request_raw(path: str, message: dict[str, Any]) -> dict[str, Any]:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(5)
+        sock.connect(path)
+        stream = sock.makefile("rwb")
+        stream.write((json.dumps(message) + "\n").encode())
+        stream.flush()
+        return json.loads(stream.readline())
+
+
+def test_tablectl_refuses_a_daemon_of_another_protocol(tmp_path, capsys):
+    """`tablectl status` and `op` against a daemon that answers in another protocol (here a
+    socket answering as a daemon from before versions did, with no `protocol`, and as a later
+    one) say so and what to do, instead of reading its replies as their own."""
+    olden, later = {"reply": "status", "status": {}}, {"reply": "status", "protocol": 99}
+    for n, answered in enumerate((olden, later)):
+        path = tmp_path / f"daemon-{n}.sock"
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(path))
+        listener.listen(4)
+        received: list[dict[str, Any]] = []
+
+        def answer(listener=listener, answered=answered, received=received) -> None:
+            for _ in range(2):
+                conn, _ = listener.accept()
+                with conn, conn.makefile("rwb") as stream:
+                    received.append(json.loads(stream.readline()))
+                    stream.write((json.dumps(answered) + "\n").encode())
+                    stream.flush()
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        assert cli.main(["status", "--socket", str(path)]) == 2
+        assert cli.main(["op", "--socket", str(path), "dealer_changed"]) == 2
+        thread.join(10)
+        listener.close()
+        err = capsys.readouterr().err
+        spoken = "protocol 99" if "protocol" in answered else "a protocol from before versions"
+        assert f"the daemon speaks operator {spoken}, this tablectl protocol 1" in err, err
+        assert "systemctl restart tablectl@TABLE" in err
+        assert [r["protocol"] for r in received] == [1, 1]  # what the client speaks, said

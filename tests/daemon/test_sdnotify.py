@@ -124,3 +124,57 @@ def test_no_watchdog_requested_means_no_pings(tmp_path):
         return Watchdog(SdNotifier(environ), asyncio.get_running_loop(), environ).start()
 
     assert asyncio.run(run()) is False
+
+
+def test_a_status_to_a_reader_that_falls_behind_is_dropped_not_waited_for(tmp_path):
+    """A notify socket nobody reads (systemd busy, a test's socket between two reads) holds
+    net.unix.max_dgram_qlen datagrams; a STATUS= past that is dropped (the next supersedes it)
+    instead of blocking the event loop that sends it, where the send used to wait for ever."""
+    import threading
+
+    path = str(tmp_path / "notify")
+    sock = receiver(path)
+    notifier = SdNotifier({"NOTIFY_SOCKET": path})
+    sent: list[bool] = []
+    sender = threading.Thread(
+        target=lambda: sent.extend(notifier.status(f"round {n}") for n in range(200)), daemon=True
+    )
+    sender.start()
+    sender.join(30)
+    assert not sender.is_alive(), "status() blocked on a full notify socket"
+    assert sent[0] and not all(sent)  # the queue took some, the rest were dropped
+    assert sock.recv(4096) == b"STATUS=round 0"
+    notifier.close()
+    sock.close()
+
+
+def test_the_watchdog_never_stalls_the_loop_on_a_notify_socket_nobody_reads(tmp_path):
+    """Pings every 5 ms for half a second into a socket never read (systemd busy; a test under
+    CPU stress that drains late): the queue fills at net.unix.max_dgram_qlen, the loop goes on
+    (issue 34: the ping blocked and the loop with it, the test hung)."""
+    import asyncio
+    import threading
+
+    from tablectl.controller.service.sdnotify import Watchdog
+
+    path = str(tmp_path / "notify")
+    sock = receiver(path)
+    environ = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "10000"}
+    ticks: list[int] = []
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        watchdog = Watchdog(SdNotifier(environ), loop, environ)
+        assert watchdog.start()
+        for tick in range(50):  # the loop's own work, between the pings
+            await asyncio.sleep(0.01)
+            ticks.append(tick)
+        watchdog.stop()
+
+    runner = threading.Thread(target=lambda: asyncio.run(run()), daemon=True)
+    runner.start()
+    runner.join(30)
+    assert not runner.is_alive(), f"the loop stalled after {len(ticks)} ticks"
+    assert len(ticks) == 50
+    assert sock.recv(64) == b"WATCHDOG=1"
+    sock.close()

@@ -285,7 +285,7 @@ def test_operator_socket_drives_the_service_and_status_hides_cards(tmp_path):
                 if "reply" in line:
                     return line
 
-        assert await ask({"type": "subscribe"}) == {"reply": "subscribed"}
+        assert await ask({"type": "subscribe"}) == {"reply": "subscribed", "protocol": 1}
         await play(service, SETUP)
         pushed = []
         while True:  # drain what SETUP pushed

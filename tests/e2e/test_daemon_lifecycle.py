@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -125,6 +126,12 @@ def test_a_device_absent_at_start_does_not_hold_ready_back(make_table: Any) -> N
     assert time.monotonic() - started < 5
     ready = next(n for n in table.notices if "READY=1" in n)
     assert "down: shoe" in ready
+    # before READY, systemd was told what the start waits for, and for how long
+    waiting = [n for n in table.notices[: table.notices.index(ready)] if "waiting for" in n]
+    assert waiting, table.notices
+    assert "STATUS=waiting for shoe to handshake (at most" in waiting[-1]
+    assert "shuffler" not in waiting[-1]  # up: no longer waited for
+    assert re.search(r"EXTEND_TIMEOUT_USEC=\d{8}", waiting[-1]), waiting[-1]
     assert table.metric("tablectl_device_up", device="shoe") == 0
     assert table.metric("tablectl_device_up", device="shuffler") == 1
     table.sim("replug", "shoe")

@@ -24,7 +24,7 @@ from tablectl.controller.engine.conservation import RoundWatch
 from tablectl.controller.engine.core import Engine
 from tablectl.controller.engine.decisions import Decision
 from tablectl.controller.engine.registry import find_game
-from tablectl.controller.engine.table import TableSpec
+from tablectl.controller.engine.table import TableSpec, TableSpecError
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
@@ -53,8 +53,9 @@ class Table:
     game: str
     method: str
 
-    def engine(self) -> Engine:
-        spec = TableSpec.from_dict({"game": self.game, "options": {"dealing": self.method}})
+    def engine(self, label: str = "") -> Engine:
+        options = {"dealing": self.method, **LABEL_OPTIONS.get(label, {})}
+        spec = TableSpec.from_dict({"game": self.game, "options": options})
         return Engine(spec, random_source=random.Random(0).randrange)
 
 
@@ -148,9 +149,67 @@ PREFIXES: dict[str, Prefix] = {
 }
 
 
+def _one_of_two_removed(s: Script) -> list[Event]:
+    """Two decks: round 1 on deck A, whose stub count does not add up: A removed (S3)."""
+    if s.engine.game not in ("five_card_hilo", "heads_up_holdem"):
+        return []
+    dealt = _dealt(s)
+    return [*dealt, ev("stub_counted", count=1), ev("hands_collected")]
+
+
+def _void_and_receipt(s: Script) -> list[Event]:
+    """A void round whose deck's new cards arrive before its cards are collected."""
+    return [*PREFIXES["void"](s), ev("deck_received")]
+
+
+def _check_unanswered(s: Script) -> list[Event]:
+    """HILO read card by card: one card short, deal_completed asks for a check (M1)."""
+    if s.engine.game != "five_card_hilo" or s.engine.method == "automated_shoe":
+        return []
+    return [*_open(s), *s.draw(14), ev("deal_completed")]
+
+
+def _rack_reshuffle_jammed(s: Script) -> list[Event]:
+    """3C21: round 1 played and collected, round 2's shoe runs out (G5), the rack's
+    reshuffle jams (C4)."""
+    if s.engine.game != "three_card_21":
+        return []
+    round_one = [*_dealt(s), ev("bonus_settled"), ev("dealer_turn"), ev("hands_collected")]
+    return [
+        *round_one,
+        ev("bets_closed", positions=POSITIONS),
+        ev("card_drawn", card="Qs"),
+        ev("shoe_fault", fault="empty"),
+        ev("shuffler_fault", fault="jam"),
+    ]
+
+
+# Issue 32's states (a second view of a chart state each); a table option some need.
+PREFIXES.update(
+    {
+        "idle (one of two decks removed)": _one_of_two_removed,
+        "void (new cards of its deck received)": _void_and_receipt,
+        "play (misdeal check unanswered)": _check_unanswered,
+        "dealing (rack reshuffle jammed)": _rack_reshuffle_jammed,
+    }
+)
+LABEL_OPTIONS: dict[str, dict[str, Any]] = {"idle (one of two decks removed)": {"dual_deck": True}}
+# the states each issue-32 view follows, in the file
+EXTRA_VIEWS = {
+    "idle": ["idle (one of two decks removed)"],
+    "void": ["void (new cards of its deck received)"],
+    "play": ["play (misdeal check unanswered)"],
+    "dealing": ["dealing (rack reshuffle jammed)"],
+}
+
 UNREACHABLE = {
     "suspended": "an automated dealing shoe lost mid-round voids the round (C5); only a "
     "manual shoe's round is suspended",
+    "idle (one of two decks removed)": "the game is dealt from one deck (or shoe)",
+    "play (misdeal check unanswered)": "only 5 Card Hi-Lo read card by card asks the dealer "
+    "to check the hands (M1); stacks say whose hand is wrong",
+    "dealing (rack reshuffle jammed)": "only Three Card 21's shoe is reshuffled from the "
+    "discard rack mid-round (G5)",
 }
 
 
@@ -218,7 +277,10 @@ def _fed(engine: Engine, watch: RoundWatch, event: Event, at: int) -> list[Decis
 
 def _reach(t: Table, label: str) -> tuple[Engine, RoundWatch, Script] | None:
     """A table in the state ``label`` names, or None where the method cannot reach it."""
-    engine = t.engine()
+    try:
+        engine = t.engine(label)
+    except TableSpecError:
+        return None  # an option the game does not have (two decks)
     watch = RoundWatch(engine)
     script = Script(engine)
     for at, event in enumerate(PREFIXES[label](script), start=2):
@@ -263,6 +325,7 @@ def states_of(game: str) -> list[str]:
         if state == "dealing":
             labels.append("dealing (before its first card)")
         labels.append(state)
+        labels += EXTRA_VIEWS.get(state, [])
     return labels
 
 

@@ -299,3 +299,54 @@ def test_verify_and_round_start_from_their_marks_not_row_1(
     assert f"intact: {len(rows)} rows" in first.stdout, first.stdout
     again = tablectl("floor", "verify", "--dsn", floor_db.admin_dsn, "--table", table_id)
     assert f"intact: 0 rows after row {rows[-1].seq} (verified before)" in again.stdout
+
+
+def test_demo_floor_says_how_long_and_ctrl_c_stops_every_table_within_seconds() -> None:
+    """Three tables under one asyncio.gather: Ctrl-C (SIGINT) ends them all, each after the
+    round in play, not just the one whose signal handler the loop kept (issue 34: the process
+    exited 115 s after Ctrl-C, two tables dealing on). At the start it says how long."""
+    import signal
+    import threading
+    import time
+
+    state = Path(tempfile.mkdtemp(prefix="tablectl-demo-floor-int-"))
+    demo_run = subprocess.Popen(
+        [*TABLECTL, "demo", "--floor", "--rounds", "30", "--pace", "0.2", "--seed", "6",
+         "--state-dir", str(state)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    assert demo_run.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(demo_run.stdout or []), daemon=True)
+    reader.start()
+    try:
+        # all three dealing: every table's daemon has journaled a round's first event
+        deadline = time.monotonic() + 120
+        journals = [state / table / "journal.sqlite" for table in ("t-3c21", "t-huh", "t-hilo")]
+
+        def dealing(journal: Path) -> bool:
+            return journal.exists() and any(
+                r.round for r in read_rows(journal) if r.kind == "event"
+            )
+
+        while not all(dealing(journal) for journal in journals):
+            assert time.monotonic() < deadline and demo_run.poll() is None, "".join(lines)
+            time.sleep(0.2)
+        start = next(line for line in lines if "tables deal 30 rounds each" in line)
+        assert "about 2 minutes at --pace 0.2; Ctrl-C stops every table" in start, start
+        demo_run.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        demo_run.wait(timeout=60)  # 30 rounds at this pace take minutes
+        assert time.monotonic() - sent < 30, "".join(lines)
+        reader.join(10)
+        played = {j.parent.name: max(r.round or 0 for r in read_rows(j)) for j in journals}
+        assert all(rounds < 30 for rounds in played.values()), played
+    finally:
+        if demo_run.poll() is None:
+            demo_run.kill()
+            demo_run.wait()
+        info = state / "floor-server.json"
+        if info.exists():
+            stop_floor_server(state)
+            shutil.rmtree(json.loads(info.read_text())["root"], ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)

@@ -159,3 +159,21 @@ def test_check_config_refuses_the_journals_own_directory_as_archive(tmp_path: Pa
         check=False,
     )
     assert "archive_dir" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_run_refuses_the_journals_own_directory_as_archive(tmp_path: Path) -> None:
+    directory = tmp_path / "t"
+    config = write_config(
+        directory, journal_extra=f'retain_days = 3\narchive_dir = "{directory}"\n{SAME_DISK_SAID}'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tablectl.controller", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "journal.archive_dir" in done.stdout + done.stderr
+    assert "journal's own directory" in done.stdout + done.stderr
+    assert not (directory / "journal.sqlite").exists()  # refused before the journal was opened

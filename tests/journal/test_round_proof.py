@@ -111,10 +111,10 @@ def tamper(bundle: dict[str, Any], how: str, witness: IdentityKey | None = None)
             card_row["recorded_at"],
             card_row["body"],
         )
+        # every later row rehashed too: the chain inside the bundle holds again
         index = rows.index(card_row)
-        if index + 1 < len(rows):
-            nxt = rows[index + 1]
-            nxt["prev_hash"] = card_row["hash"]
+        for earlier, nxt in zip(rows[index:], rows[index + 1 :], strict=False):
+            nxt["prev_hash"] = earlier["hash"]
             nxt["hash"] = row_hash(
                 nxt["prev_hash"],
                 nxt["seq"],
@@ -220,3 +220,25 @@ def test_a_round_in_play_is_refused_naming_it(state: Path, tmp_path: Path) -> No
     assert not (tmp_path / "b4.json").exists()
     absent = prove(copy, 9, tmp_path / "b9.json")
     assert absent.returncode == 1 and "round 9 is not in the journal" in absent.stderr
+
+
+def test_the_daemon_signs_at_every_rounds_end_and_at_its_stop(state: Path) -> None:
+    """The demo's daemon (3 rounds): a checkpoint signed after each round's rows were
+    committed, and one at the stop covering every row; each is the journal's tree."""
+    from tablectl.controller.record.checkpoints import read_checkpoint_file
+    from tablectl.controller.record.merkle_log import MerkleLog
+    from tablectl.controller.record.note import Verifier
+
+    signed = [
+        json.loads(line)
+        for line in (state / "daemon.log").read_text().splitlines()
+        if '"checkpoint_signed"' in line
+    ]
+    assert len(signed) >= 4, signed  # three rounds' ends and the stop
+    live = state / "journal.sqlite"
+    newest = read_checkpoint_file(live, Verifier.parse(table_key(state)))
+    assert newest is not None
+    with MerkleLog(live) as log:
+        assert newest.size == log.size()
+        for each in signed:
+            assert log.root(each["size"]).hex() == each["root"]

@@ -1,8 +1,11 @@
-"""A season of history: the real daemon on 20,000 rounds, under 512 MiB, READY within 2 s.
+"""A season of history: the real daemon on 20,000 rounds, under 512 MiB, replaying only the
+rounds after its last checkpoint.
 
 Before checkpoints the start replayed every round ever played (~0.37 ms and ~36 KB each) and
 was OOM-killed at ~14,900 rounds inside MemoryMax=512M. Now it replays from the last
-checkpoint, streamed.
+checkpoint, streamed. How fast READY comes is a figure of `make bench` (tests/bench/history.py,
+docs/performance.md), not a timed assertion here: under a loaded machine a wall-clock limit
+failed a start that replayed exactly what it should (issue 34).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from tests.journal.history import MEMORY_LIMIT, build_history, start_daemon, wri
 ROUNDS = 20_000  # no checkpoint after the last round: the start replays the 25 before it
 
 
-def test_the_daemon_starts_on_20000_rounds_within_2_s_under_512_mib(tmp_path: Path) -> None:
+def test_the_daemon_starts_on_20000_rounds_from_its_checkpoint_under_512_mib(
+    tmp_path: Path,
+) -> None:
     config = write_config(tmp_path / "table")
     rounds, rows = build_history(config, ROUNDS, checkpoint_last=False)
     assert rounds == ROUNDS and rows > 600_000
@@ -31,7 +36,6 @@ def test_the_daemon_starts_on_20000_rounds_within_2_s_under_512_mib(tmp_path: Pa
         f"{rounds} rounds, {rows} rows: READY in {started.ready_seconds:.3f} s, "
         f"peak RSS {peak:.1f} MiB, limit: {started.limit.how}"
     )
-    assert started.ready_seconds < 2.0
     assert peak < MEMORY_LIMIT / 2**20
     replayed = next(entry for entry in log if entry["event"] == "journal_replayed")
     # from the last checkpoint (round 19,975), the 25 rounds after it, not the whole history

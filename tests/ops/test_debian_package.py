@@ -13,6 +13,7 @@ policy-rc.d, as Debian's chroots have): the boot is the last test's, with system
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -209,6 +210,17 @@ def test_install_upgrade_and_removal_on_a_bare_debian_root(packages: Packages, r
                  "/usr/share/bash-completion/completions/tablectl",
                  "/usr/share/zsh/vendor-completions/_tablectl"):  # fmt: skip
         assert root.stat(path) == "root:root 644 regular file", path
+    # every manual page where man looks (dh_installman's place), the monitoring files where
+    # operations.md points
+    pages = sorted(p.name for p in (REPO / "controller/share/man").glob("*.1"))
+    assert len(pages) >= 5 and "tablectl-op.1" in pages
+    for page in pages:
+        assert root.stat(f"/usr/share/man/man1/{page}.gz") == "root:root 644 regular file", page
+    for path in ("prometheus/alerts.yml", "grafana/tablectl.json"):
+        assert root.stat(f"/usr/share/tablectl/{path}") == "root:root 644 regular file", path
+        assert f"/usr/share/tablectl/{path}" in (REPO / "docs/operations.md").read_text()
+    recommends = ok(run(["dpkg-deb", "--field", str(packages.first), "Recommends"])).strip()
+    assert recommends == "bash-completion, man-db", recommends
     unit = (root.path / "lib/systemd/system/tablectl@.service").read_text()
     assert "Documentation=file:///usr/share/doc/tablectl/operations.md" in unit
     assert root.ok("readlink -f /usr/bin/tablectl").strip() == "/usr/lib/tablectl/bin/tablectl"
@@ -293,6 +305,11 @@ def test_install_upgrade_and_removal_on_a_bare_debian_root(packages: Packages, r
     assert root.ok("tablectl journal verify /var/lib/tablectl/demo/journal.sqlite") == ok_verify
     assert root.sh("tablectl check-config /etc/tablectl/hilo01.toml").returncode == 0
 
+    # the table enabled as README says (offline here: the link systemctl makes)
+    root.ok("systemctl enable tablectl@hilo01")
+    wants = root.path / "etc/systemd/system/multi-user.target.wants/tablectl@hilo01.service"
+    assert wants.is_symlink()
+
     # -- removal: the program goes, whole; configurations and journals stay
     root.ok("apt-get remove -y tablectl")
     assert not (root.path / "usr/lib/tablectl").exists()  # no byte-code left behind either
@@ -305,6 +322,9 @@ def test_install_upgrade_and_removal_on_a_bare_debian_root(packages: Packages, r
     purged = root.ok("dpkg --purge tablectl")
     assert "journals in /var/lib/tablectl are kept" in purged
     assert not (root.path / "etc/tablectl").exists()
+    # the enabled table's link goes with the unit it named (deb-systemd-helper purge's way)
+    assert not wants.is_symlink()
+    assert (root.path / "etc/systemd/system/multi-user.target.wants").is_dir()
     assert hashlib.sha256(journal.read_bytes()).hexdigest() == digest
     assert root.stat("/var/lib/tablectl/demo/journal.sqlite").endswith("regular file")
     root.ok("getent passwd tablectl")
@@ -419,7 +439,9 @@ def test_booted_the_unit_is_ready_restarted_on_failure_and_by_the_watchdog(
         first = booted.unit("MainPID", "ActiveState", "StatusText", "NRestarts")
         assert first["ActiveState"] == "active" and first["NRestarts"] == "0", first
         assert first["StatusText"] == "round 0 idle; all devices up", first
-        assert '"event": "ready"' in booted.ok("journalctl -u tablectl@demo --no-pager")
+        # journald has the line's fields (the native protocol), the message a sentence
+        ready = booted.ok("journalctl -u tablectl@demo --no-pager -o cat EVENT=ready TABLE=demo")
+        assert ready.startswith("ready: seconds "), ready
 
         # a crash: Restart=on-failure starts it again (RestartSec=2s), a new process
         booted.ok("systemctl kill -s SIGKILL tablectl@demo")
@@ -470,5 +492,175 @@ def test_booted_the_unit_is_ready_restarted_on_failure_and_by_the_watchdog(
         assert booted.unit("Result")["Result"] == "success"  # SIGTERM: a clean stop, exit 0
         booted.ok("apt-get remove -y tablectl")
         assert (root.path / "var/lib/tablectl/demo/journal.sqlite").exists()
+    finally:
+        booted.stop()
+
+
+#: What a terminal shows in its first SECONDS of PROGRAM: the program on a pty of 120x40
+#: (Textual draws only to a terminal), its output read from the pty's other side, then SIGTERM.
+SCREEN = """
+import fcntl, os, pty, select, signal, struct, sys, termios, time
+pid, fd = pty.fork()
+if pid == 0:
+    fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    os.environ.update(TERM="xterm-256color")
+    os.execvp(sys.argv[2], sys.argv[2:])
+out = b""
+deadline = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < deadline:
+    if select.select([fd], [], [], 0.2)[0]:
+        try:
+            out += os.read(fd, 65536)
+        except OSError:
+            break
+os.kill(pid, signal.SIGTERM)
+os.waitpid(pid, 0)
+sys.stdout.write(out.decode("utf-8", "replace"))
+"""
+
+
+def readme_install_commands() -> list[str]:
+    """The commands of README's "Install on a table PC", as a reader copies them."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Install on a table PC", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def boot(root: Root) -> Booted:
+    nspawn = shutil.which("systemd-nspawn")
+    if nspawn is None:
+        missing("systemd-nspawn is not installed (Debian systemd-container)")
+    booted = Booted(root, str(nspawn))
+    why = booted.wait_for_boot()
+    if why is not None:
+        booted.stop()
+        pytest.skip(
+            f"systemd does not boot in a container here ({why}); "
+            "docs/operations.md, 'The Debian package', gives the manual check"
+        )
+    return booted
+
+
+def plug_the_rack(booted: Booted) -> None:
+    """The reference discard rack, simulated on a pty, at /dev/ttyS9 (group tablectl, 0660, as
+    a local udev rule would make the PC's own port), before the table starts."""
+    booted.ok(
+        "systemd-run --unit=rack-sim --property=Type=exec tablectl sim discard_rack "
+        "--serial RACK-HILO-0001 --link /run/rack-pty"
+    )
+    deadline = time.monotonic() + 60
+    while booted.sh("test -e /run/rack-pty").returncode != 0:
+        assert time.monotonic() < deadline, booted.sh("journalctl -u rack-sim").stdout
+        time.sleep(0.25)
+    booted.ok(
+        'touch /dev/ttyS9 && mount --bind "$(readlink -f /run/rack-pty)" /dev/ttyS9 && '
+        "chown root:tablectl /dev/ttyS9 && chmod 0660 /dev/ttyS9"
+    )
+
+
+def edit_the_example(path: Path, rack_firmware: str) -> None:
+    """README's "then edit it": the rack on the PC's serial port /dev/ttyS9 with its firmware as
+    `tablectl probe` read it, and a metrics port the kernel picks (the host's network)."""
+    text = path.read_text()
+    head, rack = text.split("[devices.rack]", 1)
+    rack = re.sub(
+        r"^allowed_firmware_sha256 = .*$",
+        f'allowed_firmware_sha256 = ["{rack_firmware}"]',
+        rack,
+        count=1,
+        flags=re.M,
+    )
+    rack = rack.replace("/dev/tablectl/discard_rack-RACK-HILO-0001", "/dev/ttyS9")
+    rack = re.sub(r"^listen = .*$", 'listen = "127.0.0.1:0"', rack, flags=re.M)
+    path.write_text(head + "[devices.rack]" + rack)
+
+
+def test_booted_a_dealer_and_a_supervisor_reach_the_table_installed_as_the_readme_says(
+    packages: Packages, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """README's install section run verbatim as root on the booted root, then a dealer (in
+    tablectl-op) and a supervisor (in tablectl-op and tablectl-sup), non-root users, run
+    `status`, `op` and `watch` against tablectl@hilo01 as systemd started it with the shipped
+    unit (issue 34: the unit's seccomp filter kept the socket root's alone).
+
+    The table's discard rack is on /dev/ttyS9: the kernel here has one 8250 port, ttyS0 (this
+    machine's console), so the device is the reference rack simulated on a pty inside the
+    container, the pty bind-mounted at /dev/ttyS9 as the name the configuration gives."""
+    root = new_root(tmp_path_factory, "readme-root")
+    # a table PC runs systemd: the init debootstrap's minbase leaves out, installed to boot
+    root.ok(
+        "apt-get -qq update && apt-get install -y -qq --no-install-recommends systemd-sysv dbus"
+    )
+    (root.path / "usr/sbin/policy-rc.d").unlink()  # booted, the system is a real one
+    deb = packages.first.name
+    shutil.copy(packages.first, root.path / "srv" / deb)
+    commands = readme_install_commands()
+    (root.path / "srv/screen.py").write_text(SCREEN)
+    assert commands[0].startswith("apt install ./tablectl_") and "usermod" in commands[-1]
+    booted = boot(root)
+    try:
+        booted.ok("apt-get -qq update")
+        booted.ok("useradd -m dealer1 && useradd -m super1")
+        for command in commands:
+            if command.startswith("apt install "):
+                command = f"cd /srv && apt install -y ./{deb}"
+            if command.startswith("usermod"):
+                # "DEALER", "and tablectl-op,tablectl-sup for supervisors"
+                command = "usermod -aG tablectl-op dealer1 && " + command.replace(
+                    "tablectl-op DEALER", "tablectl-op,tablectl-sup super1"
+                )
+            booted.ok(command, timeout=180)
+            if command.startswith("cd /srv && apt install"):
+                plug_the_rack(booted)
+            if command.startswith("tablectl example-config"):
+                # "then edit it": the rack on the PC's serial port, its firmware as `probe`
+                # reads it, a metrics port of the kernel's
+                probed = json.loads(booted.ok("tablectl probe discard_rack --port /dev/ttyS9"))
+                edit_the_example(root.path / "etc/tablectl/hilo01.toml", probed["firmware_sha256"])
+        unit = booted.ok("systemctl show tablectl@hilo01 -p ActiveState -p StatusText")
+        assert "ActiveState=active" in unit, unit
+        sock = booted.ok("stat -c '%U:%G %a %F' /run/tablectl/hilo01/operator.sock").strip()
+        assert sock == "tablectl:tablectl-op 660 socket", sock
+
+        def as_user(user: str, command: str) -> subprocess.CompletedProcess[str]:
+            return booted.sh(f"runuser -u {user} -- {command}")
+
+        for user in ("dealer1", "super1"):
+            status = as_user(user, "tablectl status --table hilo01")
+            # degraded (exit 1): the shuffler and the shoe are not plugged in; the rack is up
+            assert status.returncode == 1, status.stdout + status.stderr
+            assert "Permission denied" not in status.stderr
+            assert re.search(r"rack\b.*\bup\b", status.stdout), status.stdout
+        dealt = as_user("dealer1", "tablectl op dealer_changed --table hilo01")
+        assert dealt.returncode == 0, dealt.stdout + dealt.stderr
+        assert "dealer_changed" in dealt.stdout
+        refused = as_user("dealer1", "tablectl op supervisor_ack --table hilo01")
+        assert refused.returncode == 1 and "refused" in refused.stderr, refused
+        acked = as_user("super1", "tablectl op supervisor_ack --table hilo01")
+        assert "Permission denied" not in acked.stderr and "refused" not in acked.stderr, acked
+        assert acked.returncode in (0, 1), acked
+        # the journal says who: the users the socket's credentials named
+        record = b"".join(
+            p.read_bytes() for p in (root.path / "var/lib/tablectl/hilo01").glob("journal.sqlite*")
+        )
+        assert b"dealer1" in record and b"super1" in record
+        # journald: every field of a line a journal field; an absent device said once a while
+        fields = booted.ok(
+            "journalctl -u tablectl@hilo01 --no-pager -o json EVENT=ready TABLE=hilo01"
+        )
+        assert '"SYSLOG_IDENTIFIER":"tablectl"' in fields and '"LOGGER":"daemon"' in fields
+        failed = booted.ok(
+            "journalctl -u tablectl@hilo01 --no-pager -o cat EVENT=connect_failed DEVICE=shuffler"
+        ).splitlines()
+        assert failed and failed[0].startswith("connect failed: device shuffler"), failed
+        assert len(failed) <= 3, failed  # 0, 1 and 3 minutes at most, not every 10 s
+        for user in ("dealer1", "super1"):
+            screen = as_user(
+                user, "python3.11 /srv/screen.py 8 tablectl watch --table hilo01"
+            ).stdout
+            plain_screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]", "", screen)
+            assert "does not answer" not in plain_screen, plain_screen[-2000:]
+            assert "between rounds" in plain_screen, plain_screen[-2000:]
     finally:
         booted.stop()

@@ -210,3 +210,44 @@ def test_a_serial_port_the_user_may_not_open_is_refused_naming_owner_group_and_m
     finally:
         os.close(slave)
         os.close(master)
+
+
+# -- a serial port the unit's device policy would refuse ----------------------------------------
+
+
+def test_check_config_says_when_the_units_device_policy_would_refuse_a_port(
+    tmp_path: Path,
+) -> None:
+    """tablectl@.service opens only char-ttyS/ttyUSB/ttyACM/usb_device (DevicePolicy=closed):
+    a port of another class (here a pty, major `pts`) passes its owner and mode checks yet
+    gets EPERM under the unit, so check-config says so; the PC's own serial port (a real
+    ttyS node: major 4, minor 73 = ttyS9, made with mknod) is allowed, and not warned about."""
+    if os.geteuid() != 0:
+        missing("mknod of a ttyS node needs root")
+    group = "root"
+    ttys = tmp_path / "ttyS9"
+    os.mknod(ttys, 0o660 | 0o020000, os.makedev(4, 73))  # S_IFCHR, as the 8250 driver's
+    master, slave = os.openpty()
+    try:
+        pty = os.ttyname(slave)
+        for name, port in (("ttys", ttys), ("pty", pty)):
+            table = tmp_path / f"{name}.toml"
+            table.write_text(
+                SERIAL_TABLE.format(sha=SHA, port=port, state=tmp_path / name, group=group)
+            )
+        allowed = plain([TABLECTL, "check-config", str(tmp_path / "ttys.toml")])
+        assert allowed.returncode == 0, allowed.stderr
+        assert "DevicePolicy" not in allowed.stderr
+        refused = plain([TABLECTL, "check-config", str(tmp_path / "pty.toml")])
+        assert refused.returncode == 0, refused.stderr  # a warning: run may be outside the unit
+        major = os.major(os.stat(pty).st_rdev)
+        assert (
+            f"warning: {tmp_path / 'pty.toml'}: devices.rack.transport.port: {pty} is a pts "
+            f"device (character major {major}), which tablectl@.service does not let the daemon "
+            "open (DevicePolicy=closed, DeviceAllow= char-ttyS, char-ttyUSB, char-ttyACM, "
+            "char-usb_device): under the unit it fails with 'Operation not permitted'"
+        ) in refused.stderr
+        assert "DeviceAllow=char-pts rw" in refused.stderr
+    finally:
+        os.close(slave)
+        os.close(master)

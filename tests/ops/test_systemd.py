@@ -85,8 +85,21 @@ def test_unit_has_the_required_settings() -> None:
     assert re.fullmatch(r"\d+s", watchdog) and int(watchdog[:-1]) >= 2
     families = unit["Service.RestrictAddressFamilies"][0].split()
     assert set(families) == {"AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"}
+    # the serial ports and raw USB devices a table uses, the PC's own ttyS among them, and
+    # the list check-config warns by (a port of another class is refused under the unit)
+    from tablectl.controller.service.preflight import UNIT_DEVICE_CLASSES
+
     allowed = {value.split()[0] for value in unit["Service.DeviceAllow"]}
-    assert allowed == {"char-ttyUSB", "char-ttyACM", "char-usb_device"}
+    assert allowed == {f"char-{name}" for name in UNIT_DEVICE_CLASSES}
+    assert "char-ttyS" in allowed
+    assert all(value.split()[1] == "rw" for value in unit["Service.DeviceAllow"])
+    # the daemon hands its operator socket to the operator group: chown(2) allowed back
+    # after @privileged is denied (the filter lines apply in order)
+    assert unit["Service.SystemCallFilter"] == [
+        "@system-service",
+        "~@privileged @resources",
+        "@chown",
+    ]
     assert unit["Install.WantedBy"] == ["multi-user.target"]
     assert unit["Service.LimitNOFILE"] == ["1024"]
 

@@ -63,6 +63,17 @@ ROUND_EVENTS = st.sampled_from(
         {"type": "device_lost", "device": "shoe"},
         {"type": "device_connected", "device": "shoe"},
         {"type": "starting_position", "number": 3},
+        # issue 32: one of two decks removed (a deck count, a stub count), new cards during a
+        # void, the shoe running out and its rack's reshuffle jamming, a check left open
+        {"type": "shuffle_completed", "deck": "A", "count": 51},
+        {"type": "shuffle_completed", "deck": "B", "count": 51},
+        {"type": "stub_counted", "count": 1},
+        {"type": "deck_received", "deck": "A"},
+        {"type": "deck_received", "deck": "B"},
+        {"type": "shoe_fault", "fault": "empty"},
+        {"type": "shuffler_fault", "fault": "jam"},
+        {"type": "misdeal_reported", "position": "dealer", "cards": 4},
+        {"type": "card_drawn", "card": "2c", "face_up": True},
     ]
 )
 
@@ -133,6 +144,25 @@ class TableMachine(RuleBasedStateMachine):
     @rule(event=ROUND_EVENTS)
     def an_event_that_opens_or_ends_a_round(self, event: dict[str, Any]) -> None:
         self._play(event)
+
+    @rule(short=st.integers(1, 2))
+    def a_round_dealt_short(self, short: int) -> None:
+        """Issue 32: a round read one or two cards short of its deal (HILO asks the dealer to
+        check, M1; the others void), from the cards the shoe still holds."""
+        engine = self.engine
+        assert engine is not None
+        if engine.round is not None or engine.state not in ("idle", "shuffling"):
+            return
+        self._play({"type": "bets_closed", "positions": [1]})
+        if engine.round is None:
+            return
+        if engine.game == "asia_poker" and engine.state == "starting_position":
+            self._play({"type": "starting_position", "number": 1})
+        planned = engine.round.planned_cards if engine.round is not None else 0
+        held = sorted(engine.ledger(engine.current).places["shoe"].elements())
+        for card in held[: max(planned - short, 0)]:
+            self._play({"type": "card_drawn", "card": card})
+        self._play({"type": "deal_completed"})
 
     @rule()
     def a_restart(self) -> None:

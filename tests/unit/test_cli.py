@@ -1,5 +1,7 @@
 """The command line's dispatch: unknown commands fail clearly, help lists commands."""
 
+import argparse
+
 from tablectl.controller.commands import cli
 
 
@@ -54,3 +56,28 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     assert b'"rule_id": "C11"' in first
     assert b"Traceback" not in replay.stderr.read()
     assert status == 141
+
+
+def test_the_top_level_help_lists_what_a_table_runs_first() -> None:
+    """A table's people and IT look for run, status and check-config: first in the list, the
+    developers' tools (replay, diagram, sim, ...) after (issue 34)."""
+    assert list(cli.COMMANDS)[:3] == ["run", "status", "check-config"]
+    assert list(cli.COMMANDS).index("replay") > list(cli.COMMANDS).index("journal")
+
+
+def test_the_journal_summary_names_every_journal_action() -> None:
+    parser = cli.build_parser()
+    journal = next(
+        action.choices["journal"]
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    actions = next(
+        action.choices
+        for action in journal._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    summary = cli.COMMANDS["journal"].help
+    for name in actions:
+        word = {"setup-keys": "setup-keys", "show": "cards", "prove": "proof"}.get(name, name)
+        assert word in summary.replace("back up", "backup"), (name, summary)

@@ -104,6 +104,9 @@ def test_bash_completes_commands_actions_and_options() -> None:
     assert "--format" in bash_complete("journal", "export", "--fo")
     assert set(bash_complete("watch", "--")) >= {"--socket", "--table", "--refresh"}
     assert set(bash_complete("demo", "--game", "")) >= {"three_card_21", "asia_poker"}
+    # the games an example configuration is printed for (issue 34: nothing was offered)
+    assert set(bash_complete("example-config", "")) >= {"three_card_21", "five_card_hilo"}
+    assert bash_complete("example-config", "asia") == ["asia_poker"]
 
 
 def test_bash_completes_ops_events_and_each_events_fields() -> None:

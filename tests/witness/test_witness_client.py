@@ -14,15 +14,12 @@ import pytest
 
 from tablectl.controller.common import metrics
 from tablectl.controller.common.config import WitnessConfig, WitnessEndpoint
+from tablectl.controller.record.checkpoints import SignedCheckpoint
 from tablectl.controller.record.merkle import consistency_proof
 from tablectl.controller.record.note import ALG_COSIGNATURE_V1, IdentityKey
 from tablectl.controller.record.witness_state import WitnessState
 from tablectl.controller.record.witnessed import WitnessedStore
-from tablectl.controller.service.witness_client import (
-    Refusal,
-    SignedCheckpoint,
-    WitnessClient,
-)
+from tablectl.controller.service.witness_client import Refusal, WitnessClient
 from tablectl.controller.service.witness_server import WitnessHTTPServer
 from tests.witness.logs import MemoryLog
 
@@ -40,7 +37,7 @@ class MemorySource:
     def sign(self) -> None:
         with self.lock:
             self.signed = SignedCheckpoint(
-                self.log.checkpoint(), self.log.size, self.log.tree.root(), time.time()
+                self.log.size, self.log.tree.root(), self.log.checkpoint(), self.log.origin
             )
 
     def newest_checkpoint(self) -> SignedCheckpoint | None:

@@ -25,7 +25,8 @@ TABLES = 6
 
 
 class WitnessProcess:
-    def __init__(self, state: Path, key: Path, tables: list[MemoryLog]) -> None:
+    def __init__(self, state: Path, key: Path, logs: list[str]) -> None:
+        """`logs`: each table's `--log` value ([ORIGIN=]VKEY)."""
         command = [
             sys.executable,
             "-m",
@@ -38,7 +39,7 @@ class WitnessProcess:
             "127.0.0.1:0",
             "--key",
             str(key),
-            *(f"--log={t.origin}={t.key.vkey}" for t in tables),
+            *(f"--log={log}" for log in logs),
         ]
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
@@ -82,6 +83,10 @@ def key(tmp_path: Path) -> Path:
 @pytest.fixture
 def tables() -> list[MemoryLog]:
     return [MemoryLog.new(f"casino.example/tablectl/t{i:02d}") for i in range(TABLES)]
+
+
+def log_keys(tables: list[MemoryLog]) -> list[str]:
+    return [f"{t.origin}={t.key.vkey}" for t in tables]
 
 
 class Submitters:
@@ -147,7 +152,7 @@ def test_kill_9_mid_write_loses_no_cosigned_checkpoint(
 ) -> None:
     state = tmp_path / "state"
     for kill in range(3):
-        witness = WitnessProcess(state, key, tables)
+        witness = WitnessProcess(state, key, log_keys(tables))
         submitters = Submitters(witness.port, tables)
         # killed while every table is submitting: some answers in flight, some commits open
         enough = 60 * (kill + 1)
@@ -159,7 +164,7 @@ def test_kill_9_mid_write_loses_no_cosigned_checkpoint(
         os.kill(witness.process.pid, signal.SIGKILL)
         witness.process.wait(10)
         submitters.join()
-        again = WitnessProcess(state, key, tables)
+        again = WitnessProcess(state, key, log_keys(tables))
         try:
             check_after_restart(again.port, tables, submitters.acknowledged)
         finally:
@@ -168,7 +173,7 @@ def test_kill_9_mid_write_loses_no_cosigned_checkpoint(
             table.grow(1)
 
 
-@pytest.mark.parametrize("nth", [7, 40])
+@pytest.mark.parametrize("nth", [7, pytest.param(40, marks=pytest.mark.long)])
 def test_power_cut_at_an_fsync_of_its_state_loses_no_cosigned_checkpoint(
     tmp_path: Path, key: Path, tables: list[MemoryLog], nth: int
 ) -> None:
@@ -179,7 +184,7 @@ def test_power_cut_at_an_fsync_of_its_state_loses_no_cosigned_checkpoint(
     mount.mount()
     try:
         state = mount.mountpoint / "state"
-        witness = WitnessProcess(state, key, tables)
+        witness = WitnessProcess(state, key, log_keys(tables))
         submitters = Submitters(witness.port, tables)
         mount.arm(["fsync"], r"witness\.sqlite", nth=nth, when="before", kill=witness.process.pid)
         wait_for(lambda: bool(mount.cuts()))
@@ -187,7 +192,7 @@ def test_power_cut_at_an_fsync_of_its_state_loses_no_cosigned_checkpoint(
         submitters.join()
         assert any(submitters.acknowledged.values())
         mount.remount()
-        again = WitnessProcess(state, key, tables)
+        again = WitnessProcess(state, key, log_keys(tables))
         try:
             check_after_restart(again.port, tables, submitters.acknowledged)
         finally:

@@ -3,6 +3,9 @@ a port the kernel chose, its state in a temp dir; every refusal made to happen."
 
 from __future__ import annotations
 
+import http.client
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import pytest
 from tablectl.controller.record.note import (
     ALG_COSIGNATURE_V1,
     IdentityKey,
+    create_identity_key,
     open_note,
     parse_checkpoint,
 )
@@ -149,3 +153,57 @@ def test_what_it_cosigned_survives_a_restart(
         assert latest(again.port, ORIGIN)[0] == 200
     finally:
         again.close()
+
+
+def test_its_own_metrics(witness: Running, table: MemoryLog) -> None:
+    assert post(witness.port, table.request(0))[0] == 200
+    assert post(witness.port, table.request(0))[0] == 409
+    connection = http.client.HTTPConnection("127.0.0.1", witness.port, timeout=30)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    assert 'tablectl_witness_server_answers_total{status="200"} 1.0' in text
+    assert 'tablectl_witness_server_answers_total{status="409"} 1.0' in text
+    assert "tablectl_witness_server_logs 1.0" in text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["--log", "not-a-key"], "--log 'not-a-key': expected VKEY or ORIGIN=VKEY"),
+        (["--log", "t01=nope+00000000+AAAA"], "--log t01: verifier key"),
+        ([], "no log to witness"),
+        (["--listen", "127.0.0.1:99999", "--log", "KEY"], "port 99999 is outside 0-65535"),
+    ],
+)
+def test_serve_names_bad_input(
+    tmp_path: Path, table: MemoryLog, arguments: list[str], said: str
+) -> None:
+    key = tmp_path / "w.key"
+    create_identity_key(key, "regulator.example/w1", ALG_COSIGNATURE_V1)
+    arguments = [table.key.vkey if a == "KEY" else a for a in arguments]
+    if "--listen" not in arguments:
+        arguments += ["--listen", "127.0.0.1:0"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tablectl.controller",
+            "witness",
+            "serve",
+            "--state",
+            str(tmp_path / "state"),
+            "--key",
+            str(key),
+            *arguments,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert said in done.stderr, done.stderr
+    assert not (tmp_path / "state").exists()  # nothing made before the input is right

@@ -106,6 +106,13 @@ class AsiaPoker(Engine):
             [
                 # A1: no card before the start is known; then 31.8(c)'s deal from it
                 ("choose_start", ("starting_position",), "dealing", ("A1_start_in_range",)),
+                # I7: determined again before any card, only where the table allows it
+                (
+                    "choose_start",
+                    ("dealing",),
+                    "dealing",
+                    ("A1_start_in_range", "A1_start_may_be_determined_again"),
+                ),
                 ("complete_deal", ("dealing",), "play", ()),
             ],
             first_state="starting_position",
@@ -115,6 +122,17 @@ class AsiaPoker(Engine):
         """A1 (31.11(b)): three dice total 3 to 18; a number is 1 to 7."""
         low, high = A1_RANGES[key]
         return low <= value <= high
+
+    def A1_start_may_be_determined_again(self, key: str = "number", value: int = 1) -> bool:
+        """A1 (interpretation I7): 31.8(b) determines the start once, before the deal; a
+        second determination before any card replaces it only where the table allows it."""
+        rnd = self.round
+        return (
+            self.interp.asia_poker_start_redetermined_before_first_card
+            and rnd is not None
+            and not rnd.started
+            and not rnd.blocked
+        )
 
     def _shuffles_every_round(self) -> bool:
         return self.interp.asia_poker_shuffles_every_round  # D3 (interpretation)
@@ -152,7 +170,17 @@ class AsiaPoker(Engine):
                     "starting_position: this table draws it itself (ap_start computer)", "A1"
                 )
             ]
-        if self.state != "starting_position":
+        again = self.state == "dealing" and self.A1_start_may_be_determined_again(key, value)
+        if self.state != "starting_position" and not again:
+            if self.state == "dealing" and self.round is not None and not self.round.started:
+                # I7: the start was determined for this deal; the first determination stands
+                return [
+                    self._rejected(
+                        "starting_position: the deal's starting position was already "
+                        "determined (31.8(b)); it stands",
+                        "A1",
+                    )
+                ]
             return [
                 self._rejected(
                     f"starting_position: expected after bets_closed, state is {self.state}", "A1"

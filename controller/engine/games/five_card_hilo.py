@@ -10,6 +10,7 @@ from __future__ import annotations
 from tablectl.controller.engine.core import Engine, Round
 from tablectl.controller.engine.decisions import Decision
 from tablectl.controller.engine.ledger import DEALER
+from tablectl.controller.engine.machine import MachineDefinition, chart
 from tablectl.controller.engine.rules import METHODS, Citation, Rule
 from tablectl.controller.engine.table import GameProfile
 
@@ -18,6 +19,12 @@ RULES = (
     Rule("M1", "HILO: a player dealt the wrong number of cards", "13:69F-40.12(d)"),
     Rule("M2", "HILO: the dealer dealt four cards gets a fifth", "13:69F-40.12(d)"),
     Rule("M3", "HILO: any other misdeal to the dealer", "13:69F-40.12(d)"),
+    Rule(
+        "M7",
+        "HILO: a misdeal check asked for, or a fifth dealer card ordered, and the round "
+        "collected without it: all hands void, reshuffle",
+        "13:69F-40.12(d), 40.7(f)2 (interpretation)",
+    ),
 )
 #: this game's citations of the core's rules (subchapter 40; 13:69E-1.13Z the table)
 CITATIONS: dict[str, Citation] = {
@@ -66,6 +73,40 @@ class FiveCardHiLo(Engine):
     citations = CITATIONS
     counts_the_stub = True
 
+    @classmethod
+    def chart(cls) -> MachineDefinition:
+        # M7: a round is not collected with its misdeal check unanswered (or M2's fifth
+        # dealer card not dealt); the collection voids it first
+        return chart(
+            cls.name,
+            cls.round_states,
+            [("complete_deal", ("dealing",), "play", ())],
+            collect_rules=("M7_misdeal_remedy_done",),
+        )
+
+    def M7_misdeal_remedy_done(self) -> bool:
+        """M7 (40.12(d), 40.7(f)2): the check the dealer was asked for is answered and the
+        dealer's ordered fifth card (M2) dealt before the round is collected (a void round
+        needs neither)."""
+        rnd = self.round
+        if rnd is None or self.state == "void":
+            return True
+        # a fifth card dealt from the hand unread cannot be seen: only a read deal's counts
+        return not (rnd.check_pending or (rnd.extra_dealer_cards and rnd.cards_tracked))
+
+    def _unfinished_remedy(self) -> list[Decision]:
+        rnd = self.round
+        if self.M7_misdeal_remedy_done() or rnd is None:
+            return []
+        # M7: no one can say now whose hand was wrong (or the dealer's hand holds four):
+        # 40.12(d)'s remedy that needs no answer, all hands void and the cards reshuffled
+        what = (
+            "the misdeal check was never answered"
+            if rnd.check_pending
+            else "the dealer's fifth card (M2) was never dealt"
+        )
+        return self._void_round("M7", f"round {rnd.number} was collected but {what}")
+
     def _plan(self, rnd: Round) -> None:
         players = [str(p) for p in rnd.positions]
         rnd.order = [*players, DEALER] * 5  # 40.7(d), 40.8(c)
@@ -103,6 +144,7 @@ class FiveCardHiLo(Engine):
         # (a skipped position and a short dealer give the same count): never an order on
         # a guess; the dealer checks the hands and misdeal_reported decides.
         rnd.order = []  # nor is a later card placed by what is left of the order
+        rnd.check_pending = True  # M7: answered by misdeal_reported before the collection
         return [
             self._d(
                 "misdeal_check_required",

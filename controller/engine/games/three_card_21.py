@@ -50,6 +50,11 @@ RULES = (
     ),
     Rule("G7", "the discard rack holds more than the shoe's cards", "13:69E-1.10D(e)"),
     Rule("G8", "the house reshuffles after a round at its discretion", "13:69F-2C.4(h)1"),
+    Rule(
+        "G9",
+        "the manual dealing shoe jammed mid-round: the dealt cards stand, the round goes on",
+        "13:69F-2C.14(e), (g) by analogy (interpretation)",
+    ),
 )
 #: this game's citations of the core's rules (subchapter 2C; 13:69E-1.10D the table)
 CITATIONS: dict[str, Citation] = {
@@ -119,6 +124,9 @@ class ThreeCard21(Engine):
                 ("settle_bonus", ("bonus",), "players", ()),
                 ("close_insurance", ("insurance",), "players", ()),
                 ("start_dealer_turn", ("bonus", "insurance", "players"), "dealer_turn", ()),  # G6
+                # G5 then C4: the reshuffled rack's burn card (and every card after it) only
+                # once its reshuffle completed (2C.14(f), (i))
+                ("burn_rack_card", ROUND_STATES, "=", ("C4_shuffle_completed",)),
                 (
                     "insert_reader",
                     ROUND_STATES,
@@ -201,13 +209,36 @@ class ThreeCard21(Engine):
     # ------------------------------------------------------------------ shoe and shuffler
 
     def _new_shoe_or_dealer(self) -> None:
+        if self.burn_pending == "G5":
+            return  # G5 (2C.14(f)): the reshuffled rack loaded mid-round; its burn is G5's
         if not self.options.bart_carter:
             self.burn_pending = "G2"  # G2: a new shoe's or a new dealer's first card is burned
+
+    def _mid_round_block(self) -> str | None:
+        """C4 after G5: the rack's reshuffle mid-round jammed; no card (not even the burn) is
+        drawn from it until a reshuffle completes (the chart's burn_rack_card)."""
+        if self.burn_pending != "G5" or self._model.trigger("burn_rack_card"):
+            return None
+        return "C4"
+
+    def _manual_shoe_fault(self, fault: str) -> list[Decision]:
+        """I6: the manual shoe jammed or stopped mid-round with partial hands."""
+        if not self._in_round() or self.round is None or not self.round.started:
+            return []  # no hand holds a card yet: nothing to decide
+        why = f"the dealing shoe reported {fault} mid-round"
+        if self.interp.three_card_21_manual_shoe_jam_voids_round:
+            return self._void_round("C5", why)  # as an automated shoe's (configured)
+        # G9: the cards dealt lie face up and stand; the missing ones come once the shoe
+        # deals again, after the others (2C.14(e), (g) by analogy); a supervisor is told
+        return [self._notify("G9", f"{why}: the dealt cards stand; the round goes on")]
 
     def _rack_reshuffled_mid_round(self) -> bool:
         return self._in_round()
 
     def _resumes_after_restart(self) -> bool:
+        state = self.suspended_from if self.state == "suspended" else self.state
+        if state == "insurance" and not self.interp.restart_with_insurance_open_resumes:
+            return False  # I8 (configured): insurance open at the restart voids the round
         return self.interp.restart_resumes_three_card_21  # X1: dealt face up
 
     def _rack_rules(self, level: int) -> list[Decision]:
@@ -255,6 +286,8 @@ class ThreeCard21(Engine):
         deck.ledger.move_all(DISCARD, SHOE)
         self.rack_baseline = None  # R1: the rack was emptied into the shoe; no baseline left
         self.burn_pending = "G5"
+        if self.round is not None:
+            self.round.rack_reshuffled = False  # its reshuffle is still to come
         return [
             self._d(
                 "reshuffle",
@@ -335,6 +368,7 @@ class ThreeCard21(Engine):
             return [self._rejected("reader_inserted: no round is in play")]
         day = self._gaming_day(ev.get("time"))
         rnd.reader_ignored = False
+        rnd.reader_inserted = True
         decisions: list[Decision] = []
         # the chart's insert_reader carries H1, H5, H4 and H3; refused, say which failed
         if not self._model.trigger("insert_reader", day):
@@ -418,7 +452,17 @@ class ThreeCard21(Engine):
         if self.options.reader == "none":
             return super()._on_reader_result(ev)
         rnd = self.round
-        if rnd is None or rnd.reader_ignored or self.reader_disabled:
+        if self.reader_disabled:
+            return []
+        inserted = rnd is not None and rnd.reader_inserted
+        if not inserted and self.interp.reader_answer_without_insertion_is_malfunction:
+            # I5: an answer with no hole card inserted is no reading: a malfunction (H5), as
+            # a contradicting one is (H6)
+            return [
+                *self._reader_down("the reader answered with no hole card inserted", "H6"),
+                self._notify("H6", "the hole-card reader answered with nothing inserted"),
+            ]
+        if rnd is None or rnd.reader_ignored:
             return []
         if rnd.up_card is None or rnd.hole_card is None:
             return []
@@ -443,6 +487,7 @@ class ThreeCard21(Engine):
         if self.options.reader == "none":
             return []
         self.reader_disabled = True
+        self.reader_fault_day = self._gaming_day(self._time)  # H5 (I4): out for that day
         self.device_faults["hole_card_reader"] = why
         if self.round is not None:
             self.round.reader_ignored = True
@@ -468,7 +513,8 @@ class ThreeCard21(Engine):
             and self._round_open()  # the shoe suspended too: the batch is the shuffler's
             and self.round is not None
             and self.round.started
-            and self.burn_pending != "G5"
+            # G5: until the rack's reshuffle completes, a shuffle is of the shoe's cards
+            and not (self.burn_pending == "G5" and not self.round.rack_reshuffled)
         )
 
     def _next_batch_completed(self, count: int | None) -> list[Decision]:

@@ -969,14 +969,18 @@ items = [
     Exp("remove_deck", "C7"),
     ev("shoe_loaded"),
     ev("bets_closed", positions=[1]),
+    Exp("rejected", "C10"),
     draw("As"),
     Exp("deal_blocked", "C10"),
 ]
 scenario(
-    "C10_after_remove_deck_bets_accepted_deal_blocked_huh",
+    "C10_after_remove_deck_bets_refused_deal_blocked_huh",
     table("heads_up_holdem"),
     items,
-    ["C10 blocks deals; RULES.md does not make bets_closed itself a refused event."],
+    [
+        "Issue 32: RULES.md's C10 row blocks deals only; 39.7(a)-(b) put the cards in the "
+        "shoe before 'no more bets', so with the deck removed bets_closed is refused (C10)."
+    ],
 )
 
 # ---- D ----------------------------------------------------------------------------------

@@ -95,8 +95,11 @@ def test_diagram_names_the_gating_rules_on_their_edges(capsys):
     (deal,) = [line for line in out.splitlines() if "start_deal [" in line]
     for rule in ("C10_", "C6_", "D4_", "C4_", "D1_D3_", "S1_"):
         assert rule in deal
-    assert "close_bets [L1_no_round_in_play & C11_positions_within_the_table]" in out
-    assert "collect [L2_deal_complete]" in out
+    assert (
+        "close_bets [L1_no_round_in_play & C11_positions_within_the_table & "
+        "C10_the_rounds_deck_in_place]" in out
+    )
+    assert "collect [L2_deal_complete & M7_misdeal_remedy_done]" in out  # issue 32
     assert "shuffle_mid_round [L3_the_rounds_cards_stay_out_of_the_shuffle]" in out
     cli.main(["diagram", "--game", "three_card_21"])
     out = capsys.readouterr().out

@@ -187,7 +187,10 @@ def test_C10_after_remove_deck_every_deal_is_blocked_until_received_and_shuffled
     feed(e, ev("shuffle_completed", count=50))
     out = feed(e, *draws("As"))
     assert_decision(out, "deal_blocked", "C10", e)
-    assert feed(e, ev("bets_closed", positions=[1])) == []  # betting is not dealing
+    # issue 32: "no more bets" with nothing in the shoe is answered (C10), no round opens
+    out = feed(e, ev("bets_closed", positions=[1]))
+    assert_decision(out, "rejected", "C10", e)
+    assert e.round is None
     out = feed(e, *draws("Kd"))
     assert_decision(out, "deal_blocked", "C10", e)
     feed(e, ev("deck_received"))

@@ -48,8 +48,8 @@ BUNDLED_NAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_pok
 # --- each game's rules, citations and options are in its module ---------------------------
 
 OWN_RULES = {
-    ThreeCard21: {"M6", "H1", "H2", "H3", "H4", "H5", "H6", *(f"G{i}" for i in range(1, 9))},
-    FiveCardHiLo: {"M1", "M2", "M3"},
+    ThreeCard21: {"M6", "H1", "H2", "H3", "H4", "H5", "H6", *(f"G{i}" for i in range(1, 10))},
+    FiveCardHiLo: {"M1", "M2", "M3", "M7"},
     HeadsUpHoldem: {"M4", "M5"},
     AsiaPoker: {"S4", "A1"},
 }
