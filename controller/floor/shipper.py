@@ -423,13 +423,7 @@ class FloorShipper:
                         self._publish()
                         if self._stopping.is_set():
                             break
-                        # rows acknowledged but not yet durable elsewhere: asked again soon
-                        proving = (
-                            not self._durable_unknown
-                            and self.durable_elsewhere_seq < self.acknowledged_seq
-                        )
-                        idle = DURABLE_CHECK_SECONDS if proving else IDLE_WAKE_SECONDS
-                        if self._wake.wait(idle) and self.linger:
+                        if self._idle(conn) and self.linger:
                             self._stopping.wait(self.linger)  # let the burst gather
                         continue
                     self._note_waiting(batch[0])
@@ -536,6 +530,25 @@ class FloorShipper:
         self._divergence_told = False
         self._write_ack_hint(head_seq)
         self._log.info("floor_connected", acknowledged_seq=head_seq)
+
+    def _idle(self, conn: Any) -> bool:
+        """Caught up: wait for the journal's next commit (True) or IDLE_WAKE_SECONDS (False).
+        Meanwhile, while rows are acknowledged but not yet durable elsewhere, the floor is
+        asked again every DURABLE_CHECK_SECONDS (the journal is not read for that)."""
+        until = time.monotonic() + IDLE_WAKE_SECONDS
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            proving = (
+                not self._durable_unknown and self.durable_elsewhere_seq < self.acknowledged_seq
+            )
+            if self._wake.wait(min(left, DURABLE_CHECK_SECONDS) if proving else left):
+                return True
+            if self._stopping.is_set():
+                return False
+            if proving:
+                self._check_durable(conn)
 
     def _check_durable(self, conn: Any) -> None:
         """Every DURABLE_CHECK_SECONDS: the floor's durable_elsewhere for this table. A floor

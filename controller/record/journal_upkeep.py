@@ -573,11 +573,21 @@ class JournalUpkeep:
         #: The floor shipper's acknowledged seq, when a floor store is configured (retention).
         self.floor_confirmed_seq: Callable[[], int] | None = None
         self._held_said: str | None = None
+        self._wake: asyncio.Event | None = None
+        #: A roll-over's retention, left for the upkeep task off the event lock.
+        self._retention_due: datetime.date | None = None
+        self._retention: asyncio.Future[RetentionOutcome] | None = None
+        #: When the last roll-over happened (this clock's), for the bench and status.
+        self.rolled_at: datetime.datetime | None = None
 
     def start(self) -> None:
+        self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="journal:upkeep")
 
     async def stop(self) -> None:
+        if self._retention is not None:  # a retention under way ends its step (never cut)
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._retention)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -585,25 +595,77 @@ class JournalUpkeep:
             self._task = None
 
     async def _run(self) -> None:
+        wake = self._wake = self._wake or asyncio.Event()
         while True:
-            await asyncio.sleep(self.tick)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), self.tick)
+            wake.clear()
             async with self.lock:
                 if self.service.journal.failure is not None:
                     return  # dealing stopped: nothing more is written
-                try:
-                    self.step(self.clock())
-                except (JournalError, SealingError, OSError, sqlite3.Error) as error:
-                    # A seal, the key, a roll-over or retention failed to write the record:
-                    # fail-stop like a commit (the journal tells the daemon, which stops dealing).
-                    self._log.error("journal_upkeep_failed", error=str(error))
-                    if self.service.journal.failure is None:
-                        self.service.journal.fail(JournalError(f"journal upkeep: {error}"))
+                if not self._step_or_fail_stop(self.clock()):
                     return
-                except Exception as error:  # a bug, not the record: said, retried next tick
+            if self._retention_due is not None:
+                # Off the event lock, in a thread: retention re-verifies and copies whole
+                # closed segments (seconds for a busy day's); it never touches the live one,
+                # so events go on meanwhile. Only the roll-over's switch of files is locked.
+                today, live_day = self._retention_due, self.segment_day
+                self._retention_due = None
+                self._retention = asyncio.ensure_future(
+                    asyncio.to_thread(self.retire, today, live_day)
+                )
+                try:
+                    await asyncio.shield(self._retention)
+                except (JournalError, SealingError, OSError, sqlite3.Error) as error:
+                    async with self.lock:
+                        self._fail_stop(error)
+                    return
+                except Exception as error:  # a bug, not the record: said, tried next day
                     self._log.exception("journal_upkeep_failed", error=str(error))
+                finally:
+                    self._retention = None
 
-    def step(self, now: datetime.datetime) -> None:
-        """Whatever is due at `now`: a seal, a new segment (with retention); nothing of it
+    def _step_or_fail_stop(self, now: datetime.datetime) -> bool:
+        """`step` under the event lock, retention left for after it; False when it failed the
+        record (the journal then stops dealing)."""
+        try:
+            self.step(now, retention_inline=False)
+        except (JournalError, SealingError, OSError, sqlite3.Error) as error:
+            self._fail_stop(error)
+            return False
+        except Exception as error:  # a bug, not the record: said, retried next tick
+            self._log.exception("journal_upkeep_failed", error=str(error))
+        return True
+
+    def _fail_stop(self, error: BaseException) -> None:
+        """A seal, the key, a roll-over or retention failed to write the record: fail-stop
+        like a commit (the journal tells the daemon, which stops dealing)."""
+        self._log.error("journal_upkeep_failed", error=str(error))
+        if self.service.journal.failure is None:
+            self.service.journal.fail(JournalError(f"journal upkeep: {error}"))
+
+    def between_events(self) -> None:
+        """Right after an event, under the event lock: the roll-over at the first moment between
+        rounds of a new gaming day, not at the next upkeep tick (under non-stop dealing a tick
+        rarely falls between two rounds: the roll-over waited 17 s and more past 06:00).
+
+        A round in play at the gaming day's start is finished in the segment of the day it
+        began (docs/journal.md, "Segments by gaming day"): the roll-over comes right after the
+        event that ends it. Cheap for every other event: one comparison while a round is open.
+        """
+        if not self.service.between_rounds() or self.service.seals_held is not None:
+            return
+        if self.service.journal.failure is not None or self._wake is None:
+            return
+        now = self.clock()
+        today = gaming_day_of(local_wall_clock(now), self.day_start)
+        if today > self.segment_day:
+            self._step_or_fail_stop(now)
+            self._wake.set()  # retention, off the lock, in the upkeep task
+
+    def step(self, now: datetime.datetime, *, retention_inline: bool = True) -> None:
+        """Whatever is due at `now`: a seal, a new segment (with retention: at once, or with
+        `retention_inline=False` left to the upkeep task, off the event lock); nothing of it
         while a clock step is held."""
         if self.clock_watch is not None:
             change = self.clock_watch.check()
@@ -621,23 +683,30 @@ class JournalUpkeep:
             self.service.seal(now)
         today = gaming_day_of(local_wall_clock(now), self.day_start)
         if today > self.segment_day and self.service.between_rounds():
-            self.roll(today)
+            self.roll(today, retention_inline=retention_inline)
 
-    def roll(self, today: datetime.date) -> None:
+    def roll(self, today: datetime.date, *, retention_inline: bool = True) -> None:
         closed = self.service.roll_segment(today, self.segment_day.isoformat())
         self.segment_day = today
+        self.rolled_at = self.clock()
         self._log.info("segment_rolled", closed=str(closed), gaming_day=today.isoformat())
-        self.retire(today)
+        if retention_inline:
+            self.retire(today)
+        else:
+            self._retention_due = today
 
-    def retire(self, today: datetime.date) -> RetentionOutcome:
-        """Retention (`apply_retention`), each segment retired or kept said in the log."""
+    def retire(
+        self, today: datetime.date, live_day: datetime.date | None = None
+    ) -> RetentionOutcome:
+        """Retention (`apply_retention`), each segment retired or kept said in the log. Runs in
+        a thread off the event lock (`_run`): it reads and removes closed segments only."""
         config = self.service.config
         outcome = apply_retention(
             config.journal_path,
             today,
             config.retain_days,
             config.archive_dir,
-            live_day=self.segment_day,
+            live_day=live_day or self.segment_day,
             floor_confirmed_seq=self.floor_confirmed_seq,
             archive_same_filesystem=config.archive_same_filesystem,
         )

@@ -39,6 +39,7 @@ from tablectl.controller.common import metrics
 from tablectl.controller.common.config import ConfigError, DeviceConfig, TableConfig, load_config
 from tablectl.controller.common.logs import get_logger
 from tablectl.controller.common.metrics import MetricsServer, start_metrics_server
+from tablectl.controller.common.process_clock import seconds_since_process_start
 from tablectl.controller.engine.cards import mask_card_words
 from tablectl.controller.engine.events import DEVICE_EVENTS, UNDECODABLE_FRAME
 from tablectl.controller.floor.shipper import FloorShipper
@@ -456,7 +457,11 @@ class Daemon:
     async def announce_ready(self, absent: list[str]) -> None:
         """READY=1 with the round's state; absent devices raise an alarm and show in STATUS."""
         await self.drain()
-        self.ready_seconds = time.monotonic() - self.started_at
+        since_run = time.monotonic() - self.started_at
+        # from the process's start: the interpreter, the imports and the journal's verification
+        # are part of a start as systemd and the floor see it (issue 33)
+        since_process = seconds_since_process_start()
+        self.ready_seconds = since_process if since_process is not None else since_run
         for name in absent:
             self._log.error("device_absent_at_start", device=name)
             await self._publish(
@@ -473,6 +478,7 @@ class Daemon:
         self._log.info(
             "ready",
             seconds=round(self.ready_seconds, 4),
+            since_run_seconds=round(since_run, 4),
             absent=absent,
             metrics=f"{self.config.metrics_host}:{self.port}",
         )
@@ -900,6 +906,8 @@ class Daemon:
             if event.get("fault") == UNDECODABLE_FRAME:
                 await self._undecodable_frame(event)
             self._update_status()
+            if self.upkeep is not None:
+                self.upkeep.between_events()  # a new gaming day's roll-over, between rounds
 
     async def operator_event(
         self, event: dict[str, Any], peer: PeerCredentials | None = None
@@ -931,6 +939,8 @@ class Daemon:
                 raise NotDealing(f"not recorded, dealing stopped: {error}") from error
             self._follow(event, decisions)
             self._update_status()
+            if self.upkeep is not None:
+                self.upkeep.between_events()  # a new gaming day's roll-over, between rounds
             failed_after = self.service.recorded_then_failed
             if failed_after is not None:
                 seq, why = failed_after

@@ -78,7 +78,9 @@ class SdNotifier:
         return self.notify(f"STATUS={_one_line(text)}", drop_when_busy=True)
 
     def watchdog(self) -> bool:
-        return self.notify("WATCHDOG=1")
+        # pings queued unread say the loop is alive already: one more is dropped, not waited
+        # for (a blocked send would stall the very loop whose health it reports)
+        return self.notify("WATCHDOG=1", drop_when_busy=True)
 
     def stopping(self, status: str | None = None) -> bool:
         lines = ["STOPPING=1"]

@@ -146,3 +146,35 @@ def test_a_status_to_a_reader_that_falls_behind_is_dropped_not_waited_for(tmp_pa
     assert sock.recv(4096) == b"STATUS=round 0"
     notifier.close()
     sock.close()
+
+
+def test_the_watchdog_never_stalls_the_loop_on_a_notify_socket_nobody_reads(tmp_path):
+    """Pings every 5 ms for half a second into a socket never read (systemd busy; a test under
+    CPU stress that drains late): the queue fills at net.unix.max_dgram_qlen, the loop goes on
+    (issue 34: the ping blocked and the loop with it, the test hung)."""
+    import asyncio
+    import threading
+
+    from tablectl.controller.service.sdnotify import Watchdog
+
+    path = str(tmp_path / "notify")
+    sock = receiver(path)
+    environ = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "10000"}
+    ticks: list[int] = []
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        watchdog = Watchdog(SdNotifier(environ), loop, environ)
+        assert watchdog.start()
+        for tick in range(50):  # the loop's own work, between the pings
+            await asyncio.sleep(0.01)
+            ticks.append(tick)
+        watchdog.stop()
+
+    runner = threading.Thread(target=lambda: asyncio.run(run()), daemon=True)
+    runner.start()
+    runner.join(30)
+    assert not runner.is_alive(), f"the loop stalled after {len(ticks)} ticks"
+    assert len(ticks) == 50
+    assert sock.recv(64) == b"WATCHDOG=1"
+    sock.close()

@@ -32,12 +32,6 @@ ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 15.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def tablectl(*args: str) -> list[str]:
     return [sys.executable, "-m", "tablectl.controller", *args]
 
@@ -45,7 +39,11 @@ def tablectl(*args: str) -> list[str]:
 class Table:
     """One simulated table: rig process, configuration, systemd's notify socket, the daemon."""
 
-    def __init__(self, game: str, shuffle_seconds: float = 0.05, **daemon_env: str) -> None:
+    def __init__(
+        self, game: str, shuffle_seconds: float = 0.05, metrics_port: int = 0, **daemon_env: str
+    ) -> None:
+        """`metrics_port`: 0 (the kernel's, read back at each start), or one a scraper
+        configured before the daemon starts (tests/ops/test_prometheus_live.py)."""
         self.game = game
         # A directory others may traverse (the stranger test connects as nobody).
         self.dir = Path(tempfile.mkdtemp(prefix=f"tablectl-e2e-{game}-"))
@@ -69,10 +67,14 @@ class Table:
         )
         first = self._rig_line(10.0)
         self.devices: dict[str, dict[str, Any]] = first["devices"]
-        self.metrics_port = free_port()
+        # the kernel gives the daemon its port when it binds (and it holds it): a number
+        # probed, closed and written here could be taken by then (issue 34); `start` reads
+        # the port the daemon bound from its `ready` line
+        self.metrics_port = metrics_port
+        self._ready_lines = 0  # `ready` lines in the daemon's log so far (one a start)
         self.config_path = self.dir / "table.toml"
         self.config_path.write_text(
-            table_toml(game, self.dir, self.devices, metrics_port=self.metrics_port)
+            table_toml(game, self.dir, self.devices, metrics_port=metrics_port)
         )
         self.journal = self.dir / "journal.sqlite"
         self.socket_path = self.dir / "operator.sock"
@@ -110,7 +112,21 @@ class Table:
             )
         self.wait_notice(lambda n: "READY=1" in n, READY_TIMEOUT)
         self.ready_seconds = time.monotonic() - started
+        self.metrics_port = self.bound_metrics_port()
         return self.ready_seconds
+
+    def bound_metrics_port(self, timeout: float = 10.0) -> int:
+        """The metrics port in this start's `ready` line (logged just after READY=1)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = self.log().splitlines()
+            ready = [json.loads(ln) for ln in lines if '"ready"' in ln and ln.startswith("{")]
+            ready = [entry for entry in ready if entry.get("event") == "ready"]
+            if len(ready) > self._ready_lines:
+                self._ready_lines = len(ready)
+                return int(str(ready[-1]["metrics"]).rpartition(":")[2])
+            assert time.monotonic() < deadline, f"no ready line: {self.log()[-2000:]}"
+            time.sleep(0.02)
 
     def wait_notice(self, match: Any, timeout: float = 5.0) -> str:
         deadline = time.monotonic() + timeout

@@ -20,7 +20,7 @@ from typing import Any
 from tablectl.controller.record.journal import read_rows, verify_journal
 from tablectl.controller.service.operator_client import request
 from tablectl.drivers.protocol.messages import Msg
-from tests.e2e.conftest import ROOT, Table, free_port, tablectl
+from tests.e2e.conftest import ROOT, Table, tablectl
 from tests.e2e.tables import table_toml
 from tests.e2e.test_daemon_faults import Subscriber
 from tests.tools.smallfs import fill, small_filesystem
@@ -94,11 +94,8 @@ def test_a_copied_configuration_never_takes_the_socket_or_the_serial_ports(
     # another journal, same operator socket: refused by the preflight, the socket untouched
     text = table.config_path.read_text()
     copy = tmp_path / "copy.toml"
-    copy.write_text(
-        text.replace(str(table.journal), str(tmp_path / "journal.sqlite")).replace(
-            f"127.0.0.1:{table.metrics_port}", f"127.0.0.1:{free_port()}"
-        )
-    )
+    # (its metrics port is the kernel's: 127.0.0.1:0 in the configuration)
+    copy.write_text(text.replace(str(table.journal), str(tmp_path / "journal.sqlite")))
     result, _ = run_command("run", "--config", str(copy))
     assert result.returncode == 2
     assert f"{table.socket_path}: another process accepts connections on it" in result.stderr
@@ -124,12 +121,16 @@ def test_a_copied_configuration_never_takes_the_socket_or_the_serial_ports(
         copy_status = request(tmp_path / "copy.sock", {"type": "status"})["status"]
         assert set(copy_status["devices"].values()) == {"down"}
         assert "exclusive" in (tmp_path / "copy.log").read_text().lower()
-        # the first still deals with its devices
+        # the first still deals with its devices: each step waited for before the next (the
+        # daemon acts on the devices asynchronously: a draw sent before the unlock is refused)
         table.sim("shuffle")
+        table.until(lambda s: s["decks"]["A"]["state"] == "shuffled", 15, "deck A shuffled")
         table.sim("to_shoe")
+        table.until(lambda s: s["decks"]["A"]["cards_in_shoe"] == 52, 15, "deck A in the shoe")
         table.op("bets_closed", positions=[1])
+        shoe_locked(table, False, timeout=15)
         table.sim("call", "shoe", method="draw")
-        table.until(lambda s: s["decks"]["A"]["cards_in_shoe"] == 51, what="a card drawn")
+        table.until(lambda s: s["decks"]["A"]["cards_in_shoe"] == 51, 15, "a card drawn")
         assert set(table.status()["devices"].values()) == {"up"}
     finally:
         intruder.send_signal(signal.SIGTERM)

@@ -161,3 +161,33 @@ def test_a_cut_tail_continued_after_keeps_leaf_numbers(tmp_path: Path) -> None:
     again = Journal(live)
     assert again.tree.root() == root
     again.close()
+
+
+def test_no_checkpoint_covers_rows_that_were_never_committed(tmp_path: Path) -> None:
+    """Rows appended, then the journal fails (a write error): their leaves are in the tree
+    but never on the disk, so the signer signs nothing more, on request or at a stop."""
+    import asyncio
+
+    from tablectl.controller.record.checkpoints import CheckpointSigner, checkpoint_file
+    from tablectl.controller.record.journal import JournalError
+    from tablectl.controller.record.note import IdentityKey
+
+    journal = Journal(tmp_path / "journal.sqlite")
+    signer = CheckpointSigner(journal, IdentityKey.generate("tablectl/T1"))
+    journal.append("note", {"i": 1})
+    first = signer.sign()
+    assert first is not None and first.size == 1
+    journal.append("note", {"i": 2})  # pending, then lost with the failure
+    journal.fail(JournalError("a write failed"))
+
+    async def on_the_loop() -> None:
+        signer.request()
+        await asyncio.sleep(0.05)
+        await signer.stop()
+
+    asyncio.run(on_the_loop())
+    assert signer.latest == first
+    with pytest.raises(JournalError):
+        signer.sign()
+    assert "\n1\n" in checkpoint_file(journal.path).read_text()
+    journal.discard()

@@ -19,7 +19,14 @@ import pytest
 
 from tablectl.controller.record.journal import read_head_file, read_rows, verify_journal
 from tests.journal.crashing import faketime_env, log_of, setup_keys
-from tests.journal.history import ServiceUser, Started, build_history, start_daemon, write_config
+from tests.journal.history import (
+    SAME_DISK_SAID,
+    ServiceUser,
+    Started,
+    build_history,
+    start_daemon,
+    write_config,
+)
 from tests.journal.service_user import hand_over, service_user, shared_dir  # noqa: F401
 
 ROLL_OVER_STEPS = [
@@ -52,9 +59,16 @@ def _wait_for(predicate, timeout: float = 20.0) -> bool:  # type: ignore[no-unty
 
 
 def _table(
-    base: Path, sealing: str, user: ServiceUser | None, *, extra: str = "", rounds: int = 12
+    base: Path,
+    sealing: str,
+    user: ServiceUser | None,
+    *,
+    extra: str = "",
+    rounds: int = 12,
+    hand: bool = True,
 ) -> tuple[Path, object]:
-    """A table with `rounds` rounds of history, sealed or not, handed to `user`."""
+    """A table with `rounds` rounds of history, sealed or not, for `user` (handed over unless
+    `hand` is False: the test does it once it has made its state)."""
     config = write_config(
         base / "t",
         checkpoint_rounds=10,
@@ -63,7 +77,7 @@ def _table(
     )
     build_history(config, rounds)
     key = setup_keys(config) if sealing == "on" else None
-    if user is not None:
+    if user is not None and hand:
         hand_over(config.parent, user)
     return config, key
 
@@ -170,7 +184,7 @@ def test_a_live_file_left_0400_beside_a_hot_journal_starts_as_the_service_user(
     0400 live file would be opened read-only, its hot journal never rolled back, and the
     start refused it as "not a SQLite file" (exit 2) while root started on it."""
     user = service_user() if who == "user" else None
-    config, _ = _table(shared_dir, "off", None, rounds=5)
+    config, _ = _table(shared_dir, "off", user, rounds=5, hand=False)
     live = config.parent / "journal.sqlite"
     before = [r.hash for r in read_rows(live)]
     _hot_rollback_journal(live)
@@ -257,3 +271,36 @@ def test_the_unsealed_roll_over_cut_restarts_and_goes_on_after_the_closed_rows(t
     seqs = [r.seq for r in read_rows(live)]
     assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > closed_last
     assert verify_journal(config.parent).ok
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("point", ["rollover.after_rename", "rollover.after_rows"])
+def test_kill_9_in_the_roll_over_with_an_archive_as_the_service_user(
+    shared_dir: Path,  # noqa: F811
+    point: str,
+):
+    """The same with retention and an archive directory (retain_days = 1), unsealed, as the
+    service user: the restart completes the roll-over, nothing is retired before its time,
+    no temporary is left in the archive."""
+    user = service_user()
+    archive = shared_dir / "archive"
+    archive.mkdir()
+    os.chown(archive, user.uid, user.gid)
+    archive.chmod(0o700)
+    extra = f'retain_days = 1\narchive_dir = "{archive}"\n{SAME_DISK_SAID}'
+    config, _ = _table(shared_dir, "off", user, extra=extra)
+    clock = faketime_env(shared_dir / "clock", "+1d")
+    os.chmod(shared_dir / "clock", 0o644)
+    crashed = _start(config, user, {**clock, "TABLECTL_FAULT_AT": point})
+    assert crashed.process.wait(timeout=30) == -signal.SIGKILL, _errors(crashed)
+    crashed.stop()
+    again = _start(config, user, clock)
+    assert again.ready_seconds is not None, (again.stop(), _errors(again))
+    directory = config.parent
+    live = directory / "journal.sqlite"
+    assert _wait_for(
+        lambda: len(list(directory.glob("journal-*.sqlite"))) == 1 and _rows(live) >= 3
+    )
+    assert again.stop() == 0
+    assert verify_journal(directory).ok
+    assert not [p.name for p in archive.iterdir() if p.name.startswith(".")]

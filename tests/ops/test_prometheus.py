@@ -113,3 +113,26 @@ def test_every_alert_is_in_the_operations_guide_and_no_other() -> None:
     documented = re.findall(r"^\| `(Tablectl\w+)` \|", table, re.MULTILINE)
     assert sorted(documented) == sorted(alert_names())
     assert len(documented) == len(set(documented))
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors a Markdown renderer gives the headings (GitHub's: lower case, punctuation
+    dropped, spaces to hyphens)."""
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", markdown, re.MULTILINE):
+        text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+        anchors.add(text.replace(" ", "-"))
+    return anchors
+
+
+def test_every_alert_has_a_runbook_url_into_a_section_of_the_operations_guide() -> None:
+    """Each alert links where the on-call reads what to do: a section of docs/operations.md as
+    the package installs it (/usr/share/doc/tablectl/, the unit's Documentation=)."""
+    guide = (PROMETHEUS_DIR.parents[1] / "docs" / "operations.md").read_text()
+    anchors = heading_anchors(guide)
+    urls = re.findall(r"^\s*runbook_url:\s*\"([^\"]+)\"\s*$", ALERTS.read_text(), re.MULTILINE)
+    assert len(urls) == len(alert_names())
+    for url in urls:
+        page, _, anchor = url.partition("#")
+        assert page == "file:///usr/share/doc/tablectl/operations.md", url
+        assert anchor in anchors, f"{url}: no such section in docs/operations.md"

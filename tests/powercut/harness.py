@@ -18,7 +18,8 @@ survived, the daemon restarted, and `check` holds the table to its promises:
 4. before its first round, the daemon's device holds are those the journal gives (the last
    checkpoint's `interlocks`, then every decision and event after it, folded as a restart
    folds them), and the simulated shoe and shuffler are locked exactly when held;
-5. no temporary file of a private write (`.NAME.PID.tmp`) is left behind by the restart, and
+5. no temporary file of any durable write path (every name of the product's registry,
+   controller/record/durable.py TEMPORARY_PATTERNS) is left behind by the restart, and
    the sealing key file holds one key only (the slot of the key it replaced overwritten).
 
 Each failure is a `Finding` naming the cut, so a run reports them all rather than the first.
@@ -46,6 +47,7 @@ from tablectl.controller.record.checkpoints import (
     default_origin,
     read_checkpoint_file,
 )
+from tablectl.controller.record.durable import is_temporary
 from tablectl.controller.record.journal import (
     GAP_LEAF,
     JournalError,
@@ -143,7 +145,16 @@ ROLLOVER_TRIGGERS: tuple[Trigger, ...] = (
         r"/journal-\d{4}-\d\d-\d\d-\d{12}\.sqlite$",
         "after",
     ),
-    Trigger("the roll-over: creating the new segment", ("create",), r"/state/journal\.sqlite$"),
+    # the new segment is built under a temporary name and renamed into place
+    # (journal.create_journal_file): a `create` armed on `journal.sqlite` itself never fires
+    Trigger(
+        "the roll-over: creating the new segment", ("create",), r"/state/\.journal\.sqlite\.new$"
+    ),
+    Trigger(
+        "the roll-over: the new segment's build renamed into place",
+        ("rename",),
+        r"/state/\.journal\.sqlite\.new -> ",
+    ),
     Trigger(
         "the roll-over: the new segment's first commit",
         ("fsync",),
@@ -175,6 +186,14 @@ class CutRecord:
     dropped_dirs: int
     dropped_blocks: int
     acknowledged: int  # events acknowledged before this cut, in all
+    #: what the cut dropped: files with unsynced bytes and directories with unsynced entries
+    dropped: tuple[str, ...] = ()
+
+    @property
+    def dropped_beyond_shm(self) -> list[str]:
+        """What the cut dropped besides a `-shm` file (SQLite never fsyncs it, so it is
+        dropped at every cut: proof of nothing)."""
+        return [name for name in self.dropped if not name.endswith("-shm")]
 
 
 @dataclass
@@ -316,6 +335,7 @@ class PoweredTable:
             len(dropped["directories"]),
             int(dropped["blocks"]),
             len(self.acknowledged()),
+            (*dropped["files"], *dropped["directories"]),
         )
         self.cuts.append(record)
         self.trigger = record.trigger
@@ -517,7 +537,8 @@ class PoweredTable:
         problem = self._settled(self.merkle_problem)
         if problem is not None:
             self.fail(number, problem)
-        for leftover in sorted(p.name for p in self.state.iterdir() if p.name.endswith(".tmp")):
+        # every temporary name the product uses (its registry), not only `.tmp` ones
+        for leftover in sorted(p.name for p in self.state.iterdir() if is_temporary(p.name)):
             self.fail(number, f"temporary file left after the restart: {leftover}")
         slots = held_key_slots(self.state / "sealing-key")
         if slots != 1:
@@ -578,15 +599,28 @@ def play_with_cuts(
 
 
 FIRST_START_TRIGGERS: tuple[Trigger, ...] = (
-    Trigger("the first start: a commit's WAL fsync", ("fsync",), r"/state/journal\.sqlite-wal$"),
+    Trigger(
+        "the first start: a commit's WAL fsync",
+        ("fsync",),
+        r"/state/journal\.sqlite-wal$",
+        nth_max=2,
+    ),
     Trigger(
         "the first start: after a commit's WAL fsync",
         ("fsync",),
         r"/state/journal\.sqlite-wal$",
         "after",
+        nth_max=2,
     ),
-    Trigger("the first start: a directory fsync", ("fsyncdir",), r"/state$"),
-    Trigger("the first start: the journal's creation", ("create",), r"/state/journal\.sqlite$"),
+    Trigger("the first start: a directory fsync", ("fsyncdir",), r"/state$", nth_max=2),
+    Trigger(
+        "the first start: the journal's creation", ("create",), r"/state/\.journal\.sqlite\.new$"
+    ),
+    Trigger(
+        "the first start: the journal's build renamed into place",
+        ("rename",),
+        r"/state/\.journal\.sqlite\.new -> ",
+    ),
 )
 
 
@@ -617,6 +651,7 @@ def cut_at_the_first_start(game: str, base: Path, trigger: Trigger, nth: int) ->
                 len(dropped["directories"]),
                 int(dropped["blocks"]),
                 len(table.acknowledged()),
+                (*dropped["files"], *dropped["directories"]),
             )
         )
         table.mount.remount()
@@ -630,9 +665,13 @@ def cut_at_the_first_start(game: str, base: Path, trigger: Trigger, nth: int) ->
     return table
 
 
-def faketime_before_six(lead_seconds: float) -> tuple[dict[str, str], float]:
+def faketime_before_six(
+    lead_seconds: float, clock_file: Path | None = None
+) -> tuple[dict[str, str], float]:
     """libfaketime's environment for a daemon whose UTC clock reads 06:00 (the default gaming
-    day's start) `lead_seconds` from now, and runs on; and that fake now (for the key)."""
+    day's start) `lead_seconds` from now, and runs on; and that fake now (for the key). With
+    `clock_file`, the offset is read from it at every reading (`bring_six_closer` moves it);
+    the elapsed-time clocks stay real."""
     found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
     if not found:
         raise FileNotFoundError("libfaketime (Debian's faketime) is missing")
@@ -642,22 +681,48 @@ def faketime_before_six(lead_seconds: float) -> tuple[dict[str, str], float]:
         six += datetime.timedelta(days=1)
     offset = int((six - now).total_seconds() - lead_seconds)
     env = {"LD_PRELOAD": str(found[0]), "FAKETIME": f"+{offset}", "TZ": "UTC"}
+    if clock_file is not None:
+        clock_file.write_text(f"+{offset}\n")
+        del env["FAKETIME"]
+        env.update(
+            FAKETIME_TIMESTAMP_FILE=str(clock_file),
+            FAKETIME_NO_CACHE="1",
+            FAKETIME_DONT_FAKE_MONOTONIC="1",
+        )
     return env, time.time() + offset
+
+
+def bring_six_closer(clock_file: Path, seconds: float) -> None:
+    """Move the fake clock so that 06:00 comes `seconds` from now: a step forward of less
+    than the daemon's running clock-step threshold (60 s), so not held as a clock step."""
+    offset = int(clock_file.read_text().strip().lstrip("+"))
+    fake = datetime.datetime.fromtimestamp(time.time() + offset, datetime.UTC)
+    six = fake.replace(hour=6, minute=0, second=0, microsecond=0)
+    if six <= fake:
+        return  # 06:00 has passed already
+    ahead = (six - fake).total_seconds()
+    if ahead > seconds:
+        clock_file.write_text(f"+{offset + int(ahead - seconds)}\n")
 
 
 def cut_in_a_rollover(
     game: str, base: Path, trigger: Trigger, rng: random.Random, number: int = 1
 ) -> PoweredTable:
-    """A fresh table whose clock reaches 06:00 a few seconds after READY; the cut lands in
-    the roll-over to the next gaming day (armed on its operations); restart; the checks."""
+    """A fresh table whose clock reaches 06:00 two seconds after the cut is armed (a start
+    takes seconds under load: 06:00 set 40 s ahead, brought closer once READY); the cut
+    lands in the roll-over to the next gaming day (armed on its operations); restart; the
+    checks. The trigger must fire: its operation is the roll-over's own."""
     table = PoweredTable(game, base, seed=rng.randrange(1, 2**31), pause=0.1)
-    table.faketime, fake_now = faketime_before_six(4.0)
+    clock = base / "clock"
+    base.mkdir(parents=True, exist_ok=True)
+    table.faketime, fake_now = faketime_before_six(40.0, clock)
     table.install(now=fake_now)
     try:
         why = table.start()
         if why is not None:
             table.fail(0, why)
             return table
+        bring_six_closer(clock, 2.0)
         table.cut_once(number, trigger, rng)
         closed = [p.name for p in (table.mount.backing / "state").glob("journal-*.sqlite")]
         table.mount.remount()
@@ -681,3 +746,88 @@ def held_key_slots(key_file: Path) -> int:
     raw = key_file.read_bytes()
     half = KEY_FILE_SIZE // 2
     return sum(1 for part in (raw[:half], raw[half:]) if part.strip(b"\0"))
+
+
+#: Cuts during the restart's own recovery of an interrupted roll-over (the undo): its chmod of
+#: the closed file, its rename back to the live name (before and after), its directory fsync.
+RECOVERY_TRIGGERS: tuple[Trigger, ...] = (
+    Trigger(
+        "the recovery: the closed file made 0600 again",
+        ("chmod",),
+        r"/state/journal-\d{4}-\d\d-\d\d-\d{12}\.sqlite$",
+    ),
+    Trigger(
+        "the recovery: before the closed file's rename back to the live one",
+        ("rename",),
+        r"/state/journal-\d{4}-\d\d-\d\d-\d{12}\.sqlite -> .*/state/journal\.sqlite$",
+    ),
+    Trigger(
+        "the recovery: after the closed file's rename back to the live one",
+        ("rename",),
+        r"/state/journal-\d{4}-\d\d-\d\d-\d{12}\.sqlite -> .*/state/journal\.sqlite$",
+        "after",
+    ),
+    Trigger("the recovery: its directory fsync", ("fsyncdir",), r"/state$"),
+)
+
+
+def double_cut_in_a_rollover(
+    game: str, base: Path, recovery: Trigger, rng: random.Random, number: int = 1
+) -> PoweredTable:
+    """A cut inside the roll-over once the closed file's rename is durable (at the new
+    segment's build), then a second cut during the restart's recovery of it (`recovery`, which
+    must fire: the undo is the restart's own work), then a third start and the checks."""
+    create = next(t for t in ROLLOVER_TRIGGERS if t.ops == ("create",))
+    table = PoweredTable(game, base, seed=rng.randrange(1, 2**31), pause=0.1)
+    clock = base / "clock"
+    base.mkdir(parents=True, exist_ok=True)
+    table.faketime, fake_now = faketime_before_six(40.0, clock)
+    table.install(now=fake_now)
+    try:
+        why = table.start()
+        if why is not None:
+            table.fail(0, why)
+            return table
+        bring_six_closer(clock, 2.0)
+        first = table.cut_once(number, create, rng)
+        if first is None or not first.fired:
+            table.fail(number, f"the first cut did not come in the roll-over: {first}")
+            return table
+        table.mount.remount()
+        why = table.start(arm=recovery)
+        fired = why is not None and "exit -9" in why
+        if why is None:  # READY first: the recovery never reached the operation
+            assert table.process is not None
+            table.mount.cut(kill=table.process.pid)
+            table.process.wait(10)
+            table._drain()
+            table.process = None
+        cuts = table.mount.cuts()
+        dropped = (cuts[-1]["dropped"] if cuts else None) or {
+            "files": [],
+            "directories": [],
+            "blocks": 0,
+        }
+        table.trigger = recovery.name + ("" if fired else " (READY first: cut then)")
+        table.cuts.append(
+            CutRecord(
+                game,
+                number + 1,
+                table.trigger,
+                fired,
+                len(dropped["files"]),
+                len(dropped["directories"]),
+                int(dropped["blocks"]),
+                len(table.acknowledged()),
+                (*dropped["files"], *dropped["directories"]),
+            )
+        )
+        table.mount.remount()
+        why = table.start()
+        if why is not None:
+            table.fail(number + 1, why)
+            return table
+        table.check(number + 1)
+    finally:
+        table.stop()
+    return table

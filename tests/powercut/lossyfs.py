@@ -30,6 +30,7 @@ Mounting again on the same backing directory gives what survived: what was fsync
 files left in the backing directory's `.lossyfs/` (a cut between a file's fsync and its
 directory's) are removed at mount, as fsck would.
 
+A `chmod` or `chown` is durable only once its file is fsynced (like its bytes).
 Unsynced writes are all dropped (the harshest outcome of a real cut, where some of them may
 also have reached the disk); a write is never torn inside an fsync. By default a directory
 entry needs its directory's fsync (POSIX); `--ext4` models ext4's one journal instead, where
@@ -104,6 +105,13 @@ class Node:
 
 def _error(code: int) -> OSError:
     return OSError(code, os.strerror(code))
+
+
+def _chown(real: str, node: Node) -> None:
+    """The backing file given the node's owner (lossyfs runs as root in the tests; as another
+    user the owner stays the backing file's)."""
+    with contextlib.suppress(PermissionError):
+        os.lchown(real, node.uid, node.gid)
 
 
 class LossyOperations:
@@ -305,6 +313,7 @@ class LossyOperations:
                 os.close(fd)
             node.dirty.clear()
         os.chmod(real, stat.S_IMODE(node.mode))
+        _chown(real, node)  # an owner, like a mode, is durable only once the file is fsynced
         node.meta_dirty = False
 
     def _sync_dir(self, directory: Node) -> None:
@@ -337,6 +346,7 @@ class LossyOperations:
                     os.link(self._real(source), real_stage)
                 else:  # the entry without its unsynced bytes: an empty file
                     Path(real_stage).touch(mode=stat.S_IMODE(child.mode))
+                    _chown(real_stage, child)
                 os.chmod(real_stage, stat.S_IMODE(child.mode))
             else:  # a socket or a fifo
                 os.mknod(real_stage, child.mode)

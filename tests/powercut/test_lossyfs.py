@@ -230,3 +230,27 @@ def test_sqlite_in_wal_mode_keeps_its_commits_and_loses_what_it_did_not_sync(los
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         db.close()
+
+
+def test_a_chmod_and_chown_are_durable_only_after_the_files_fsync(lossy: LossyMount):
+    """A file's mode and owner change in memory first, like its bytes: lost at a cut unless
+    the file was fsynced after them (the roll-over's 0400, a file handed to the service user).
+    Before, an owner never reached the disk at all, fsynced or not."""
+    synced = durable_file(lossy, "synced", b"x")
+    unsynced = durable_file(lossy, "unsynced", b"x")
+    for path in (synced, unsynced):
+        os.chmod(path, 0o400)
+        os.chown(path, 65534, 65534)
+    fd = os.open(synced, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert (unsynced.stat().st_mode & 0o777, unsynced.stat().st_uid) == (0o400, 65534)
+    cut_and_remount(lossy)
+    assert (synced.stat().st_mode & 0o777, synced.stat().st_uid, synced.stat().st_gid) == (
+        0o400,
+        65534,
+        65534,
+    )
+    assert (unsynced.stat().st_mode & 0o777, unsynced.stat().st_uid) == (0o644, 0)

@@ -281,6 +281,7 @@ def test_the_live_segment_replaced(table: Table) -> None:
     assert damage["first_bad_seq"] == 1
 
 
+@pytest.mark.long  # five daemon runs before the forgery: make test-long
 def test_the_first_row_that_differs_narrowed_by_the_cosigned_history(table: Table) -> None:
     """The same cut-and-re-stamp, by an insider who removed the newest cosignatures held but
     not the witnesses' history beside them: the start names the first row that differs to

@@ -173,7 +173,7 @@ def test_kill_9_mid_write_loses_no_cosigned_checkpoint(
             table.grow(1)
 
 
-@pytest.mark.parametrize("nth", [7, 40])
+@pytest.mark.parametrize("nth", [7, pytest.param(40, marks=pytest.mark.long)])
 def test_power_cut_at_an_fsync_of_its_state_loses_no_cosigned_checkpoint(
     tmp_path: Path, key: Path, tables: list[MemoryLog], nth: int
 ) -> None:
