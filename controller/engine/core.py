@@ -1490,7 +1490,9 @@ class Engine:
                 rnd.deck = named  # no card dealt yet: the round is dealt from it
             self.current = named
             self.explicit_deck = True
-        if not self._in_round():
+        if not self._round_open():
+            # between rounds only: a round in play (suspended too) deals on from the shoe it
+            # has; the shuffler's next batch is loaded after it (2C.4(i)2)
             self._load_next_batch()
         if self.asd_removed and self.options.shuffler != "none":
             # C6: cards loaded after the ASD left were shuffled by another method.
