@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from tablectl.controller.engine.cards import JOKER, Composition, standard_deck
 from tablectl.controller.engine.decisions import Decision
+from tablectl.controller.engine.deck import Deck
 from tablectl.controller.engine.events import UNDECODABLE_FRAME, EventError, validate
 from tablectl.controller.engine.gaming_day import gaming_day_of, parse_start
 from tablectl.controller.engine.integrity import ShuffleIntegrity
@@ -27,7 +28,6 @@ from tablectl.controller.engine.ledger import (
     COMMUNITY,
     DEALER,
     DISCARD,
-    REMOVED,
     SHOE,
     Ledger,
     LedgerError,
@@ -46,7 +46,7 @@ from tablectl.controller.engine.rules import Citation, Rule, citation
 from tablectl.controller.engine.shuffle_integrity import ShuffleWatch
 from tablectl.controller.engine.table import GameOption, GameProfile, TableOptions, TableSpec
 
-__all__ = ["SNAPSHOT_VERSION", "Decision", "Engine", "SnapshotError"]
+__all__ = ["SNAPSHOT_VERSION", "Decision", "Deck", "Engine", "SnapshotError"]
 
 # Engine.snapshot()'s format. Adding a field with a default keeps the version (an older
 # snapshot restores with the default); renaming or re-meaning one bumps it.
@@ -83,22 +83,6 @@ def device_kind(event: Mapping[str, Any]) -> str | None:
 
 class SnapshotError(ValueError):
     """A snapshot Engine.restore cannot use; the message names the field and why."""
-
-
-@dataclass
-class Deck:
-    """One deck (or one shoe of decks): its ledger and what the rules track of it."""
-
-    name: str
-    ledger: Ledger
-    shuffled: bool = True
-    fresh: bool = False  # received, not yet shuffled (C10)
-    removed: bool = False  # C10
-    faulted: bool = False  # C4: its last shuffle did not complete
-    reshuffle_rule: str | None = None  # a rule that demands a reshuffle before the next deal
-    manual_shuffle_refused: bool = False  # C6
-    rounds_since_count: int = 0  # S1
-    shuffling: bool = False
 
 
 @dataclass
@@ -571,17 +555,7 @@ class Engine:
         return self.decks[self.current]
 
     def _deck_state(self, deck: Deck) -> str:
-        if deck.removed:
-            return "removed"
-        if deck.shuffling:
-            return "shuffling"
-        if deck.faulted:
-            return "shuffle_failed"
-        if deck.fresh or not deck.shuffled:
-            return "needs_shuffle"
-        if deck.reshuffle_rule:
-            return f"reshuffle_due ({deck.reshuffle_rule})"
-        return "in_play" if deck.name == self.current and self._in_round() else "shuffled"
+        return deck.state(deck.name == self.current and self._in_round())
 
     def _gaming_day(self, when: datetime | None) -> date | str:
         """The gaming day of ``when``; events without a time share one day ("untimed")."""
@@ -595,10 +569,7 @@ class Engine:
 
     def _collect_layout(self, deck: Deck) -> int:
         """Move the layout's cards to the discard rack; returns how many moved."""
-        moved = 0
-        for place in [p for p in deck.ledger.places if p not in (SHOE, DISCARD, REMOVED)]:
-            moved += deck.ledger.move_all(place, DISCARD)
-        return moved
+        return deck.collect_layout()
 
     def _end_round(self) -> list[Decision]:
         """The round's cards are collected (hands_collected, or implied by a new round)."""
@@ -786,8 +757,7 @@ class Engine:
         if self.counts_the_stub:
             # S1: per deck, the fifth round since the last verified count needs a count.
             counter = self._counter(deck)
-            counter.rounds_since_count += 1
-            if counter.rounds_since_count == self.interp.stub_count_interval:
+            if counter.round_dealt() == self.interp.stub_count_interval:
                 extra = {"deck": deck.name} if self.options.dual_deck else {}
                 decisions.append(
                     self._d(
@@ -829,9 +799,7 @@ class Engine:
         return decisions
 
     def _remove(self, deck: Deck, rule_id: str, why: str) -> Decision:
-        deck.ledger.gather(REMOVED, keep=())
-        deck.removed = True
-        deck.shuffled = False
+        deck.remove()
         in_play = deck.name == self.current
         if in_play and self.state != "deck_removed":
             rnd = self.round
@@ -1261,7 +1229,7 @@ class Engine:
                 over_dealt = rnd.tally.get(UNASSIGNED, 0)
                 out += over_dealt
         if count == expected:
-            self._counter(deck).rounds_since_count = 0  # S1: a verified count
+            self._counter(deck).count_verified()  # S1: a verified count
             # the deck is whole; a hand the dealer found misdealt is the game's misdeal
             # rule (40.12(d), 39.12(c), 2C.14(g)), not the stub count's (40.7(f)1).
             decisions: list[Decision] = []
@@ -1347,9 +1315,7 @@ class Engine:
         if self._counts_in_alternation(rnd):
             self.last_round_deck = deck.name
         ended = self._shuffle_findings(deck.name, rnd.number)  # over: tested like any round
-        # its cards go into the shuffler with the deck (the ledger's "shoe")
-        for place in [p for p in deck.ledger.places if p not in (SHOE, DISCARD, REMOVED)]:
-            deck.ledger.move_all(place, SHOE)
+        deck.layout_to_shuffler()  # its cards go into the shuffler with the deck
         self.round = None
         self.dealt = []
         self.explicit_deck = False
@@ -1408,16 +1374,12 @@ class Engine:
         else:
             deck.ledger.gather(SHOE)
             self._new_shoe_order(deck.name, whole=True)
-        deck.shuffled = True
-        deck.fresh = False
-        deck.faulted = False
-        deck.reshuffle_rule = None
-        deck.manual_shuffle_refused = False
+        deck.shuffle_done()
         self.bart_carter_flagged = False
         if not manual:
             self.asd_faulted = False
         if count == size and self._counting_exemption():
-            self._counter(deck).rounds_since_count = 0  # S2: a full count is a verified count
+            self._counter(deck).count_verified()  # S2: a full count is a verified count
         return ended
 
     def _shoe_shuffled_whole(self) -> bool:
@@ -1528,12 +1490,9 @@ class Engine:
                 ]
             # I2: the void round's cards stay the old deck's, on the layout until collected;
             # they still go to the discard rack (D2, R1 count them then)
-            old = self.decks[named]
-            rnd.layout_left += sum(
-                old.ledger.count(p) for p in old.ledger.places if p not in (SHOE, DISCARD, REMOVED)
-            )
+            rnd.layout_left += self.decks[named].layout_count()
         # C10: new cards, inspected at receipt (a verified count), to be shuffled first.
-        self.decks[named] = Deck(named, Ledger(self.composition), shuffled=False, fresh=True)
+        self.decks[named] = Deck.received(named, self.composition)
         self.blocked_without_round = 0
         if self.state == "deck_removed" and self.C10_another_deck_in_place():
             self._fire("receive_deck")  # C10 per deck: a deck is in place again

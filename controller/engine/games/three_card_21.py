@@ -17,9 +17,10 @@ from tablectl.controller.engine.cards import (
     is_ten_or_ace,
     multi_deck_shoe,
 )
-from tablectl.controller.engine.core import Deck, Engine, Round
+from tablectl.controller.engine.core import Engine, Round
 from tablectl.controller.engine.decisions import Decision
-from tablectl.controller.engine.ledger import BURNED, DEALER, DISCARD, SHOE, Ledger
+from tablectl.controller.engine.deck import Deck
+from tablectl.controller.engine.ledger import BURNED, DEALER, DISCARD, SHOE
 from tablectl.controller.engine.machine import MachineDefinition, chart
 from tablectl.controller.engine.rules import Citation, Rule
 from tablectl.controller.engine.table import GameOption, GameProfile, TableOptions
@@ -551,7 +552,7 @@ class ThreeCard21(Engine):
             deck.shuffled, deck.faulted, deck.reshuffle_rule = True, False, None
             self.bart_carter_flagged = False
         elif batch == "fresh":
-            self.decks[deck.name] = Deck(deck.name, Ledger(self.composition), False, fresh=True)
+            self.decks[deck.name] = Deck.received(deck.name, self.composition)
         elif batch == "faulted":
             deck.faulted = True  # C4: the batch never completed its shuffle
             deck.shuffled = False
