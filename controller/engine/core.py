@@ -1,8 +1,9 @@
 """The round engine: events in, decisions out; pure (no I/O, no clock, no randomness).
 
-One :class:`Engine` per table. It keeps the card ledger of each deck, one
-``transitions`` machine (controller/engine/machine.py) and the bookkeeping the rules need
-(stub-count cadence, two-deck alternation, the rack level). This module is the core and
+One :class:`Engine` per table: a composition of rule families (each its own class and
+module: the decks, deck.py; the discard rack, rack.py; the hole-card reader, reader.py;
+shuffle integrity, integrity.py), one ``transitions`` machine (controller/engine/machine.py)
+and the round's life, which it routes events through. This module is the core and
 names no game: each game's rules are a subclass in controller/engine/games/ overriding the hooks
 below. Every rule is enforced in exactly one method, marked with its ID; the rules that
 gate a step are conditions on the chart; every decision's citation comes from the rule
