@@ -311,6 +311,9 @@ class ThrowawayPatroniCluster:
                     "max_wal_senders": 10,
                     "max_replication_slots": 10,
                     "synchronous_commit": "on",
+                    # the other standby retries its source every 0.5 s (not 5 s): it follows
+                    # the new primary, which waits for a synchronous standby, sooner
+                    "wal_retrieve_retry_interval": "500ms",
                     **self.settings,
                 },
             },

@@ -3,7 +3,11 @@
 What lives here: the card ledger, the decks and the table's specification, the `transitions`
 chart with its rule conditions (``rules``, named by rule ID), the decisions and the event
 language, shuffle integrity's checks, the gaming day's arithmetic, and one module per game
-under ``games/`` over a core (``core.Engine``) that names no game.
+under ``games/`` over a core (``core.Engine``) that names no game. The core is composed of
+rule families, each a class of its own module that keeps its own state: ``deck`` (one object
+per deck), ``rack`` (the discard rack), ``reader`` (the hole-card reader), ``integrity``
+(shuffle integrity); ``family`` is what a family may ask of the table (a family never
+imports the core).
 
 What it may import: the standard library and `transitions`, nothing else of tablectl. No
 I/O, no clock and no randomness of its own: time comes in the event, randomness is injected.

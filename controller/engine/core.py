@@ -1,8 +1,9 @@
 """The round engine: events in, decisions out; pure (no I/O, no clock, no randomness).
 
-One :class:`Engine` per table. It keeps the card ledger of each deck, one
-``transitions`` machine (controller/engine/machine.py) and the bookkeeping the rules need
-(stub-count cadence, two-deck alternation, the rack level). This module is the core and
+One :class:`Engine` per table: a composition of rule families (each its own class and
+module: the decks, deck.py; the discard rack, rack.py; the hole-card reader, reader.py;
+shuffle integrity, integrity.py), one ``transitions`` machine (controller/engine/machine.py)
+and the round's life, which it routes events through. This module is the core and
 names no game: each game's rules are a subclass in controller/engine/games/ overriding the hooks
 below. Every rule is enforced in exactly one method, marked with its ID; the rules that
 gate a step are conditions on the chart; every decision's citation comes from the rule
@@ -19,14 +20,15 @@ from typing import Any, ClassVar
 
 from tablectl.controller.engine.cards import JOKER, Composition, standard_deck
 from tablectl.controller.engine.decisions import Decision
+from tablectl.controller.engine.deck import Deck
 from tablectl.controller.engine.events import UNDECODABLE_FRAME, EventError, validate
 from tablectl.controller.engine.gaming_day import gaming_day_of, parse_start
+from tablectl.controller.engine.integrity import ShuffleIntegrity
 from tablectl.controller.engine.ledger import (
     BURNED,
     COMMUNITY,
     DEALER,
     DISCARD,
-    REMOVED,
     SHOE,
     Ledger,
     LedgerError,
@@ -38,12 +40,14 @@ from tablectl.controller.engine.machine import (
     build,
     chart,
 )
+from tablectl.controller.engine.rack import DiscardRack
+from tablectl.controller.engine.reader import HoleCardReader
 from tablectl.controller.engine.registry import find_game, register
 from tablectl.controller.engine.rules import Citation, Rule, citation
 from tablectl.controller.engine.shuffle_integrity import ShuffleWatch
 from tablectl.controller.engine.table import GameOption, GameProfile, TableOptions, TableSpec
 
-__all__ = ["SNAPSHOT_VERSION", "Decision", "Engine", "SnapshotError"]
+__all__ = ["SNAPSHOT_VERSION", "Decision", "Deck", "Engine", "SnapshotError"]
 
 # Engine.snapshot()'s format. Adding a field with a default keeps the version (an older
 # snapshot restores with the default); renaming or re-meaning one bumps it.
@@ -80,22 +84,6 @@ def device_kind(event: Mapping[str, Any]) -> str | None:
 
 class SnapshotError(ValueError):
     """A snapshot Engine.restore cannot use; the message names the field and why."""
-
-
-@dataclass
-class Deck:
-    """One deck (or one shoe of decks): its ledger and what the rules track of it."""
-
-    name: str
-    ledger: Ledger
-    shuffled: bool = True
-    fresh: bool = False  # received, not yet shuffled (C10)
-    removed: bool = False  # C10
-    faulted: bool = False  # C4: its last shuffle did not complete
-    reshuffle_rule: str | None = None  # a rule that demands a reshuffle before the next deal
-    manual_shuffle_refused: bool = False  # C6
-    rounds_since_count: int = 0  # S1
-    shuffling: bool = False
 
 
 @dataclass
@@ -224,6 +212,22 @@ def _handler_names(cls: type) -> tuple[str, ...]:
 GAME_API_VERSION = "1.0"
 
 
+class _Kept:
+    """An engine attribute kept by one of its rule families, under the name the snapshot and
+    the games have always used for it (``rack_level`` is ``engine.rack.level``)."""
+
+    __slots__ = ("family", "field")
+
+    def __init__(self, family: str, field: str) -> None:
+        self.family, self.field = family, field
+
+    def __get__(self, engine: Any, owner: type | None = None) -> Any:
+        return getattr(getattr(engine, self.family), self.field)
+
+    def __set__(self, engine: Any, value: Any) -> None:
+        setattr(getattr(engine, self.family), self.field, value)
+
+
 class Engine:
     """The rules of one table. ``handle(event, at) -> decisions``.
 
@@ -265,6 +269,20 @@ class Engine:
     stub_rule: ClassVar[str] = "S3"
     #: C6: the shuffler may be replaced only once a supervisor saw it empty
     replacing_the_shuffler_needs_empty_check: ClassVar[bool] = False
+
+    # the discard rack's fields (controller/engine/rack.py), by their snapshot names
+    rack_level = _Kept("rack", "level")
+    rack_baseline = _Kept("rack", "baseline")
+    rack_direct = _Kept("rack", "direct")
+    rack_expected_min = _Kept("rack", "expected_min")
+    rack_deck = _Kept("rack", "deck")
+    rack_seen = _Kept("rack", "seen")
+    # shuffle integrity's watch (controller/engine/integrity.py)
+    shuffle_watch = _Kept("integrity", "watch")
+    # the hole-card reader's (controller/engine/reader.py)
+    reader_inspected_day = _Kept("reader", "inspected_day")
+    reader_disabled = _Kept("reader", "disabled")
+    reader_fault_day = _Kept("reader", "fault_day")
 
     @classmethod
     def composition_for(cls, options: TableOptions) -> Composition:
@@ -317,15 +335,8 @@ class Engine:
         self.ads_removed = False
         self.asd_faulted = False
         self.shuffler_emptied = False
-        self.reader_inspected_day: date | str | None = None
-        self.reader_disabled = False
-        self.reader_fault_day: date | str | None = None  # H5: the gaming day it went out
-        self.rack_level: int | None = None
-        self.rack_baseline: int | None = None
-        self.rack_direct = 0  # R1: burn cards put straight into the rack since the baseline
-        self.rack_expected_min: int | None = None
-        self.rack_deck: str | None = None
-        self.rack_seen = False
+        self.reader = HoleCardReader(self.interp)  # H1, H5 (controller/engine/reader.py)
+        self.rack = DiscardRack(self)  # D2, R1 (controller/engine/rack.py)
         self.bart_carter_flagged = False
         self.pending_notifications: list[str] = []
         self.suspended_from: str | None = None
@@ -337,10 +348,11 @@ class Engine:
         # Q1, Q2: the dealt order tested for a replayed or inadequate shuffle, round by round
         # once each round is over (controller/engine/shuffle_integrity.py); a Bart Carter shoe is
         # never shuffled whole, which both statistics assume.
-        self.shuffle_watch: ShuffleWatch | None = (
+        self.integrity = ShuffleIntegrity(
+            self,
             ShuffleWatch(self.composition.copies)
             if self.interp.shuffle_integrity and self._shoe_shuffled_whole()
-            else None
+            else None,
         )
         self._at = 0
         self._time: datetime | None = None  # the event in hand's time, if it has one
@@ -544,17 +556,7 @@ class Engine:
         return self.decks[self.current]
 
     def _deck_state(self, deck: Deck) -> str:
-        if deck.removed:
-            return "removed"
-        if deck.shuffling:
-            return "shuffling"
-        if deck.faulted:
-            return "shuffle_failed"
-        if deck.fresh or not deck.shuffled:
-            return "needs_shuffle"
-        if deck.reshuffle_rule:
-            return f"reshuffle_due ({deck.reshuffle_rule})"
-        return "in_play" if deck.name == self.current and self._in_round() else "shuffled"
+        return deck.state(deck.name == self.current and self._in_round())
 
     def _gaming_day(self, when: datetime | None) -> date | str:
         """The gaming day of ``when``; events without a time share one day ("untimed")."""
@@ -568,10 +570,7 @@ class Engine:
 
     def _collect_layout(self, deck: Deck) -> int:
         """Move the layout's cards to the discard rack; returns how many moved."""
-        moved = 0
-        for place in [p for p in deck.ledger.places if p not in (SHOE, DISCARD, REMOVED)]:
-            moved += deck.ledger.move_all(place, DISCARD)
-        return moved
+        return deck.collect_layout()
 
     def _end_round(self) -> list[Decision]:
         """The round's cards are collected (hands_collected, or implied by a new round)."""
@@ -584,14 +583,7 @@ class Engine:
             # D2, R1: a void round's cards of a deck replaced since (deck_received) are the
             # old deck's; they reach the rack all the same
             moved = self._collect_layout(deck) + rnd.layout_left
-            if moved:
-                decisions += self._rack_deck_check(deck.name)
-            if self.rack_baseline is not None and self.interp.reconcile_discard_rack:
-                # R1: the rise since the baseline reading: the layout collected now plus the
-                # burn cards that went straight into the rack after that reading (2C.6(c));
-                # one the reading already held is not counted again.
-                rise = moved + self.rack_direct
-                self.rack_expected_min = self.rack_baseline + rise - self.options.rack_tolerance
+            decisions += self.rack.collected(deck.name, moved)
             if self._counts_in_alternation(rnd):
                 self.last_round_deck = deck.name
         if rnd is not None:
@@ -766,8 +758,7 @@ class Engine:
         if self.counts_the_stub:
             # S1: per deck, the fifth round since the last verified count needs a count.
             counter = self._counter(deck)
-            counter.rounds_since_count += 1
-            if counter.rounds_since_count == self.interp.stub_count_interval:
+            if counter.round_dealt() == self.interp.stub_count_interval:
                 extra = {"deck": deck.name} if self.options.dual_deck else {}
                 decisions.append(
                     self._d(
@@ -809,9 +800,7 @@ class Engine:
         return decisions
 
     def _remove(self, deck: Deck, rule_id: str, why: str) -> Decision:
-        deck.ledger.gather(REMOVED, keep=())
-        deck.removed = True
-        deck.shuffled = False
+        deck.remove()
         in_play = deck.name == self.current
         if in_play and self.state != "deck_removed":
             rnd = self.round
@@ -949,7 +938,7 @@ class Engine:
         # 2C.6(c): the burn card goes face down to the discard rack at once (so a rack
         # reading after it already holds it: R1 must not count it again).
         self._deck().ledger.move(card, SHOE, DISCARD)
-        self.rack_direct += 1
+        self.rack.direct += 1
         self._record(card, BURNED, False)
         why = {
             "G2": "the first card after the shoe is loaded or a new dealer comes is burned",
@@ -1178,8 +1167,7 @@ class Engine:
         self.round_number += 1
         rnd = Round(self.round_number, self.current, positions)
         self.round = rnd
-        if self.rack_level is not None:
-            self.rack_baseline = self.rack_level
+        self.rack.round_opened()
         self._fire("close_bets", positions)
         return decisions + self._bets_closed(rnd)
 
@@ -1242,7 +1230,7 @@ class Engine:
                 over_dealt = rnd.tally.get(UNASSIGNED, 0)
                 out += over_dealt
         if count == expected:
-            self._counter(deck).rounds_since_count = 0  # S1: a verified count
+            self._counter(deck).count_verified()  # S1: a verified count
             # the deck is whole; a hand the dealer found misdealt is the game's misdeal
             # rule (40.12(d), 39.12(c), 2C.14(g)), not the stub count's (40.7(f)1).
             decisions: list[Decision] = []
@@ -1291,9 +1279,7 @@ class Engine:
         ended = self._void_round_to_shuffler(deck)
         deck.shuffling = True
         deck.shuffled = False
-        if self.rack_deck == deck.name:
-            self.rack_deck = None
-        self.rack_expected_min = None
+        self.rack.shuffled(deck.name)
         if self.state == "idle" and not self.options.dual_deck:
             self._fire("start_shuffle")
         return ended
@@ -1304,16 +1290,10 @@ class Engine:
         Only an ended round's cards go in (never the round in play: H7), and a finding names
         rounds and a statistic, never a card. It blocks nothing: surveillance is told.
         """
-        if self.shuffle_watch is None:
+        if self.integrity.watch is None:
             return []
         cards = [entry["card"] for entry in self.dealt]
-        decisions: list[Decision] = []
-        for finding in self.shuffle_watch.round_ended(deck, round_number, cards):
-            decisions.append(
-                self._d("shuffle_suspect", finding.rule_id, finding.reason, **finding.extras())
-            )
-            decisions.append(self._notify(finding.rule_id, finding.reason))
-        return decisions
+        return self.integrity.round_ended(deck, round_number, cards)
 
     def _shuffle_refused(self, deck: Deck) -> Decision:
         """L3: a shuffle of the deck whose round is in play is not taken."""
@@ -1336,13 +1316,11 @@ class Engine:
         if self._counts_in_alternation(rnd):
             self.last_round_deck = deck.name
         ended = self._shuffle_findings(deck.name, rnd.number)  # over: tested like any round
-        # its cards go into the shuffler with the deck (the ledger's "shoe")
-        for place in [p for p in deck.ledger.places if p not in (SHOE, DISCARD, REMOVED)]:
-            deck.ledger.move_all(place, SHOE)
+        deck.layout_to_shuffler()  # its cards go into the shuffler with the deck
         self.round = None
         self.dealt = []
         self.explicit_deck = False
-        self.rack_expected_min = None
+        self.rack.expected_min = None
         self._fire("collect")
         return ended
 
@@ -1377,9 +1355,7 @@ class Engine:
             ended = self._void_round_to_shuffler(deck)  # its cards are in this shuffle (C5)
         if self.state == "shuffling":
             self._fire("finish_shuffle")
-        if self.rack_deck == deck.name:
-            self.rack_deck = None
-        self.rack_expected_min = None
+        self.rack.shuffled(deck.name)
         if miscounted:
             # C7: the counting shuffler found other than the full deck.
             return self._void_and_remove_if_current(
@@ -1399,16 +1375,12 @@ class Engine:
         else:
             deck.ledger.gather(SHOE)
             self._new_shoe_order(deck.name, whole=True)
-        deck.shuffled = True
-        deck.fresh = False
-        deck.faulted = False
-        deck.reshuffle_rule = None
-        deck.manual_shuffle_refused = False
+        deck.shuffle_done()
         self.bart_carter_flagged = False
         if not manual:
             self.asd_faulted = False
         if count == size and self._counting_exemption():
-            self._counter(deck).rounds_since_count = 0  # S2: a full count is a verified count
+            self._counter(deck).count_verified()  # S2: a full count is a verified count
         return ended
 
     def _shoe_shuffled_whole(self) -> bool:
@@ -1419,11 +1391,7 @@ class Engine:
     def _new_shoe_order(self, deck: str, whole: bool) -> None:
         """Q1, Q2: a shuffled deck goes into play. Only a whole deck's shuffle is compared with
         the deal before it (G5's reshuffled rack is a part: its pairs tell nothing)."""
-        if self.shuffle_watch is not None:
-            if whole:
-                self.shuffle_watch.shuffled(deck)
-            else:
-                self.shuffle_watch.partial_shuffle(deck)
+        self.integrity.new_order(deck, whole)
 
     def _another_method(self, stack: bool) -> bool:
         """C6: a deal by another method than the table's ADS while the ADS is still there
@@ -1485,7 +1453,9 @@ class Engine:
                 rnd.deck = named  # no card dealt yet: the round is dealt from it
             self.current = named
             self.explicit_deck = True
-        if not self._in_round():
+        if not self._round_open():
+            # between rounds only: a round in play (suspended too) deals on from the shoe it
+            # has; the shuffler's next batch is loaded after it (2C.4(i)2)
             self._load_next_batch()
         if self.asd_removed and self.options.shuffler != "none":
             # C6: cards loaded after the ASD left were shuffled by another method.
@@ -1521,12 +1491,9 @@ class Engine:
                 ]
             # I2: the void round's cards stay the old deck's, on the layout until collected;
             # they still go to the discard rack (D2, R1 count them then)
-            old = self.decks[named]
-            rnd.layout_left += sum(
-                old.ledger.count(p) for p in old.ledger.places if p not in (SHOE, DISCARD, REMOVED)
-            )
+            rnd.layout_left += self.decks[named].layout_count()
         # C10: new cards, inspected at receipt (a verified count), to be shuffled first.
-        self.decks[named] = Deck(named, Ledger(self.composition), shuffled=False, fresh=True)
+        self.decks[named] = Deck.received(named, self.composition)
         self.blocked_without_round = 0
         if self.state == "deck_removed" and self.C10_another_deck_in_place():
             self._fire("receive_deck")  # C10 per deck: a deck is in place again
@@ -1751,32 +1718,17 @@ class Engine:
     # ------------------------------------------------------------------ hole-card reader
 
     def _on_reader_inspected(self, ev: dict[str, Any]) -> list[Decision]:
-        day = self._gaming_day(ev.get("time"))
-        self.reader_inspected_day = day
-        if self.reader_disabled and not self._reinspection_restores(day):
-            return []  # H5 (I4): out for the rest of the gaming day it went out on
-        self.reader_disabled = False  # H5: re-inspected
-        self.reader_fault_day = None
-        self.device_faults.pop("hole_card_reader", None)
+        if self.reader.inspected(self._gaming_day(ev.get("time"))):
+            self.device_faults.pop("hole_card_reader", None)
         return []
-
-    def _reinspection_restores(self, day: date | str) -> bool:
-        """H5 (interpretation I4): a faulted reader is out "for the rest of the gaming day";
-        with no repair recorded, only an inspection of a later gaming day returns it."""
-        fault = self.reader_fault_day
-        if self.interp.reader_reinspection_same_day_restores or fault is None:
-            return True
-        if isinstance(fault, date) and isinstance(day, date):
-            return day > fault
-        return day != fault
 
     # ------------------------------------------------------------------ the discard rack
 
     def _on_rack_level(self, ev: dict[str, Any]) -> list[Decision]:
-        return self._rack(ev["cards"])
+        return self.rack.reading(ev["cards"])
 
     def _on_rack_cleared(self, ev: dict[str, Any]) -> list[Decision]:
-        return self._rack(0)
+        return self.rack.reading(0)
 
     def _on_rack_fault(self, ev: dict[str, Any]) -> list[Decision]:
         """The sensor failed: its last count stands unconfirmed and the fault shows in the
@@ -1784,48 +1736,6 @@ class Engine:
         gate on a rack count is decided from a sensor that says it cannot count."""
         self.device_faults["discard_rack"] = str(ev["fault"])
         return []
-
-    def _rack(self, level: int) -> list[Decision]:
-        decisions: list[Decision] = []
-        self.device_faults.pop("discard_rack", None)  # the sensor counts again
-        self.rack_seen = True
-        self.rack_level = level
-        if level <= self.options.rack_tolerance:
-            self.rack_deck = None
-        decisions += self._rack_rules(level)
-        if self.rack_expected_min is not None:
-            expected = self.rack_expected_min
-            self.rack_expected_min = None
-            if level < expected:
-                # R1: the rack did not rise by the cards that left the shoe this round.
-                decisions.append(
-                    self._notify(
-                        "R1",
-                        f"the discard rack reads {level} cards, "
-                        f"at least {expected} expected: cards unaccounted",
-                    )
-                )
-        if not self._in_round():
-            self.rack_baseline = level
-            self.rack_direct = 0
-        return decisions
-
-    def _rack_deck_check(self, deck_name: str) -> list[Decision]:
-        """D2: cards of only one deck in the discard rack at a time."""
-        # D2: the rack holds the last collected deck until a shuffle or the sensor empties it.
-        decisions: list[Decision] = []
-        if self.options.dual_deck and self.rack_deck not in (None, deck_name):
-            decisions += [
-                self._d(
-                    "procedure_violation",
-                    "D2",
-                    f"deck {deck_name}'s cards went to the "
-                    f"discard rack before deck {self.rack_deck}'s were cleared",
-                ),
-                self._notify("D2", "cards of both decks in the discard rack"),
-            ]
-        self.rack_deck = deck_name
-        return decisions
 
     # ------------------------------------------------------------------ collection, misc
 

@@ -123,6 +123,20 @@ def test_killing_the_primary_mid_batch_loses_no_acknowledged_row(
         floor.shippers[floor.watched].refresh()
         assert watched.rows_behind == 0
 
+        # on the new primary, with its synchronous standby, the floor says every table's rows
+        # are durable on two machines (floor.durable_elsewhere: what retention may count as
+        # held elsewhere), up to the last row acknowledged
+        deadline = time.monotonic() + 60
+        while not all(
+            s.durable_elsewhere_seq == s.acknowledged_seq for s in floor.shippers.values()
+        ):
+            assert time.monotonic() < deadline, {
+                t: (s.durable_elsewhere_seq, s.acknowledged_seq)
+                for t, s in floor.shippers.items()
+                if s.durable_elsewhere_seq != s.acknowledged_seq
+            }
+            time.sleep(0.1)
+
         # readers on a standby see only ended rounds: the released rows up to the last
         # collection the standby holds, nothing of the round in play; the rows table refused
         primary_lsn = ""

@@ -17,9 +17,10 @@ from tablectl.controller.engine.cards import (
     is_ten_or_ace,
     multi_deck_shoe,
 )
-from tablectl.controller.engine.core import Deck, Engine, Round
+from tablectl.controller.engine.core import Engine, Round
 from tablectl.controller.engine.decisions import Decision
-from tablectl.controller.engine.ledger import BURNED, DEALER, DISCARD, SHOE, Ledger
+from tablectl.controller.engine.deck import Deck
+from tablectl.controller.engine.ledger import BURNED, DEALER, DISCARD, SHOE
 from tablectl.controller.engine.machine import MachineDefinition, chart
 from tablectl.controller.engine.rules import Citation, Rule
 from tablectl.controller.engine.table import GameOption, GameProfile, TableOptions
@@ -340,10 +341,7 @@ class ThreeCard21(Engine):
 
     def H1_reader_inspected_today(self, day: date | str | None = None) -> bool:
         """H1 (1.10D(f)): the reader is used only on a gaming day it was inspected."""
-        inspected = self.reader_inspected_day
-        if inspected is None:
-            return False
-        return day in (None, "untimed") or inspected in (day, "untimed")
+        return self.reader.inspected_on(day)
 
     def H5_reader_in_service(self, day: date | str | None = None) -> bool:
         """H5: a malfunctioning reader stays out until repaired and re-inspected."""
@@ -486,8 +484,7 @@ class ThreeCard21(Engine):
         """H5: a malfunctioning reader is out for the day or until re-inspected."""
         if self.options.reader == "none":
             return []
-        self.reader_disabled = True
-        self.reader_fault_day = self._gaming_day(self._time)  # H5 (I4): out for that day
+        self.reader.went_out(self._gaming_day(self._time))  # H5 (I4): out for that day
         self.device_faults["hole_card_reader"] = why
         if self.round is not None:
             self.round.reader_ignored = True
@@ -555,7 +552,7 @@ class ThreeCard21(Engine):
             deck.shuffled, deck.faulted, deck.reshuffle_rule = True, False, None
             self.bart_carter_flagged = False
         elif batch == "fresh":
-            self.decks[deck.name] = Deck(deck.name, Ledger(self.composition), False, fresh=True)
+            self.decks[deck.name] = Deck.received(deck.name, self.composition)
         elif batch == "faulted":
             deck.faulted = True  # C4: the batch never completed its shuffle
             deck.shuffled = False
@@ -571,8 +568,4 @@ class ThreeCard21(Engine):
         return True
 
     def _reader_state(self) -> str:
-        if self.options.reader == "none":
-            return "none"
-        if self.reader_disabled:
-            return "disabled"
-        return "inspected" if self.reader_inspected_day is not None else "not_inspected"
+        return "none" if self.options.reader == "none" else self.reader.state()
