@@ -38,6 +38,8 @@ from tests.e2e.test_daemon_process import clean, in_shoe, shuffle_into_shoe
 GRAFANA_VARIABLES = {"$__rate_interval": "10s", "$instance": ".*"}
 #: panels of a table that ships to a floor store; this table has none
 FLOOR_PANELS = ("Floor store: how far behind", "Floor store: ship errors")
+#: panels of a table with witnesses ([witness]); this table has none either
+WITNESS_PANELS = ("Witnesses: how far behind, refusals",)
 
 
 def free_port() -> int:
@@ -235,8 +237,8 @@ def test_alerts_and_every_panel_against_a_real_prometheus(
             results = [prometheus.query(expr) for expr in exprs]
             shown = any(has_data(result) for result in results)
             report.append(f"panel {title!r}: {[len(r) for r in results]} series")
-            if title in FLOOR_PANELS:
-                assert not any(results), f"{title}: data on a table without a floor: {results}"
+            if title in FLOOR_PANELS + WITNESS_PANELS:
+                assert not any(results), f"{title}: data on a table without it: {results}"
             elif not shown:
                 empty.append(f"{title}: {exprs}")
         assert not empty, "panels without data:\n" + "\n".join(empty)
