@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import warnings
@@ -52,3 +53,36 @@ def fresh_logging() -> Iterator[None]:
     yield
     structlog.reset_defaults()
     structlog.contextvars.clear_contextvars()
+
+
+def _sweep_stale_faketime_state(shm: str = "/dev/shm") -> None:
+    """The `faketime` wrapper creates /dev/shm/sem.faketime_sem_PID and faketime_shm_PID with
+    O_EXCL and removes them at its exit; a wrapper killed by a test (-9) leaves them, and a later
+    wrapper given the same PID then dies with "faketime: sem_open: File exists". Only the files
+    of processes that no longer exist are removed."""
+    import os
+    import re
+
+    try:
+        names = os.listdir(shm)
+    except OSError:
+        return
+    for name in names:
+        found = re.fullmatch(r"(?:sem\.faketime_sem_|faketime_shm_)(\d+)", name)
+        if found is None:
+            continue
+        try:
+            os.kill(int(found.group(1)), 0)
+            continue  # alive (or not ours to signal): keep
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(shm, name))
+
+
+@pytest.fixture(autouse=True)
+def no_stale_faketime_state() -> Iterator[None]:
+    _sweep_stale_faketime_state()
+    yield
