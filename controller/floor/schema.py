@@ -557,6 +557,137 @@ REVOKE ALL ON FUNCTION {SCHEMA}.{RELEASED_ROWS}(text, bigint, bigint, timestampt
     text) FROM PUBLIC;
 """
 
+#: `floor shuffle-check` (Q1 across the floor) keeps each run's fingerprint here, not in the
+#: checking process (a year of 400 busy tables is ~3.65e9 runs, ~416 GB in a Python dict):
+#: repeats are found by SQL over the fingerprint index. Unlogged: scratch, not replicated,
+#: emptied by a crash (the check is run again). Written and read through functions only: a
+#: reader may run the check, but never reads a row of the table (its transaction ids), nor
+#: another login's check; a check left by a process that died is removed by that login's next
+#: check once a week old. Bounded: SHUFFLE_RUNS_PER_CALL runs a call.
+SHUFFLE_RUNS_PER_CALL = 100_000
+SHUFFLE_CHECK_FUNCTIONS = (
+    "shuffle_check_begin()",
+    "shuffle_check_add(bigint, bigint[], bytea[], bigint[], integer[], bigint[])",
+    "shuffle_check_repeats(bigint)",
+    "shuffle_check_end(bigint)",
+)
+_SHUFFLE_RUNS = f"""
+CREATE UNLOGGED TABLE IF NOT EXISTS {SCHEMA}.shuffle_checks (
+    check_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    checked_by name NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNLOGGED TABLE IF NOT EXISTS {SCHEMA}.shuffle_runs (
+    check_id bigint NOT NULL,
+    ord bigint NOT NULL,          -- the order the check read the run in
+    fingerprint bytea NOT NULL,   -- 80 bits of BLAKE2b over the run's cards, never a card
+    shoe bigint NOT NULL,         -- the check's serial number of the shuffle it came out of
+    table_index integer NOT NULL,
+    round bigint NOT NULL         -- the round the run began in
+);
+CREATE INDEX IF NOT EXISTS shuffle_runs_by_fingerprint
+    ON {SCHEMA}.shuffle_runs (check_id, fingerprint) INCLUDE (shoe);
+REVOKE ALL ON {SCHEMA}.shuffle_checks, {SCHEMA}.shuffle_runs FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION {SCHEMA}.shuffle_check_own(cid bigint) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {SCHEMA}.shuffle_checks
+                   WHERE check_id = cid AND checked_by = session_user) THEN
+        RAISE EXCEPTION 'shuffle check %: no check of login % by that number', cid, session_user;
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {SCHEMA}.shuffle_check_begin() RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    made bigint;
+BEGIN
+    DELETE FROM {SCHEMA}.shuffle_runs WHERE check_id IN (
+        SELECT check_id FROM {SCHEMA}.shuffle_checks
+        WHERE checked_by = session_user AND started_at < now() - interval '7 days');
+    DELETE FROM {SCHEMA}.shuffle_checks
+        WHERE checked_by = session_user AND started_at < now() - interval '7 days';
+    INSERT INTO {SCHEMA}.shuffle_checks (checked_by) VALUES (session_user)
+        RETURNING check_id INTO made;
+    RETURN made;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {SCHEMA}.shuffle_check_add(cid bigint, ords bigint[],
+    fingerprints bytea[], shoes bigint[], table_indexes integer[], rounds bigint[])
+    RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+BEGIN
+    PERFORM {SCHEMA}.shuffle_check_own(cid);
+    IF cardinality(ords) > {SHUFFLE_RUNS_PER_CALL} THEN
+        RAISE EXCEPTION 'shuffle check %: % runs in one call (at most {SHUFFLE_RUNS_PER_CALL})',
+            cid, cardinality(ords);
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(fingerprints) AS f WHERE octet_length(f) <> 10) THEN
+        RAISE EXCEPTION 'shuffle check %: a fingerprint is not 10 bytes', cid;
+    END IF;
+    INSERT INTO {SCHEMA}.shuffle_runs (check_id, ord, fingerprint, shoe, table_index, round)
+        SELECT cid, o, f, s, t, r FROM unnest(ords, fingerprints, shoes, table_indexes, rounds)
+            AS run(o, f, s, t, r);
+END
+$$;
+
+-- The repeats: each pair of shoes that share a run (a fingerprint first seen in one shoe,
+-- found again in another), where the first such run was in each, and how many runs the later
+-- shoe shares with the earlier one; in the order the check read them.
+CREATE OR REPLACE FUNCTION {SCHEMA}.shuffle_check_repeats(cid bigint)
+    RETURNS TABLE (first_table integer, first_round bigint, second_table integer,
+                   second_round bigint, runs bigint, seen_at bigint)
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+BEGIN
+    PERFORM {SCHEMA}.shuffle_check_own(cid);
+    RETURN QUERY
+    WITH repeated AS (
+        SELECT r.fingerprint FROM {SCHEMA}.shuffle_runs AS r WHERE r.check_id = cid
+        GROUP BY r.fingerprint HAVING min(r.shoe) <> max(r.shoe)
+    ), found AS (
+        SELECT r.* FROM {SCHEMA}.shuffle_runs AS r JOIN repeated USING (fingerprint)
+        WHERE r.check_id = cid
+    ), firsts AS (
+        SELECT DISTINCT ON (f.fingerprint) f.fingerprint, f.shoe, f.table_index, f.round
+        FROM found AS f ORDER BY f.fingerprint, f.ord
+    ), matches AS (
+        SELECT e.shoe AS e_shoe, e.table_index AS e_table, e.round AS e_round,
+               l.shoe AS l_shoe, l.table_index AS l_table, l.round AS l_round, l.ord AS l_ord,
+               count(*) OVER (PARTITION BY e.shoe, l.shoe) AS shared
+        FROM found AS l JOIN firsts AS e USING (fingerprint) WHERE l.shoe <> e.shoe
+    )
+    SELECT p.e_table, p.e_round, p.l_table, p.l_round, p.shared, p.l_ord FROM (
+        SELECT DISTINCT ON (m.e_shoe, m.l_shoe) m.* FROM matches AS m
+        ORDER BY m.e_shoe, m.l_shoe, m.l_ord
+    ) AS p ORDER BY p.l_ord;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {SCHEMA}.shuffle_check_end(cid bigint) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+BEGIN
+    PERFORM {SCHEMA}.shuffle_check_own(cid);
+    DELETE FROM {SCHEMA}.shuffle_runs WHERE check_id = cid;
+    DELETE FROM {SCHEMA}.shuffle_checks WHERE check_id = cid;
+END
+$$;
+REVOKE ALL ON FUNCTION {SCHEMA}.shuffle_check_own(bigint) FROM PUBLIC;
+"""
+_SHUFFLE_RUNS += "".join(
+    f"REVOKE ALL ON FUNCTION {SCHEMA}.{f} FROM PUBLIC;\n"
+    f"GRANT EXECUTE ON FUNCTION {SCHEMA}.{f} TO {READER_GROUP}, {AUDITOR_GROUP};\n"
+    for f in SHUFFLE_CHECK_FUNCTIONS
+)
+
+
 # Roles are cluster-wide: created when missing (a second database on the server reuses them).
 _ROLES = f"""
 DO $$ BEGIN
@@ -715,6 +846,7 @@ def create_schema(conn: Any) -> bool:
         conn.execute(_ROLES)
         conn.execute(_DDL)
         conn.execute(_GRANTS)
+        conn.execute(_SHUFFLE_RUNS)
         conn.execute(f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (DAYS_AHEAD,))
     return hide_statistics(conn)
 

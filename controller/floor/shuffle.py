@@ -11,7 +11,9 @@ runs the check (the auditor's login sees every row; this check asks for ended ro
 
 Q1 here is the table's Q1 with a year's memory: every run of FLOOR_RUN consecutive cards of a
 shoe is fingerprinted (80 bits, see FINGERPRINT_BYTES) and looked up among the runs of every
-earlier shoe of every table; a run found in a different shoe is a finding. Only fingerprints
+earlier shoe of every table; a run found in a different shoe is a finding. The fingerprints
+are kept in the floor's table floor.shuffle_runs and the lookup is SQL over its index, so the
+checking process's memory does not grow with the days checked. Only fingerprints
 and where they came from are held, never a card, and a finding names tables, rounds and
 gaming days (H7).
 """
@@ -23,7 +25,7 @@ import datetime
 import hashlib
 import json
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,15 +48,19 @@ from tablectl.controller.record.journal import (
 #: 80 bits costs what one of 48 does (three 30-bit digits).
 FINGERPRINT_BYTES = 10
 FETCH_ROWS = 2000
-#: a shoe's serial number, a table's index and a round, packed into one int (the dict's value)
-_ROUND_BITS = 40
-_TABLE_BITS = 20
+#: runs held in the process before they are sent to floor.shuffle_runs
+FLUSH_RUNS = 20_000
 
 
 def floor_fingerprint(cards: Sequence[str]) -> int:
     """A run's fingerprint on the floor: 80 bits of BLAKE2b over its cards, as an int."""
     digest = hashlib.blake2b(",".join(cards).encode(), digest_size=FINGERPRINT_BYTES).digest()
     return int.from_bytes(digest, "big")
+
+
+def floor_fingerprint_bytes(cards: Sequence[str]) -> bytes:
+    """The same fingerprint as floor_fingerprint, as the bytes floor.shuffle_runs holds."""
+    return hashlib.blake2b(",".join(cards).encode(), digest_size=FINGERPRINT_BYTES).digest()
 
 
 # -- replaying a table's ended rounds --------------------------------------------------------
@@ -116,7 +122,7 @@ def replay_table(
     reach: datetime.datetime | None = None,
     until: datetime.datetime | None = None,
     rows_read: Callable[[JournalRow, datetime.datetime], None] | None = None,
-) -> Iterator[EndedRound | NewShoe]:
+) -> Generator[EndedRound | NewShoe, None, None]:
     """The table's ended rounds and shoe marks, in order, from its rows up to the release
     mark: from the last engine checkpoint before `since` (a journal writes one at each gaming
     day's start), or from row 1. Streamed: a server-side cursor, FETCH_ROWS at a time.
@@ -255,21 +261,29 @@ class _Shoe:
 
 @dataclass
 class FloorReplayCheck:
-    """The floor's memory of runs: fingerprint -> (shoe serial, table index, round), packed
-    in one int; bounded by the rows read (--days)."""
+    """The floor's memory of runs is a table (floor.shuffle_runs, one check's rows by its
+    number): each run's fingerprint, shoe serial, table index and first round are sent there
+    FLUSH_RUNS at a time, and repeats are found by SQL (repeats()), so the process holds no
+    more for a year than for a day. `conn` None: nothing is sent (a replay without Q1)."""
 
+    conn: Any = None
+    check_id: int = 0
     run: int = FLOOR_RUN
-    seen: dict[int, int] = field(default_factory=dict)
     tables: list[str] = field(default_factory=list)
     days: list[list[tuple[int, datetime.date]]] = field(default_factory=list)
-    findings: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
     serials: int = 0
     runs_checked: int = 0
+    runs_stored: int = 0
     rounds_read: int = 0
     not_watched: list[str] = field(default_factory=list)
     unreadable: dict[str, str] = field(default_factory=dict)  # table -> why it was not replayed
     #: rounds that ended before this gaming day are replayed (the engine's state) not checked
     first_day: datetime.date | None = None
+    #: the most runs held before they are sent (bounded by SHUFFLE_RUNS_PER_CALL)
+    flush_runs: int = FLUSH_RUNS
+    #: the most runs this process held at once (what a test reads: flat in the days)
+    most_held: int = 0
+    _pending: list[tuple[int, bytes, int, int, int]] = field(default_factory=list)
 
     def check_table(self, events: Iterator[EndedRound | NewShoe], table_id: str) -> None:
         index = len(self.tables)
@@ -296,29 +310,30 @@ class FloorReplayCheck:
             for entry in item.dealt:
                 shoe.window.append((str(entry["card"]), item.number, item.gaming_day))
                 if len(shoe.window) == self.run:
-                    self._look_up(shoe, index)
+                    self._hold(shoe, index)
 
-    def _look_up(self, shoe: _Shoe, table_index: int) -> None:
+    def _hold(self, shoe: _Shoe, table_index: int) -> None:
         self.runs_checked += 1
-        mark = floor_fingerprint([card for card, _, _ in shoe.window])
-        first_round = shoe.window[0][1]
-        value = (shoe.serial << (_TABLE_BITS + _ROUND_BITS)) | (table_index << _ROUND_BITS)
-        value |= first_round
-        earlier = self.seen.setdefault(mark, value)
-        earlier_serial = earlier >> (_TABLE_BITS + _ROUND_BITS)
-        if earlier_serial == shoe.serial:
-            return  # this run, or the same run again within one shoe: one shuffle, no finding
-        key = (earlier_serial, shoe.serial)
-        if key in self.findings:
-            self.findings[key][2] += 1
+        mark = floor_fingerprint_bytes([card for card, _, _ in shoe.window])
+        self._pending.append((self.runs_checked, mark, shoe.serial, table_index, shoe.window[0][1]))
+        self.most_held = max(self.most_held, len(self._pending))
+        if len(self._pending) >= self.flush_runs:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the runs held to floor.shuffle_runs."""
+        if not self._pending or self.conn is None:
+            self._pending.clear()
             return
-        earlier_table = (earlier >> _ROUND_BITS) & ((1 << _TABLE_BITS) - 1)
-        earlier_round = earlier & ((1 << _ROUND_BITS) - 1)
-        self.findings[key] = [
-            self._where(earlier_table, earlier_round),
-            self._where(table_index, first_round),
-            1,
-        ]
+        columns = zip(*self._pending, strict=True)
+        ords, marks, shoes, tables, rounds = (list(column) for column in columns)
+        self.conn.execute(
+            f"SELECT {SCHEMA}.shuffle_check_add(%s, %s::bigint[], %s::bytea[], %s::bigint[],"
+            " %s::integer[], %s::bigint[])",
+            (self.check_id, ords, marks, shoes, tables, rounds),
+        )
+        self.runs_stored += len(self._pending)
+        self._pending.clear()
 
     def _where(self, table_index: int, round_number: int) -> Where:
         table_days = self.days[table_index]
@@ -327,35 +342,65 @@ class FloorReplayCheck:
         return Where(self.tables[table_index], round_number, day)
 
     def results(self) -> list[ReplayFinding]:
+        """The repeats among the runs sent, found by the floor (shuffle_check_repeats)."""
+        self.flush()
+        if self.conn is None:
+            return []
+        repeats = self.conn.execute(
+            f"SELECT first_table, first_round, second_table, second_round, runs"
+            f" FROM {SCHEMA}.shuffle_check_repeats(%s)",
+            (self.check_id,),
+        ).fetchall()
         found = []
-        for a, b, n in self.findings.values():
-            one, other = sorted((a, b), key=lambda w: (w.gaming_day, w.table_id, w.round))
+        for a_table, a_round, b_table, b_round, n in repeats:
+            pair = (self._where(a_table, a_round), self._where(b_table, b_round))
+            one, other = sorted(pair, key=lambda w: (w.gaming_day, w.table_id, w.round))
             found.append(ReplayFinding(one, other, int(n)))
         return sorted(found, key=lambda f: (f.first.gaming_day, f.first.table_id, f.first.round))
 
 
 def floor_shuffle_check(
-    conn: Any, since: datetime.datetime | None = None, first_day: datetime.date | None = None
+    conn: Any,
+    since: datetime.datetime | None = None,
+    first_day: datetime.date | None = None,
+    *,
+    flush_runs: int | None = None,
 ) -> tuple[FloorReplayCheck, list[ReplayFinding]]:
     """Q1 over every table's ended rounds: those of gaming day `first_day` on (the engine
-    replayed from the last checkpoint before `since`, that day's start), or all."""
-    check = FloorReplayCheck(first_day=first_day)
-    tables = [row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")]
-    for table_id in tables:
-        info = TableReplay(table_id)
-        try:
+    replayed from the last checkpoint before `since`, that day's start), or all. The runs go
+    to floor.shuffle_runs under a check number of this login's, removed at the end."""
+    # autocommit (store.connect): each table's replay is one transaction, its runs sent in it
+    check_id = int(conn.execute(f"SELECT {SCHEMA}.shuffle_check_begin()").fetchone()[0])
+    check = FloorReplayCheck(
+        conn, check_id, first_day=first_day, flush_runs=flush_runs or FLUSH_RUNS
+    )
+    try:
+        tables = [
+            row[0] for row in conn.execute(f"SELECT table_id FROM {SCHEMA}.tables ORDER BY 1")
+        ]
+        for table_id in tables:
+            info = TableReplay(table_id)
             events = replay_table(conn, table_id, since, info=info)
-            first = next(events, None)
-            if not info.shuffled_whole:
-                check.not_watched.append(table_id)
-                continue
-            if first is not None:
-                check.check_table(_chain(first, events), table_id)
-        except (ValueError, JournalError) as error:
-            # a game no engine here knows, a checkpoint it cannot restore: said, not skipped
-            # silently; the other tables are still checked
-            check.unreadable[table_id] = str(error)
-    return check, check.results()
+            try:
+                first = next(events, None)
+                if not info.shuffled_whole:
+                    check.not_watched.append(table_id)
+                    continue
+                if first is not None:
+                    check.check_table(_chain(first, events), table_id)
+            except (ValueError, JournalError) as error:
+                # a game no engine here knows, a checkpoint it cannot restore: said, not
+                # skipped silently; the other tables are still checked
+                check.unreadable[table_id] = str(error)
+            finally:
+                events.close()  # a table not watched: its replay's transaction ends here
+            check.flush()
+        findings = check.results()
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute(f"SELECT {SCHEMA}.shuffle_check_end(%s)", (check_id,))
+            conn.commit()
+    return check, findings
 
 
 def _chain(first: EndedRound | NewShoe, rest: Iterator[EndedRound | NewShoe]) -> Iterator[Any]:

@@ -61,6 +61,7 @@ from tests.bench import (
     floor,
     floor_failover,
     floor_scale,
+    floor_shuffle_month,
     history,
     latency,
     merkle,
@@ -323,6 +324,22 @@ def floor_scale_section(run: Run) -> Part:
     return Part(results, figures, [f"floor at scale: {results}", f"  floors: {floors}"])
 
 
+def floor_shuffle_month_section(run: Run) -> Part:
+    """`floor shuffle-check`'s fingerprint store over a month of 400 tables, at a fraction of
+    each table-day (tests/bench/floor_shuffle_month.py); the year by arithmetic."""
+    figures = floor_shuffle_month.measure(scale=0.001 if run.quick else 0.01)
+    results = {key: figures[key] for key in floor_shuffle_month.RESULT_KEYS}
+    line = (
+        f"  {figures['runs']:,} runs ({figures['scale']} of a month of {figures['tables']} "
+        f"busy tables): stored in {figures['store_seconds']} s, repeats found in "
+        f"{figures['repeats_seconds']} s, planted repeats found exactly: "
+        f"{figures['findings_as_planted']}, process max RSS growth "
+        f"{figures['process_max_rss_growth_mb']} MB; full month "
+        f"~{figures['full_month_hours_estimate']} h by arithmetic"
+    )
+    return Part(results, figures, [f"floor shuffle month: {results}", line])
+
+
 def upkeep_section(run: Run) -> Part:
     busy = upkeep.ready_busy_day(repeats=1 if run.quick else 3)
     rolled = upkeep.rollover_delay(repeats=1 if run.quick else 3)
@@ -395,6 +412,11 @@ SECTIONS: list[Section] = [
         "floor_scale",
         "floor at casino scale: 400 tables, 1x/10x rows, report, verify, catch-up",
         floor_scale_section,
+    ),
+    Section(
+        "floor_shuffle_month",
+        "floor shuffle-check: a month of 400 tables' run fingerprints in PostgreSQL, the year",
+        floor_shuffle_month_section,
     ),
     Section(
         "floor_failover",

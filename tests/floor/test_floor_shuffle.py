@@ -516,3 +516,48 @@ def test_the_day_report_reads_its_day_once_from_the_checkpoint_before_it(
     assert summary.counts == alone.counts and summary.counts["rounds"] == 4
     assert summary.decisions == alone.decisions
     assert not summary.seat_untested and summary.seat_cards == 4 * 35  # 7 players, 5 cards
+
+
+def _check_held_bytes(floor_db: FloorDb) -> tuple[int, Any]:
+    """What the Q1 check still holds in this process once it has read every run (the memory
+    that grows with the days checked), and the check."""
+    import gc
+    import tracemalloc
+
+    from tablectl.controller.floor.shuffle import floor_shuffle_check
+
+    with floor_db.admin() as conn:
+        floor_shuffle_check(conn)  # the modules it imports, loaded before it is measured
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            check, _ = floor_shuffle_check(conn)
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+    return held, check
+
+
+def test_Q1_the_fingerprints_live_in_the_floor_not_in_the_checking_process(
+    floor_db: FloorDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check over 8x the rounds (what more days add) holds no more in the process than one
+    over the first ones: the runs went to floor.shuffle_runs as they were read (at most
+    FLUSH_RUNS held at once, 200 here), not into a dict of every run (~114 bytes a run: ~1 MB
+    more for the 9,000 runs added here); each check removes its runs at its end."""
+    from tablectl.controller.floor import shuffle
+
+    monkeypatch.setattr(shuffle, "FLUSH_RUNS", 200, raising=False)
+    rng = random.Random(19)
+    ship(floor_db, tmp_path, shuffled(rng, 40))
+    few_held, few = _check_held_bytes(floor_db)
+    ship(floor_db, tmp_path, shuffled(rng, 320))
+    many_held, many = _check_held_bytes(floor_db)
+    assert many.runs_checked > 8 * few.runs_checked > 0
+    assert many_held - few_held < 100_000, (few_held, many_held)
+    assert many.runs_stored == many.runs_checked and many.most_held <= 200
+    with floor_db.admin() as conn:
+        assert conn.execute("SELECT count(*) FROM floor.shuffle_runs").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM floor.shuffle_checks").fetchone()[0] == 0
