@@ -86,6 +86,10 @@ def measure(scale: float = 0.01, tables: int = 400, days: int = 30) -> dict[str,
             findings = check.results()
             repeats = time.perf_counter() - began
             rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            size = conn.execute(
+                f"SELECT pg_total_relation_size('{SCHEMA}.shuffle_runs')"
+            ).fetchone()
+            assert size is not None
             conn.execute(f"SELECT {SCHEMA}.shuffle_check_end(%s)", (check_id,))
     finally:
         server.destroy()
@@ -114,6 +118,8 @@ def measure(scale: float = 0.01, tables: int = 400, days: int = 30) -> dict[str,
         "findings": [str(f) for f in found],
         "process_max_rss_growth_mb": round((rss_after - rss_before) / 1024, 1),
         "most_runs_held": check.most_held,
+        "disk_bytes_per_run": round(int(size[0]) / max(1, runs)),
+        "year_disk_gb_estimate": round(int(size[0]) / max(1, runs) * year_runs / 1e9),
         "floor_shuffle_month_runs_per_second": round(per_second),
         "full_month_hours_estimate": round(year_runs / 12 / per_second / 3600, 1),
         "floor_shuffle_year_hours_estimate": round(year_runs / per_second / 3600, 1),
