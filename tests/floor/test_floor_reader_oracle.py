@@ -79,9 +79,25 @@ def _granted_reads(conn: psycopg.Connection[Any], table_id: str) -> dict[str, st
         (SCHEMA,),
     ).fetchall()
     for signature, name, _, arguments in functions:
+        if name in _SHUFFLE_CHECK_CALLS:  # a check number of the login's own, not a table
+            queries[signature] = _SHUFFLE_CHECK_CALLS[name]
+            continue
         assert arguments.split(",")[0].split()[-1] == "text", signature
         queries[signature] = f"SELECT * FROM {SCHEMA}.{name}('{table_id}')"
     return queries
+
+
+_NEW_CHECK = f"{SCHEMA}.shuffle_check_begin()"
+#: `floor shuffle-check`'s functions, called as a check calls them (each on a new check of
+#: the reader's: its number moves with the checks begun, never with play, so it is compared
+#: as "a number was given")
+_SHUFFLE_CHECK_CALLS = {
+    "shuffle_check_begin": f"SELECT {_NEW_CHECK} > 0",
+    "shuffle_check_add": f"SELECT {SCHEMA}.shuffle_check_add({_NEW_CHECK},"
+    " '{}', '{}', '{}', '{}', '{}')",
+    "shuffle_check_repeats": f"SELECT * FROM {SCHEMA}.shuffle_check_repeats({_NEW_CHECK})",
+    "shuffle_check_end": f"SELECT {SCHEMA}.shuffle_check_end({_NEW_CHECK})",
+}
 
 
 _TIMES = re.compile(r'"(Actual (Startup|Total) Time|Planning Time|Execution Time)": [0-9.]+')

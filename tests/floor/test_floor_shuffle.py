@@ -561,3 +561,39 @@ def test_Q1_the_fingerprints_live_in_the_floor_not_in_the_checking_process(
     with floor_db.admin() as conn:
         assert conn.execute("SELECT count(*) FROM floor.shuffle_runs").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM floor.shuffle_checks").fetchone()[0] == 0
+
+
+def test_a_check_s_fingerprints_are_its_login_s_alone(floor_db: FloorDb, tmp_path: Path) -> None:
+    """floor.shuffle_runs is reached through the check's functions only: a reader cannot
+    read the table, nor add to, read the repeats of, or end another login's check; a call
+    sends at most SHUFFLE_RUNS_PER_CALL runs."""
+    import psycopg
+
+    from tablectl.controller.floor.schema import READER_GROUP, SHUFFLE_RUNS_PER_CALL
+
+    local = f"host={floor_db.server.sockets} port={floor_db.server.port} dbname={floor_db.name}"
+    one, other = unique_table_id("reader_"), unique_table_id("reader_")
+    with floor_db.admin() as conn:
+        for role in (one, other):
+            conn.execute(f"CREATE ROLE {role} LOGIN IN ROLE {READER_GROUP}")
+    add = "SELECT floor.shuffle_check_add(%s, %s, %s, %s, %s, %s)"
+    run = ([1], [b"\x00" * 10], [1], [0], [1])
+    with psycopg.connect(f"{local} user={one}", autocommit=True) as mine:
+        check = mine.execute("SELECT floor.shuffle_check_begin()").fetchone()[0]
+        mine.execute(add, (check, *run))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            mine.execute("SELECT count(*) FROM floor.shuffle_runs")
+        many = tuple(column * (SHUFFLE_RUNS_PER_CALL + 1) for column in run)
+        with pytest.raises(psycopg.errors.RaiseException, match="at most"):
+            mine.execute(add, (check, *many))
+        with psycopg.connect(f"{local} user={other}", autocommit=True) as theirs:
+            for call, args in (
+                (add, (check, *run)),
+                ("SELECT * FROM floor.shuffle_check_repeats(%s)", (check,)),
+                ("SELECT floor.shuffle_check_end(%s)", (check,)),
+            ):
+                with pytest.raises(psycopg.errors.RaiseException, match="no check of login"):
+                    theirs.execute(call, args)
+        mine.execute("SELECT floor.shuffle_check_end(%s)", (check,))
+    with floor_db.admin() as conn:
+        assert conn.execute("SELECT count(*) FROM floor.shuffle_runs").fetchone()[0] == 0
