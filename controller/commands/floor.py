@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -139,6 +140,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the directory to write the CSV and the HTML page into (default .)",
     )
     add_old_option_name(report, "--out", "output", type=Path, metavar="DIR")
+    report.add_argument(
+        "--workers",
+        type=_workers,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="tables replayed in N worker processes at once, each with its own connection "
+        "(default: the CPUs here; at most that many)",
+    )
     shuffle = command(
         "shuffle-check",
         "Q1 across the floor: a run of 12 cards dealt, in the same order, after two different "
@@ -193,6 +202,16 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days, 1 or more")
+    return value
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of worker processes, 1 or more")
     return value
 
 
@@ -417,7 +436,9 @@ def _report(args: argparse.Namespace) -> int:
 
     conn = _connect(args)
     try:
-        report = build_report(conn, args.gaming_day)
+        report = build_report(
+            conn, args.gaming_day, workers=args.workers, dsn=args.dsn, passfile=args.passfile
+        )
     finally:
         conn.close()
     args.output.mkdir(parents=True, exist_ok=True)

@@ -22,10 +22,14 @@ from __future__ import annotations
 import csv
 import datetime
 import html
+import itertools
 import json
 import math
+import multiprocessing
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,16 +208,66 @@ def summarize_table(
     return counter.finish()
 
 
-def build_report(conn: Any, day: datetime.date) -> FloorReport:
-    """Every table's gaming day, read from the floor: one pass a table (table_day)."""
+def build_report(
+    conn: Any,
+    day: datetime.date,
+    *,
+    workers: int = 1,
+    dsn: str | None = None,
+    passfile: str | Path | None = None,
+) -> FloorReport:
+    """Every table's gaming day, read from the floor: one pass a table (table_day). The pass
+    is the engine's replay in Python (one core's work a table): with `workers` > 1 and the
+    `dsn` to connect with, the tables are passed out to that many worker processes, each with
+    its own connection (at most the CPUs there are); the report is the same, in table order."""
     window = day_window(conn, day)
-    days: list[TableDay] = []
-    for table_id, table_text in conn.execute(
-        f"SELECT table_id, table_row FROM {SCHEMA}.tables WHERE table_row IS NOT NULL ORDER BY 1"
-    ).fetchall():
-        days.append(table_day(conn, table_id, json.loads(table_text), day, window))
+    tables = [
+        (str(table_id), str(table_text))
+        for table_id, table_text in conn.execute(
+            f"SELECT table_id, table_row FROM {SCHEMA}.tables"
+            " WHERE table_row IS NOT NULL ORDER BY 1"
+        ).fetchall()
+    ]
+    workers = max(1, min(workers, os.cpu_count() or 1, len(tables)))
+    days: list[TableDay]
+    if workers == 1 or dsn is None:
+        days = [table_day(conn, tid, json.loads(text), day, window) for tid, text in tables]
+    else:
+        with ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),  # no connection crosses a fork
+            initializer=_open_worker,
+            initargs=(dsn, None if passfile is None else str(passfile)),
+        ) as pool:
+            days = list(
+                pool.map(_worker_table_day, *zip(*tables, strict=True), *_repeat(day, window))
+            )
     generated = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return FloorReport(day, generated, days)
+
+
+def _repeat(*values: Any) -> list[Any]:
+    return [itertools.repeat(value) for value in values]
+
+
+#: a report worker's own connection (one a process, opened by _open_worker)
+_WORKER_CONN: Any = None
+
+
+def _open_worker(dsn: str, passfile: str | None) -> None:
+    from tablectl.controller.floor.store import connect
+
+    global _WORKER_CONN
+    _WORKER_CONN = connect(dsn, passfile=passfile)
+
+
+def _worker_table_day(
+    table_id: str,
+    table_text: str,
+    day: datetime.date,
+    window: tuple[datetime.datetime, datetime.datetime],
+) -> TableDay:
+    return table_day(_WORKER_CONN, table_id, json.loads(table_text), day, window)
 
 
 def table_day(

@@ -431,6 +431,39 @@ def test_Q3_the_floor_report_flags_a_biased_seat_and_says_not_tested_when_too_fe
     assert no_card_in(page.split("Seat bias (Q3)")[1].split("</table>")[0])
 
 
+def test_the_day_report_in_worker_processes_is_the_report_of_one(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """`floor report --workers 2` (tables replayed in two processes, each its own connection)
+    writes the CSV `--workers 1` writes, byte for byte: counts, Q3, table order; a table
+    that cannot be replayed says so the same way."""
+    rng = random.Random(21)
+    ship(floor_db, tmp_path, _biased(rng, 30))
+    for rounds in (12, 2, 7):
+        ship(floor_db, tmp_path, shuffled(rng, rounds))
+    broken = ship(floor_db, tmp_path, shuffled(rng, 3))
+    with floor_db.admin() as conn:  # a game this install does not know
+        conn.execute(
+            "UPDATE floor.tables SET table_row = replace(table_row, 'five_card_hilo', 'unknown')"
+            " WHERE table_id = %s",
+            (broken,),
+        )
+    written = {}
+    for workers in ("1", "2"):
+        out = tmp_path / f"report-{workers}"
+        made = tablectl(
+            "floor", "report", "--dsn", floor_db.admin_dsn, "--gaming-day",
+            _floor_day(floor_db), "--output", str(out), "--workers", workers,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        written[workers] = next(out.glob("*.csv")).read_text()
+    assert written["1"] == written["2"]
+    assert written["2"].count("\n") == 7 and "cannot replay" in written["2"]  # 5 + FLOOR
+    refused = tablectl("floor", "report", "--dsn", floor_db.admin_dsn, "--gaming-day",
+                       _floor_day(floor_db), "--workers", "0")  # fmt: skip
+    assert refused.returncode == 2 and "number of worker processes" in refused.stderr
+
+
 _APPEND = """
 import json, sys
 from pathlib import Path
