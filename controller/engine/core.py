@@ -1480,6 +1480,14 @@ class Engine:
         if self._in_round() and named == self.current:
             return [self._rejected("deck_received: a round is in play with that deck")]
         rnd = self.round
+        if rnd is not None and self.state == "suspended" and rnd.deck == named:
+            # a suspended round resumes with its cards (a device back): its deck stays in play
+            return [
+                self._rejected(
+                    f"deck_received: round {rnd.number} is suspended with deck {named}'s "
+                    "cards out; it resumes or is voided first"
+                )
+            ]
         if rnd is not None and self.state == "void" and rnd.deck == named:
             if self.interp.deck_receipt_waits_for_void_collection:
                 # I2 (configured): the void round's cards are collected before new cards

@@ -118,6 +118,12 @@ def is_temporary(name: str) -> bool:
     return any(pattern.match(name) for pattern in TEMPORARY_PATTERNS.values())
 
 
+def is_stale_temporary(name: str) -> bool:
+    """A temporary no running writer owns: what a crash or power cut left (what the start
+    sweeps). A `write` temporary of a process still running is mid-write, not stale."""
+    return is_temporary(name) and not _writer_alive(name)
+
+
 def _writer_alive(name: str) -> bool:
     """A `write` temporary of a process still running (not this one): it may be mid-write."""
     match = TEMPORARY_PATTERNS["write"].match(name)
@@ -146,7 +152,7 @@ def sweep_temporaries(directory: Path) -> list[Path]:
     except OSError:
         return wiped
     for entry in entries:
-        if not is_temporary(entry.name) or _writer_alive(entry.name):
+        if not is_stale_temporary(entry.name):
             continue
         if entry.is_symlink() or not entry.is_file():
             continue

@@ -75,8 +75,9 @@ def _table(
         journal_extra=extra,
         operator_group=user.group if user is not None else None,
     )
-    build_history(config, rounds)
+    # the key before the history: a first seal vouches for no row stamped before its epoch
     key = setup_keys(config) if sealing == "on" else None
+    build_history(config, rounds)
     if user is not None and hand:
         hand_over(config.parent, user)
     return config, key

@@ -47,7 +47,7 @@ from tablectl.controller.record.checkpoints import (
     default_origin,
     read_checkpoint_file,
 )
-from tablectl.controller.record.durable import is_temporary
+from tablectl.controller.record.durable import is_stale_temporary
 from tablectl.controller.record.journal import (
     GAP_LEAF,
     JournalError,
@@ -539,8 +539,9 @@ class PoweredTable:
         problem = self._settled(self.merkle_problem)
         if problem is not None:
             self.fail(number, problem)
-        # every temporary name the product uses (its registry), not only `.tmp` ones
-        for leftover in sorted(p.name for p in self.state.iterdir() if is_temporary(p.name)):
+        # every temporary name the product uses (its registry), not only `.tmp` ones; the
+        # restarted daemon's own write in flight (a checkpoint it signs now) is not a leftover
+        for leftover in sorted(p.name for p in self.state.iterdir() if is_stale_temporary(p.name)):
             self.fail(number, f"temporary file left after the restart: {leftover}")
         slots = held_key_slots(self.state / "sealing-key")
         if slots != 1:

@@ -178,6 +178,25 @@ def test_D2_a_deck_received_during_a_void_keeps_its_cards_in_the_racks_record(ga
     assert_decision(out, "notify_supervisor", "D2", e)
 
 
+@pytest.mark.parametrize("game", [HILO, HUH])
+def test_a_deck_received_while_its_round_is_suspended_is_refused_and_the_rack_keeps_its_deck(
+    game: str,
+) -> None:
+    """Found by the stateful test (make test-long): the shoe lost mid-round suspends the round;
+    new cards of that deck then replaced its ledger, the collection moved none of its cards to
+    the rack and D2 lost sight of them. A suspended round resumes with its cards: its deck is
+    in play, and a receipt of it is refused (E0) until it resumes or is voided."""
+    e, w = watched(game, dual_deck=True)
+    play(e, w, ev("rack_level", cards=0), ev("shoe_loaded", deck="A"))
+    play(e, w, ev("bets_closed", positions=[1]), *draws(*cards(3)))
+    play(e, w, ev("device_lost", device="shoe"))
+    assert e.state == "suspended"
+    out = play(e, w, ev("deck_received", deck="A"))
+    assert names(out) == [("rejected", "E0")]
+    play(e, w, ev("hands_collected"))  # RoundWatch: the rack's record names deck A
+    assert e.rack_deck == "A"
+
+
 def test_R1_one_deck_HILO_receipt_during_a_void_still_expects_the_void_cards_in_the_rack():
     """Interpretation I2: the old deck's cards on the layout reach the rack at collection."""
     e, w = watched(HILO)
