@@ -31,6 +31,15 @@ CODE = "\n".join(
     p.read_text()
     for p in [
         *(ROOT / "controller" / "engine" / n for n in ("core.py", "machine.py", "table.py")),
+        # the engine's parts (core.py composes them) and its rule families
+        *(
+            ROOT / "controller" / "engine" / n
+            for n in (
+                *("table_state.py", "hooks.py", "gates.py", "round_life.py", "dealing.py"),
+                *("stub_count.py", "shuffles.py", "devices.py", "snapshot.py"),
+                *("deck.py", "rack.py", "reader.py", "integrity.py"),
+            )
+        ),
         ROOT / "controller" / "engine" / "cards.py",
         *sorted((ROOT / "controller" / "engine" / "games").glob("*.py")),
     ]
