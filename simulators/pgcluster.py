@@ -38,6 +38,9 @@ from typing import Any
 from tablectl.simulators.pgserver import SUPERUSER, PostgresUnavailable, server_bindir
 
 SCOPE = "floor"
+#: bytes a synchronous standby may trail the primary's last published LSN and still be
+#: promoted: one WAL segment (see `ThrowawayPatroniCluster.dcs_settings`)
+MAXIMUM_LAG_ON_FAILOVER = 16 * 1024 * 1024
 REPLICATOR = "replicator"
 
 
@@ -297,7 +300,15 @@ class ThrowawayPatroniCluster:
             "ttl": 20,
             "loop_wait": 1,
             "retry_timeout": 5,
-            "maximum_lag_on_failover": 0,
+            # the lag is measured against the last LSN the primary published in etcd, which
+            # runs ahead of what it has streamed (WAL inserted but not yet flushed: the batch in
+            # flight, a checkpoint, hint bits). At 0 the synchronous standby is "lagging" after
+            # almost every crash mid-batch, no member may be promoted, and Patroni restarts the
+            # crashed primary in place instead (CI saw no promotion in 120 s). What keeps every
+            # acknowledged row is synchronous_mode_strict (a commit returns only once the
+            # synchronous standby flushed it; only that standby may be promoted), not this
+            # limit: one WAL segment of unacknowledged tail may be left behind.
+            "maximum_lag_on_failover": MAXIMUM_LAG_ON_FAILOVER,
             "synchronous_mode": True,
             "synchronous_mode_strict": True,
             "primary_start_timeout": 0,
@@ -418,6 +429,19 @@ class ThrowawayPatroniCluster:
             ):
                 return next(n for n in self.nodes if n.name == member["name"])
         return None
+
+    def diagnosis(self, lines: int = 25) -> str:
+        """What a failed wait should print: the cluster as Patroni sees it, and the tail of
+        each node's Patroni log (why a standby was, or was not, promoted)."""
+        parts = [f"cluster: {json.dumps(self.cluster_status(), default=str)[:2000]}"]
+        for node in self.nodes:
+            log = node.home / "patroni.log"
+            try:
+                tail = log.read_text(errors="replace").splitlines()[-lines:]
+            except OSError as error:
+                tail = [f"(unreadable: {error})"]
+            parts.append(f"--- {node.name} {log}:\n" + "\n".join(tail))
+        return "\n".join(parts)
 
     def replicas(self) -> list[PatroniNode]:
         leader = self.leader()
