@@ -25,7 +25,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.simulators.pgserver import SUPERUSER, PostgresUnavailable, server_bindir
+from tablectl.simulators.ports import HeldPort
 
 SCOPE = "floor"
 #: bytes a synchronous standby may trail the primary's last published LSN and still be
@@ -46,20 +46,6 @@ REPLICATOR = "replicator"
 
 class ClusterUnavailable(PostgresUnavailable):
     """No Patroni or etcd here (install Debian's `patroni`, `etcd-server`)."""
-
-
-class HeldPort:
-    """A loopback port the kernel chose, held (bound, SO_REUSEADDR, not listening) until
-    closed: no other process gets it meanwhile; a server with SO_REUSEADDR binds it beside."""
-
-    def __init__(self) -> None:
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind(("127.0.0.1", 0))
-        self.number = int(self._socket.getsockname()[1])
-
-    def close(self) -> None:
-        self._socket.close()
 
 
 def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
