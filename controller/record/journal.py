@@ -200,13 +200,18 @@ class LocalTimestamp:
 
     suffix = ""  # after the microseconds
 
-    def __init__(self) -> None:
+    def __init__(self, zone: datetime.tzinfo | None = None) -> None:
         self._second = -1
         self._prefix = ""
+        #: the table's zone (`[table] timezone`); None: this machine's
+        self.zone = zone
 
     def second_text(self, second: int) -> str:
-        """The date and time to the second, `second` after the epoch."""
-        return datetime.datetime.fromtimestamp(second).isoformat(timespec="seconds")
+        """The date and time to the second, `second` after the epoch, in the table's zone."""
+        if self.zone is None:
+            return datetime.datetime.fromtimestamp(second).isoformat(timespec="seconds")
+        moment = datetime.datetime.fromtimestamp(second, self.zone)
+        return moment.replace(tzinfo=None).isoformat(timespec="seconds")
 
     def __call__(self, nanoseconds: int | None = None) -> str:
         """The time `nanoseconds` after the epoch (default: now), in ISO 8601."""
