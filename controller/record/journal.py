@@ -55,6 +55,7 @@ from tablectl.controller.record.durable import (
 )
 from tablectl.controller.record.merkle import (
     CompactTree,
+    StoredNodeCheck,
     leaf_hash,
     stored_index,
 )
@@ -1413,6 +1414,33 @@ def _first_seq(path: Path) -> int | None:
         db.close()
 
 
+def _at(problem: str | None, seq: int) -> tuple[str, int] | None:
+    return None if problem is None else (problem, seq)
+
+
+def _stored_nodes(db: sqlite3.Connection) -> dict[int, bytes]:
+    """A segment's `merkle` table (none in a format-1 journal: {})."""
+    try:
+        return {int(idx): bytes(value) for idx, value in db.execute("SELECT idx, hash FROM merkle")}
+    except sqlite3.OperationalError as error:
+        if "no such table" in str(error):
+            return {}
+        raise
+
+
+def _copied_node_indexes(files: Sequence[Path]) -> list[int]:
+    """The frontier each later segment copied at its start (the nodes of the rows before it
+    that its proofs need once those segments are retired): recomputed from those rows when
+    the walk passes them, and compared there. (Other copies, the log an upgrade from format 1
+    rebuilt with gap leaves for rows it no longer had, are not compared.)"""
+    wanted: list[int] = []
+    for file in files:
+        first = _first_seq(file)
+        if first is not None and first > 1:
+            wanted += [stored_index(lv, i) for lv, i in CompactTree.frontier_nodes(first - 1)]
+    return wanted
+
+
 def verify_journal(
     path: str | Path,
     *,
@@ -1447,6 +1475,11 @@ def verify_journal(
         ordered = sorted(files, key=lambda f: (_first_seq(f) is None, _first_seq(f) or 0))
     else:
         ordered = [target]
+    # the stored log nodes recomputed from the rows: a node problem is said after the walk,
+    # so a row the chain or a seal refuses is named as such first
+    nodes = StoredNodeCheck()
+    nodes.want(_copied_node_indexes(ordered[1:]))
+    node_problem: tuple[str, int] | None = None
     previous_name: str | None = None
     for file in ordered:
         try:
@@ -1456,6 +1489,7 @@ def verify_journal(
             return walk.result(False, str(error), walk.expected_seq, readable=readable)
         try:
             first = True
+            last_seq = 0
             for raw in _raw_rows(file, db):
                 if first and previous_name is not None:
                     seq = raw[0] if raw else None
@@ -1466,8 +1500,20 @@ def verify_journal(
                             f"{(walk.expected_seq or 1) - 1}: a segment between them is missing",
                             walk.expected_seq,
                         )
+                    node_problem = node_problem or _at(
+                        nodes.begin_segment(file.name, raw[0], _stored_nodes(db)), raw[0]
+                    )
+                elif first:
+                    node_problem = node_problem or _at(
+                        nodes.begin_segment(file.name, raw[0], _stored_nodes(db)), raw[0]
+                    )
                 first = False
                 walk.feed(raw, _original_finder(db))
+                if node_problem is None:
+                    node_problem = _at(nodes.row(raw[0], bytes.fromhex(raw[6])), raw[0])
+                last_seq = raw[0]
+            if not first:
+                node_problem = node_problem or _at(nodes.end_segment(last_seq), last_seq)
         except _Tampered as tampered:
             return walk.result(False, tampered.message, tampered.seq)
         except (sqlite3.Error, ValueError, OverflowError, MemoryError, UnicodeError) as error:
@@ -1497,6 +1543,8 @@ def verify_journal(
                 "are missing (a cut tail)",
                 (walk.last_seal_seq or 0) + 1,
             )
+    if node_problem is not None:
+        return walk.result(False, *node_problem)
     origin = (
         "" if not walk.continued else f" (from row {walk.first_seq}: earlier segments archived)"
     )
