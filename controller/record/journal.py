@@ -499,6 +499,38 @@ class Journal:
             db.close()
         return _to_row(raw) if raw else None
 
+    def round_without_nonces_in_play(self, after_seq: int = 0) -> tuple[int, int] | None:
+        """(round, seq) of the live segment's last row without a nonce (written in format 1,
+        before the upgrade), when no row of a later round follows it: that round may still be
+        in play, and its rows' hashes are guessable (docs/journal.md, "Hiding"). None when
+        every row carries a nonce or the round is over. `after_seq`: a row found earlier, to
+        ask only whether a later round has begun since (cheap, by seq)."""
+        try:
+            if after_seq:
+                found = self._db.execute(
+                    "SELECT round, seq FROM journal WHERE seq = ?", (after_seq,)
+                ).fetchone()
+            else:
+                # rows without a nonce are only ever a prefix (format 2 gives every row one),
+                # so a live segment whose first row has one has none without (no scan)
+                first = self._db.execute(
+                    "SELECT body FROM journal WHERE kind != 'seal' ORDER BY seq LIMIT 1"
+                ).fetchone()
+                if first is None or '"nonce":' in first[0]:
+                    return None
+                found = self._db.execute(
+                    "SELECT round, seq FROM journal WHERE kind != 'seal' AND round IS NOT NULL"
+                    " AND instr(body, '\"nonce\":') = 0 ORDER BY seq DESC LIMIT 1"
+                ).fetchone()
+            if found is None:
+                return None
+            later = self._db.execute(
+                "SELECT 1 FROM journal WHERE seq > ? AND round > ? LIMIT 1", found[::-1]
+            ).fetchone()
+        except sqlite3.Error as error:
+            raise JournalError(f"{self.path}: cannot read the journal: {error}") from error
+        return None if later is not None else (int(found[0]), int(found[1]))
+
     def first_row(self) -> JournalRow | None:
         raw = self._db.execute(
             "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
