@@ -5,7 +5,14 @@ is root, as simulators.pgserver does) on loopback. Patroni bootstraps one node, 
 others with pg_basebackup, keeps one synchronous standby (`synchronous_mode`, strict: the
 primary takes no commit that a standby has not flushed) and promotes that standby when the
 primary's postmaster dies (`primary_start_timeout: 0`: fail over at once rather than restart a
-crashed primary in place).
+crashed primary in place). Patroni fails over only to a standby within
+`maximum_lag_on_failover` bytes of the last WAL position the primary published in etcd, which
+runs ahead of what the standby has (WAL written but not yet acknowledged: the batch in flight,
+a checkpoint, hint bits); at 0 (read patroni/ha.py `is_lagging`, `is_failover_possible`,
+`recover`) the crash mid-batch usually found no eligible standby and Patroni restarted the
+crashed primary in place, keeping its leader key (CI: "no standby promoted 120 s after the
+kill"). It is one WAL segment here: no acknowledged row rests on it, since in strict
+synchronous mode a commit returns only once the synchronous standby flushed it.
 
 Ports come from the kernel and are never given back while the cluster lives: each is a socket
 bound to 127.0.0.1:0 with SO_REUSEADDR and never listened on (`HeldPort`). The kernel hands a
