@@ -316,7 +316,10 @@ class ShippingFloor:
         promoted: PatroniNode | None = None
         while promoted is None or promoted is dead:
             if time.monotonic() > deadline:
-                raise AssertionError(f"no standby promoted {timeout} s after the kill")
+                raise AssertionError(
+                    f"no standby promoted {timeout} s after the kill of {dead.name}\n"
+                    + self.cluster.diagnosis()
+                )
             time.sleep(0.05)
             promoted = self.cluster.leader()
         run.promoted = promoted.name
@@ -334,7 +337,9 @@ class ShippingFloor:
 
         while (first := first_ack_after_kill()) is None:
             if time.monotonic() > deadline:
-                raise AssertionError(f"no batch acknowledged {timeout} s after the kill")
+                raise AssertionError(
+                    f"no batch acknowledged {timeout} s after the kill\n" + self.cluster.diagnosis()
+                )
             time.sleep(0.05)
         run.failover_seconds = first - run.kill_at
         run.first_resume_seconds = (

@@ -90,6 +90,7 @@ def _fuse() -> None:
     need_fuse()
 
 
+@pytest.mark.long  # minutes under load: make test-long
 def test_a_few_power_cuts_of_a_table_lose_nothing_acknowledged(tmp_path: Path):
     """Two cuts of one table (inside a commit, inside a checkpoint's or seal's head file):
     each restart is checked (acknowledged events, verify, holds), and the cuts really dropped
