@@ -68,6 +68,7 @@ def report(tables: list[PoweredTable]) -> tuple[list[str], dict[str, int]]:
                 f"{cut.game} cut {cut.number}: {cut.trigger}; dropped {cut.dropped_files} files "
                 f"({cut.dropped_blocks} blocks) and the entries of {cut.dropped_dirs} "
                 f"directories; {cut.acknowledged} events acknowledged so far"
+                + (f"; kept (partial persistence) {cut.kept}" if cut.kept else "")
             )
         before: set[str] = set()
         for number in sorted({f.cut for f in table.findings}):
