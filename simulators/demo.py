@@ -921,13 +921,15 @@ async def _play(
         status = status or daemon_status
     print(latency_summary(), flush=True)
     key_file = config.journal_path.parent / VERIFICATION_KEY_FILE
+    since_ready = feed.mark()
     print(
-        f"stopped after {feed.mark()} events since ready; journal {config.journal_path} "
+        f"stopped after {since_ready} events since ready; journal {config.journal_path} "
         f'(tablectl journal verify {config.journal_path} --verify-key "$(cat {key_file})")',
         flush=True,
     )
     with contextlib.suppress(JournalError):
-        for line in summarise(read_rows(config.journal_path), after_seq).lines():
+        summary = summarise(read_rows(config.journal_path), after_seq)
+        for line in [*summary.lines(), summary.counts_explained(since_ready)]:
             print(line, flush=True)
     if not getattr(args, "floor", False):
         print(f"resume this table with: {resume_command(args)}", flush=True)

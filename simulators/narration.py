@@ -118,6 +118,9 @@ class RunSummary:
     """What one run of the demo put in the journal, counted from its rows."""
 
     events: int = 0
+    #: every row of the run, and those that are neither events nor decisions, by kind
+    rows: int = 0
+    other_rows: Counter[str] = field(default_factory=Counter)
     rounds_completed: int = 0
     rounds_voided: int = 0
     decisions: Counter[str] = field(default_factory=Counter)
@@ -133,6 +136,19 @@ class RunSummary:
             f"  decisions by rule: {decided}",
             f"  device faults: {faults}",
         ]
+
+    def counts_explained(self, since_ready: int) -> str:
+        """Why the closing lines count events three ways (since ready, handled, journaled)."""
+        before = self.events - since_ready
+        decided = sum(self.decisions.values())
+        others = ", ".join(f"{kind} {n}" for kind, n in sorted(self.other_rows.items()))
+        return (
+            f"  the counts: {since_ready} events since ready + {before} as the table started "
+            f"(before ready) = {self.events} events, each handled by the daemon and journaled; "
+            f"the journal's {self.rows} rows of this run are those events, their {decided} "
+            f"decision{'s' if decided != 1 else ''}"
+            + (f" and rows of other kinds ({others})" if others else "")
+        )
 
 
 def summarise(rows: Iterable[JournalRow], after_seq: int = 0) -> RunSummary:
@@ -161,6 +177,9 @@ def summarise(rows: Iterable[JournalRow], after_seq: int = 0) -> RunSummary:
     for row in rows:
         if row.seq <= after_seq:
             continue
+        summary.rows += 1
+        if row.kind not in ("event", "decision"):
+            summary.other_rows[row.kind] += 1
         if row.kind == "event":
             close()
             event, decided = row.body, []

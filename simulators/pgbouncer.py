@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tablectl.simulators.pgserver import ThrowawayPostgres, free_port
+from tablectl.simulators.pgserver import ThrowawayPostgres
+from tablectl.simulators.ports import HeldPort
 
 
 class PgBouncerUnavailable(RuntimeError):
@@ -45,7 +46,8 @@ class ThrowawayPgBouncer:
         self.clients = clients
         self.root = Path(tempfile.mkdtemp(prefix="tablectl-pgbouncer-"))
         os.chmod(self.root, 0o755)
-        self.port = free_port()
+        self._port = HeldPort()  # held until stop: see simulators.ports
+        self.port = self._port.number
         self.process: subprocess.Popen[bytes] | None = None
 
     def _own(self, path: Path) -> None:
@@ -124,4 +126,5 @@ class ThrowawayPgBouncer:
                 self.process.kill()
                 self.process.wait(5)
         self.process = None
+        self._port.close()
         shutil.rmtree(self.root, ignore_errors=True)

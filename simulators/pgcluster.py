@@ -5,7 +5,14 @@ is root, as simulators.pgserver does) on loopback. Patroni bootstraps one node, 
 others with pg_basebackup, keeps one synchronous standby (`synchronous_mode`, strict: the
 primary takes no commit that a standby has not flushed) and promotes that standby when the
 primary's postmaster dies (`primary_start_timeout: 0`: fail over at once rather than restart a
-crashed primary in place).
+crashed primary in place). Patroni fails over only to a standby within
+`maximum_lag_on_failover` bytes of the last WAL position the primary published in etcd, which
+runs ahead of what the standby has (WAL written but not yet acknowledged: the batch in flight,
+a checkpoint, hint bits); at 0 (read patroni/ha.py `is_lagging`, `is_failover_possible`,
+`recover`) the crash mid-batch usually found no eligible standby and Patroni restarted the
+crashed primary in place, keeping its leader key (CI: "no standby promoted 120 s after the
+kill"). It is one WAL segment here: no acknowledged row rests on it, since in strict
+synchronous mode a commit returns only once the synchronous standby flushed it.
 
 Ports come from the kernel and are never given back while the cluster lives: each is a socket
 bound to 127.0.0.1:0 with SO_REUSEADDR and never listened on (`HeldPort`). The kernel hands a
@@ -25,7 +32,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -36,27 +42,17 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.simulators.pgserver import SUPERUSER, PostgresUnavailable, server_bindir
+from tablectl.simulators.ports import HeldPort
 
 SCOPE = "floor"
+#: bytes a synchronous standby may trail the primary's last published LSN and still be
+#: promoted: one WAL segment (see `ThrowawayPatroniCluster.dcs_settings`)
+MAXIMUM_LAG_ON_FAILOVER = 16 * 1024 * 1024
 REPLICATOR = "replicator"
 
 
 class ClusterUnavailable(PostgresUnavailable):
     """No Patroni or etcd here (install Debian's `patroni`, `etcd-server`)."""
-
-
-class HeldPort:
-    """A loopback port the kernel chose, held (bound, SO_REUSEADDR, not listening) until
-    closed: no other process gets it meanwhile; a server with SO_REUSEADDR binds it beside."""
-
-    def __init__(self) -> None:
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind(("127.0.0.1", 0))
-        self.number = int(self._socket.getsockname()[1])
-
-    def close(self) -> None:
-        self._socket.close()
 
 
 def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -297,7 +293,15 @@ class ThrowawayPatroniCluster:
             "ttl": 20,
             "loop_wait": 1,
             "retry_timeout": 5,
-            "maximum_lag_on_failover": 0,
+            # the lag is measured against the last LSN the primary published in etcd, which
+            # runs ahead of what it has streamed (WAL inserted but not yet flushed: the batch in
+            # flight, a checkpoint, hint bits). At 0 the synchronous standby is "lagging" after
+            # almost every crash mid-batch, no member may be promoted, and Patroni restarts the
+            # crashed primary in place instead (CI saw no promotion in 120 s). What keeps every
+            # acknowledged row is synchronous_mode_strict (a commit returns only once the
+            # synchronous standby flushed it; only that standby may be promoted), not this
+            # limit: one WAL segment of unacknowledged tail may be left behind.
+            "maximum_lag_on_failover": MAXIMUM_LAG_ON_FAILOVER,
             "synchronous_mode": True,
             "synchronous_mode_strict": True,
             "primary_start_timeout": 0,
@@ -418,6 +422,19 @@ class ThrowawayPatroniCluster:
             ):
                 return next(n for n in self.nodes if n.name == member["name"])
         return None
+
+    def diagnosis(self, lines: int = 25) -> str:
+        """What a failed wait should print: the cluster as Patroni sees it, and the tail of
+        each node's Patroni log (why a standby was, or was not, promoted)."""
+        parts = [f"cluster: {json.dumps(self.cluster_status(), default=str)[:2000]}"]
+        for node in self.nodes:
+            log = node.home / "patroni.log"
+            try:
+                tail = log.read_text(errors="replace").splitlines()[-lines:]
+            except OSError as error:
+                tail = [f"(unreadable: {error})"]
+            parts.append(f"--- {node.name} {log}:\n" + "\n".join(tail))
+        return "\n".join(parts)
 
     def replicas(self) -> list[PatroniNode]:
         leader = self.leader()

@@ -15,10 +15,11 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from tablectl.simulators.ports import HeldPort
 
 SUPERUSER = "postgres"
 
@@ -44,12 +45,6 @@ def server_bindir() -> Path:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class ThrowawayPostgres:
     """initdb + pg_ctl in a temp dir; `start`, `stop`, `destroy`; DSNs for the DBA and tables."""
 
@@ -68,7 +63,8 @@ class ThrowawayPostgres:
         self.data = self.root / "data"
         self.sockets = self.root / "sockets"
         self.log = self.root / "postgres.log"
-        self.port = free_port()
+        self._port = HeldPort()  # held until destroy: see simulators.ports
+        self.port = self._port.number
         self.run_as = user or self.server_user()
         self._uid: int | None = None
         self._gid: int | None = None
@@ -158,6 +154,7 @@ class ThrowawayPostgres:
         if self.running:
             with contextlib.suppress(PostgresUnavailable):
                 self.stop("immediate")
+        self._port.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
     # -- connecting -----------------------------------------------------------------------------

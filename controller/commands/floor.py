@@ -281,6 +281,7 @@ def _init(args: argparse.Namespace) -> int:
         add_reader,
         add_table,
         create_schema,
+        ensure_monitoring_owner,
     )
 
     conn = _connect(args)
@@ -295,6 +296,9 @@ def _init(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_ERROR
+        granted = ensure_monitoring_owner(conn)
+        if granted:
+            print(f"granted pg_monitor to {granted}: durable_elsewhere() sees the standbys")
         hidden = create_schema(conn)
         print(f"floor schema ready in database {dbname} (groups {WRITER_GROUP}, {READER_GROUP})")
         if not hidden:

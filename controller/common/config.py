@@ -11,6 +11,7 @@ import ipaddress
 import re
 import tomllib
 import urllib.parse
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +89,7 @@ _URI_HOSTS = re.compile(r"^[a-z]+://(?:[^@/]*@)?([^/?]*)", re.IGNORECASE)
 _DSN_TARGET = re.compile(r"target_session_attrs\s*=\s*'?([a-z-]+)", re.IGNORECASE)
 #: the choices that land on the server taking writes (libpq's target_session_attrs)
 WRITABLE_TARGETS = ("read-write", "primary")
-TABLE_KEYS = ("id", "game", "options", "gaming_day_start", "log_level")
+TABLE_KEYS = ("id", "game", "options", "gaming_day_start", "timezone", "log_level")
 DEVICE_KEYS = (
     "kind",
     "driver",
@@ -242,6 +243,9 @@ class TableConfig:
     operator_group: str
     gaming_day_start: datetime.time
     log_level: str
+    #: `[table] timezone` (an IANA name): the zone of the gaming day and the events' local
+    #: times; None: this machine's zone (check-config warns on a PC kept in UTC)
+    timezone: str | None = None
     floor: FloorConfig | None = None
     witness: WitnessConfig | None = None
     supervisor_group: str = SUPERVISOR_GROUP
@@ -260,6 +264,11 @@ class TableConfig:
     #: journal begun by a version without them goes on as written (service.py)
     implied_options: tuple[str, ...] = ()
     clock_step_hours: int = DEFAULT_CLOCK_STEP_HOURS
+
+    @property
+    def zone(self) -> datetime.tzinfo | None:
+        """The table's zone (`timezone`), or None for this machine's."""
+        return zoneinfo.ZoneInfo(self.timezone) if self.timezone else None
 
     @property
     def sealing_key_path(self) -> Path:
@@ -283,6 +292,26 @@ class TableConfig:
         else:
             options.pop("interpretations", None)
         return {"type": "table", "game": self.game, "options": options}
+
+
+def _timezone(problems: _Problems, table: Mapping[str, Any]) -> str | None:
+    """`[table] timezone`: an IANA name this machine's zone database knows (None: absent)."""
+    if "timezone" not in table:
+        return None
+    name = table["timezone"]
+    if not isinstance(name, str) or not name:
+        problems.add("table.timezone", f"must be an IANA time zone name, got {name!r}")
+        return None
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        problems.add(
+            "table.timezone",
+            f"unknown time zone {name!r}: an IANA name such as 'America/New_York' "
+            "(the names are in /usr/share/zoneinfo; Debian's package tzdata)",
+        )
+        return None
+    return name
 
 
 class _Problems:
@@ -795,6 +824,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         what="local time HH:MM, 00:00-23:59 (e.g. '06:00')",
     )
     gaming_day_start = parse_start(start_text) if start_text else DEFAULT_GAMING_DAY_START
+    timezone = _timezone(problems, table)
     log_level = _string(
         problems,
         table,
@@ -899,6 +929,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> TableConfig:
         operator_socket=Path(socket_text),
         operator_group=group,
         gaming_day_start=gaming_day_start,
+        timezone=timezone,
         log_level=log_level,
         floor=floor,
         witness=witness,

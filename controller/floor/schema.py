@@ -840,8 +840,10 @@ class Provisioned:
 def create_schema(conn: Any) -> bool:
     """Schema, functions, triggers, group roles, grants and policies (idempotent), and the
     partitions of the gaming days around today; then the server's row counters hidden from
-    readers when this login may (hide_statistics: whether it did)."""
+    readers when this login may (hide_statistics: whether it did). Refused, before anything
+    is made, when the functions' owner could not see the standbys (ensure_monitoring_owner)."""
     refuse_old_layout(conn)
+    ensure_monitoring_owner(conn)
     with conn.transaction():
         conn.execute(_ROLES)
         conn.execute(_DDL)
@@ -849,6 +851,50 @@ def create_schema(conn: Any) -> bool:
         conn.execute(_SHUFFLE_RUNS)
         conn.execute(f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (DAYS_AHEAD,))
     return hide_statistics(conn)
+
+
+#: the predefined role whose privileges let durable_elsewhere()'s owner read
+#: pg_stat_replication's positions and the WAL position (pg_read_all_stats is within it)
+MONITORING_ROLE = "pg_monitor"
+
+
+def ensure_monitoring_owner(conn: Any) -> str | None:
+    """The floor's SECURITY DEFINER functions run as their owner (this login when it makes
+    them): without a superuser's or pg_monitor's privileges that owner sees no standby's
+    position and may not read the WAL position, so durable_elsewhere() holds nothing on two
+    machines and no table ever retires a segment, silently. The owner is given pg_monitor
+    when this login may grant it (returned: the role it was granted to), else FloorSetupError
+    names the role and the statement a superuser runs."""
+    import psycopg
+    from psycopg import sql
+
+    owner, able = conn.execute(
+        "SELECT r.rolname, r.rolsuper OR pg_has_role(r.oid, 'pg_read_all_stats', 'USAGE')"
+        " FROM pg_roles AS r WHERE r.rolname = coalesce("
+        "  (SELECT p.proowner::regrole::text FROM pg_proc AS p"
+        "     JOIN pg_namespace AS n ON n.oid = p.pronamespace"
+        "   WHERE n.nspname = %s AND p.proname = 'wal_durable_elsewhere' LIMIT 1),"
+        "  current_user)",
+        (SCHEMA,),
+    ).fetchone()
+    if able:
+        return None
+    try:
+        with conn.transaction():
+            conn.execute(
+                sql.SQL("GRANT {} TO {}").format(
+                    sql.Identifier(MONITORING_ROLE), sql.Identifier(owner)
+                )
+            )
+    except psycopg.errors.InsufficientPrivilege as error:
+        raise FloorSetupError(
+            f"role {owner} would own the floor's functions but is neither a superuser nor in "
+            f"{MONITORING_ROLE}, and this login may not grant it ({str(error).strip()}): "
+            "durable_elsewhere() would see no standby and no table would ever retire a "
+            f"segment; as a superuser run `GRANT {MONITORING_ROLE} TO {owner}` (or run "
+            "`tablectl floor init` as one), then init again (docs/floor.md, Roles)"
+        ) from error
+    return str(owner)
 
 
 def hide_statistics(conn: Any) -> bool:

@@ -109,6 +109,17 @@ class CheckpointSigner:
         # one writer of the file at a time (executor threads), never an older over a newer
         self._write_lock = threading.Lock()
         self._written = self.latest.size if self.latest is not None else 0
+        # A round in play when the journal was upgraded from format 1: its rows carry no
+        # nonce, so any tree head over them is a card oracle; none is signed before a later
+        # round begins (docs/journal.md, "Hiding").
+        self._withheld = journal.round_without_nonces_in_play()
+        if self._withheld is not None:
+            self._log.warning(
+                "checkpoint_withheld",
+                round=self._withheld[0],
+                reason="rows of a round in play without nonces (written before format 2): "
+                "no checkpoint before a later round begins",
+            )
         journal.commit_listeners.append(self._committed)
 
     @property
@@ -126,6 +137,10 @@ class CheckpointSigner:
             return None  # rows of the failed commit are in the tree, never on the disk
         if self.journal.pending or (self.latest is not None and self.latest.size >= tree.size):
             return None
+        if self._withheld is not None:
+            self._withheld = self.journal.round_without_nonces_in_play(self._withheld[1])
+            if self._withheld is not None:
+                return None
         root = tree.root()
         note = sign_note(Checkpoint(self.origin, tree.size, root).body(), self.key)
         return SignedCheckpoint(tree.size, root, note, self.origin)

@@ -55,6 +55,7 @@ from tablectl.controller.record.durable import (
 )
 from tablectl.controller.record.merkle import (
     CompactTree,
+    StoredNodeCheck,
     leaf_hash,
     stored_index,
 )
@@ -200,13 +201,18 @@ class LocalTimestamp:
 
     suffix = ""  # after the microseconds
 
-    def __init__(self) -> None:
+    def __init__(self, zone: datetime.tzinfo | None = None) -> None:
         self._second = -1
         self._prefix = ""
+        #: the table's zone (`[table] timezone`); None: this machine's
+        self.zone = zone
 
     def second_text(self, second: int) -> str:
-        """The date and time to the second, `second` after the epoch."""
-        return datetime.datetime.fromtimestamp(second).isoformat(timespec="seconds")
+        """The date and time to the second, `second` after the epoch, in the table's zone."""
+        if self.zone is None:
+            return datetime.datetime.fromtimestamp(second).isoformat(timespec="seconds")
+        moment = datetime.datetime.fromtimestamp(second, self.zone)
+        return moment.replace(tzinfo=None).isoformat(timespec="seconds")
 
     def __call__(self, nanoseconds: int | None = None) -> str:
         """The time `nanoseconds` after the epoch (default: now), in ISO 8601."""
@@ -492,6 +498,38 @@ class Journal:
         finally:
             db.close()
         return _to_row(raw) if raw else None
+
+    def round_without_nonces_in_play(self, after_seq: int = 0) -> tuple[int, int] | None:
+        """(round, seq) of the live segment's last row without a nonce (written in format 1,
+        before the upgrade), when no row of a later round follows it: that round may still be
+        in play, and its rows' hashes are guessable (docs/journal.md, "Hiding"). None when
+        every row carries a nonce or the round is over. `after_seq`: a row found earlier, to
+        ask only whether a later round has begun since (cheap, by seq)."""
+        try:
+            if after_seq:
+                found = self._db.execute(
+                    "SELECT round, seq FROM journal WHERE seq = ?", (after_seq,)
+                ).fetchone()
+            else:
+                # rows without a nonce are only ever a prefix (format 2 gives every row one),
+                # so a live segment whose first row has one has none without (no scan)
+                first = self._db.execute(
+                    "SELECT body FROM journal WHERE kind != 'seal' ORDER BY seq LIMIT 1"
+                ).fetchone()
+                if first is None or '"nonce":' in first[0]:
+                    return None
+                found = self._db.execute(
+                    "SELECT round, seq FROM journal WHERE kind != 'seal' AND round IS NOT NULL"
+                    " AND instr(body, '\"nonce\":') = 0 ORDER BY seq DESC LIMIT 1"
+                ).fetchone()
+            if found is None:
+                return None
+            later = self._db.execute(
+                "SELECT 1 FROM journal WHERE seq > ? AND round > ? LIMIT 1", found[::-1]
+            ).fetchone()
+        except sqlite3.Error as error:
+            raise JournalError(f"{self.path}: cannot read the journal: {error}") from error
+        return None if later is not None else (int(found[0]), int(found[1]))
 
     def first_row(self) -> JournalRow | None:
         raw = self._db.execute(
@@ -1408,6 +1446,33 @@ def _first_seq(path: Path) -> int | None:
         db.close()
 
 
+def _at(problem: str | None, seq: int) -> tuple[str, int] | None:
+    return None if problem is None else (problem, seq)
+
+
+def _stored_nodes(db: sqlite3.Connection) -> dict[int, bytes]:
+    """A segment's `merkle` table (none in a format-1 journal: {})."""
+    try:
+        return {int(idx): bytes(value) for idx, value in db.execute("SELECT idx, hash FROM merkle")}
+    except sqlite3.OperationalError as error:
+        if "no such table" in str(error):
+            return {}
+        raise
+
+
+def _copied_node_indexes(files: Sequence[Path]) -> list[int]:
+    """The frontier each later segment copied at its start (the nodes of the rows before it
+    that its proofs need once those segments are retired): recomputed from those rows when
+    the walk passes them, and compared there. (Other copies, the log an upgrade from format 1
+    rebuilt with gap leaves for rows it no longer had, are not compared.)"""
+    wanted: list[int] = []
+    for file in files:
+        first = _first_seq(file)
+        if first is not None and first > 1:
+            wanted += [stored_index(lv, i) for lv, i in CompactTree.frontier_nodes(first - 1)]
+    return wanted
+
+
 def verify_journal(
     path: str | Path,
     *,
@@ -1442,6 +1507,11 @@ def verify_journal(
         ordered = sorted(files, key=lambda f: (_first_seq(f) is None, _first_seq(f) or 0))
     else:
         ordered = [target]
+    # the stored log nodes recomputed from the rows: a node problem is said after the walk,
+    # so a row the chain or a seal refuses is named as such first
+    nodes = StoredNodeCheck()
+    nodes.want(_copied_node_indexes(ordered[1:]))
+    node_problem: tuple[str, int] | None = None
     previous_name: str | None = None
     for file in ordered:
         try:
@@ -1451,6 +1521,7 @@ def verify_journal(
             return walk.result(False, str(error), walk.expected_seq, readable=readable)
         try:
             first = True
+            last_seq = 0
             for raw in _raw_rows(file, db):
                 if first and previous_name is not None:
                     seq = raw[0] if raw else None
@@ -1461,8 +1532,20 @@ def verify_journal(
                             f"{(walk.expected_seq or 1) - 1}: a segment between them is missing",
                             walk.expected_seq,
                         )
+                    node_problem = node_problem or _at(
+                        nodes.begin_segment(file.name, raw[0], _stored_nodes(db)), raw[0]
+                    )
+                elif first:
+                    node_problem = node_problem or _at(
+                        nodes.begin_segment(file.name, raw[0], _stored_nodes(db)), raw[0]
+                    )
                 first = False
                 walk.feed(raw, _original_finder(db))
+                if node_problem is None:
+                    node_problem = _at(nodes.row(raw[0], bytes.fromhex(raw[6])), raw[0])
+                last_seq = raw[0]
+            if not first:
+                node_problem = node_problem or _at(nodes.end_segment(last_seq), last_seq)
         except _Tampered as tampered:
             return walk.result(False, tampered.message, tampered.seq)
         except (sqlite3.Error, ValueError, OverflowError, MemoryError, UnicodeError) as error:
@@ -1492,6 +1575,8 @@ def verify_journal(
                 "are missing (a cut tail)",
                 (walk.last_seal_seq or 0) + 1,
             )
+    if node_problem is not None:
+        return walk.result(False, *node_problem)
     origin = (
         "" if not walk.continued else f" (from row {walk.first_seq}: earlier segments archived)"
     )

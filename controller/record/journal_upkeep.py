@@ -127,7 +127,10 @@ def check_before_start(journal: Journal) -> StartDamage | None:
 
 
 def segment_gaming_day(
-    journal: Journal, day_start: datetime.time, now: datetime.datetime
+    journal: Journal,
+    day_start: datetime.time,
+    now: datetime.datetime,
+    zone: datetime.tzinfo | None = None,
 ) -> datetime.date:
     """The gaming day of the live segment: its segment row's, else its first row's, else now's."""
     first = journal.first_row()
@@ -137,8 +140,8 @@ def segment_gaming_day(
     if first is not None:
         with contextlib.suppress(ValueError):
             recorded = datetime.datetime.fromisoformat(first.recorded_at)
-            return gaming_day_of(local_wall_clock(recorded), day_start)
-    return gaming_day_of(local_wall_clock(now), day_start)
+            return gaming_day_of(local_wall_clock(recorded, zone), day_start)
+    return gaming_day_of(local_wall_clock(now, zone), day_start)
 
 
 @dataclass(frozen=True)
@@ -564,7 +567,12 @@ class JournalUpkeep:
         self.tick = tick
         config = service.config
         self.day_start = config.gaming_day_start
-        self.segment_day = segment_gaming_day(service.journal, self.day_start, self.clock())
+        #: the table's zone (`[table] timezone`; None: this machine's): the day starts at
+        #: `day_start` there, whatever zone the PC is kept in
+        self.zone = config.zone
+        self.segment_day = segment_gaming_day(
+            service.journal, self.day_start, self.clock(), self.zone
+        )
         self._log = get_logger("journal", table=config.table_id)
         self._task: asyncio.Task[None] | None = None
         #: The clock watch (the daemon's); told of each step and agreement via `on_clock`.
@@ -658,7 +666,7 @@ class JournalUpkeep:
         if self.service.journal.failure is not None or self._wake is None:
             return
         now = self.clock()
-        today = gaming_day_of(local_wall_clock(now), self.day_start)
+        today = gaming_day_of(local_wall_clock(now, self.zone), self.day_start)
         if today > self.segment_day:
             self._step_or_fail_stop(now)
             self._wake.set()  # retention, off the lock, in the upkeep task
@@ -681,7 +689,7 @@ class JournalUpkeep:
         sealer = self.service.sealer
         if sealer is not None and sealer.due(now):
             self.service.seal(now)
-        today = gaming_day_of(local_wall_clock(now), self.day_start)
+        today = gaming_day_of(local_wall_clock(now, self.zone), self.day_start)
         if today > self.segment_day and self.service.between_rounds():
             self.roll(today, retention_inline=retention_inline)
 

@@ -329,3 +329,110 @@ class CompactTree:
         size = int.from_bytes(data[:8], "big")
         hashes = [data[i : i + HASH_SIZE] for i in range(8, len(data), HASH_SIZE)]
         return cls(size, hashes)
+
+
+def split_stored_index(idx: int) -> tuple[int, int]:
+    """The (level, index) that `stored_index` numbers `idx` (its inverse)."""
+    if idx < 0:
+        raise MerkleError(f"no node is stored at {idx}")
+    # the leaf written last at or before idx: leaf n is written at 2n - popcount(n)
+    n = idx // 2
+    at = stored_index(0, n)
+    while at > idx:
+        n -= 1
+        at = stored_index(0, n)
+    while True:
+        following = at + 1 + ((n + 1) & -(n + 1)).bit_length() - 1  # 1 + trailing zeros of n+1
+        if following > idx:
+            break
+        n += 1
+        at = following
+    level = idx - at
+    return level, n >> level
+
+
+class StoredNodeCheck:
+    """The journal's stored log nodes recomputed from its rows (`journal verify`).
+
+    The rows' chain proves the rows; the stored nodes are what a witness's checkpoint and a
+    round's proof are built from, so a node changed on disk would prove rows that are not
+    these. Fed segment by segment in seq order: `begin_segment` with the segment's stored
+    nodes, `row` for each row, `end_segment`; each returns a message naming the node and the
+    row that completed it, or None. A walk that begins at a later segment (the earlier ones
+    archived) takes that segment's stored frontier as its start: the nodes before it cannot
+    be recomputed here, every node after it is.
+    """
+
+    def __init__(self) -> None:
+        self.tree: CompactTree | None = None
+        self._stored: dict[int, bytes] = {}
+        self._name = ""
+        self._first = 0
+        #: nodes of earlier segments copied into later ones (a frontier, an upgrade's log):
+        #: recorded as they are recomputed, compared when their copy's segment comes
+        self._wanted: dict[int, bytes | None] = {}
+
+    def want(self, copies: Iterable[int]) -> None:
+        """Stored indexes some later segment holds for rows before its own."""
+        for idx in copies:
+            self._wanted.setdefault(idx, None)
+
+    def begin_segment(self, name: str, first_seq: int, stored: dict[int, bytes]) -> str | None:
+        self._name, self._first, self._stored = name, first_seq, stored
+        before = stored_index(0, first_seq - 1) if first_seq > 1 else 0
+        if self.tree is None:
+            self.tree = CompactTree()
+            if first_seq > 1:  # earlier segments archived: their frontier as stored here
+                try:
+                    self.tree = CompactTree.at(
+                        first_seq - 1, lambda lv, i: stored[stored_index(lv, i)]
+                    )
+                except KeyError:
+                    return (
+                        f"{name}: the Merkle log's frontier before row {first_seq} is not stored "
+                        "here: the nodes of the rows after it cannot be checked"
+                    )
+                return None
+        for idx, value in stored.items():
+            if idx >= before or idx not in self._wanted:
+                continue
+            level, index = split_stored_index(idx)
+            known = self._wanted.get(idx)
+            if known is not None and known != value:
+                return (
+                    f"{name}: the Merkle log's node (level {level}, index {index}), a copy of "
+                    f"row {last_leaf_of(level, index) + 1}'s, is not the hash of the rows before "
+                    "it: the log would prove rows that are not these"
+                )
+        return None
+
+    def row(self, seq: int, row_hash: bytes) -> str | None:
+        """Row `seq` (its stored hash) appended; the nodes it completes compared."""
+        assert self.tree is not None
+        for level, index, value in self.tree.append(leaf_hash(row_hash)):
+            idx = stored_index(level, index)
+            if idx in self._wanted:
+                self._wanted[idx] = value
+            stored = self._stored.get(idx)
+            if stored is not None and stored != value:
+                return (
+                    f"{self._name}: the Merkle log's node (level {level}, index {index}) that "
+                    f"row {seq} completed is not the hash of the rows: stored {stored.hex()[:16]}"
+                    f"…, the rows give {value.hex()[:16]}…; the log would prove rows that are "
+                    "not these"
+                )
+        return None
+
+    def end_segment(self, last_seq: int) -> str | None:
+        """No stored node past the segment's last row (none that its rows did not complete)."""
+        beyond = stored_index(0, last_seq)  # the first index written after row last_seq
+        extra = sorted(idx for idx in self._stored if idx >= beyond)
+        self._stored = {}
+        if extra:
+            level, index = split_stored_index(extra[0])
+            return (
+                f"{self._name}: the Merkle log holds node (level {level}, index {index}), which "
+                f"no row up to row {last_seq} completes ({len(extra)} such): not the log of "
+                "these rows"
+            )
+        return None

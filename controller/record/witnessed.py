@@ -15,6 +15,7 @@ cosignature the witness returns at the next start.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -187,23 +188,39 @@ def anchor_damage(
         if anchor.size == 0:
             continue
         if root_at(anchor.size) != anchor.root:
-            return rewritten(anchor, matched)
+            return rewritten(anchor, matched, root_at(anchor.size))
         matched = max(matched, anchor.size)
     assert newest.size <= tree_size
     return None
 
 
-def rewritten(anchor: Anchor, matched: int) -> AnchorDamage:
-    """The journal is not the history `anchor` cosigned; rows 1-`matched` are."""
-    return AnchorDamage(
-        f"the journal's first {anchor.size} rows are not those witness {anchor.witness} "
-        f"cosigned (at {anchor.cosigned_at}, {anchor.source}): the history was rewritten; rows "
-        f"1-{matched} match what was cosigned, the first row that differs is one of rows "
-        f"{matched + 1}-{anchor.size}",
-        matched + 1,
-        matched,
-        anchor,
+def rewritten(anchor: Anchor, matched: int, journal_root: bytes) -> AnchorDamage:
+    """The journal is not the history `anchor` cosigned; rows 1-`matched` are.
+
+    The message says what is really wrong first: the cosigned size and root against the
+    root of the journal's first that many rows. With no smaller cosigned checkpoint that
+    the journal matches (`matched` 0: none held, e.g. the witnesses' history beside the
+    journal deleted), nothing narrows where the rewrite begins, and the message says so
+    rather than name a span "from row 1" as if row 1 were known to differ."""
+    said = (
+        f"witness {anchor.witness} cosigned a tree of {anchor.size} rows with root "
+        f"{base64.b64encode(anchor.root).decode()} (at {anchor.cosigned_at}, {anchor.source}), "
+        f"but the journal's first {anchor.size} rows have root "
+        f"{base64.b64encode(journal_root).decode()}: the history was rewritten; "
     )
+    if matched:
+        where = (
+            f"rows 1-{matched} match what was cosigned, the first row that differs is one of "
+            f"rows {matched + 1}-{anchor.size}"
+        )
+    else:
+        where = (
+            f"no smaller cosigned checkpoint that the journal matches is held (the witnesses' "
+            f"history beside the journal is missing, or the rewrite starts before the first "
+            f"one), so nothing narrows it: the first row that differs is one of rows "
+            f"1-{anchor.size}, and none of them is proven"
+        )
+    return AnchorDamage(said + where, matched + 1, matched, anchor)
 
 
 def narrowed(
@@ -241,7 +258,7 @@ def narrowed(
             low, sizes = anchor.size, sizes[middle + 1 :]
         else:
             high, best, sizes = anchor.size, anchor, sizes[:middle]
-    return rewritten(best, low)
+    return rewritten(best, low, root_at(best.size))
 
 
 def newest_per_witness(anchors: Iterable[Anchor]) -> Mapping[str, Anchor]:

@@ -13,6 +13,7 @@ metrics address is tried with a socket closed at once, the lock is only tried by
 from __future__ import annotations
 
 import contextlib
+import datetime
 import grp
 import importlib
 import logging
@@ -80,7 +81,35 @@ def preflight(config: TableConfig, *, running: bool = False) -> list[Problem]:
     problems += check_witness_keys(config)
     problems += check_identity_key(config)
     problems += check_system_libraries(config)
+    problems += check_timezone(config)
     return problems
+
+
+def machine_keeps_utc(year: int | None = None) -> bool:
+    """This machine's zone is UTC all year (no offset in January nor in July): an imaged PC
+    left in UTC, whose local time is not the casino's."""
+    year = year or datetime.date.today().year
+    return all(
+        datetime.datetime(year, month, 1, 12).astimezone().utcoffset() == datetime.timedelta(0)
+        for month in (1, 7)
+    )
+
+
+def check_timezone(config: TableConfig) -> list[Problem]:
+    """A table without `[table] timezone` counts its gaming day in this PC's zone: on a PC
+    kept in UTC that day starts hours off the casino's (06:00 UTC is 01:00 in New Jersey)."""
+    if config.timezone is not None or not machine_keeps_utc():
+        return []
+    start = config.gaming_day_start.strftime("%H:%M")
+    return [
+        Problem(
+            WARNING,
+            "table.timezone",
+            f"not set, and this PC's zone is UTC: the gaming day is taken to start at {start} "
+            f"UTC and events are stamped in UTC; set the casino's zone, e.g. "
+            f'timezone = "America/New_York" in [table]',
+        )
+    ]
 
 
 def check_identity_key(config: TableConfig) -> list[Problem]:

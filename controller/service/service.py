@@ -145,7 +145,7 @@ class TableService:
         # Every event's local `time`: the default clock's text is kept per second (the
         # service stamps every card); an injected clock (tests, replays) is asked each time.
         self._stamp: Callable[[], str] = (
-            LocalTimestamp()
+            LocalTimestamp(config.zone)
             if clock is datetime.datetime.now
             else (lambda: clock().isoformat(timespec="microseconds"))
         )

@@ -69,6 +69,18 @@ def test_default_output_shows_each_step_with_its_rule_and_a_summary_from_the_jou
         f"ended ({collected} completed, 0 voided)"
     ) in out
     assert f"  decisions by rule: {expected_rules}" in out
+    # the three counts of events, each said for what it is (issue 34): since ready, handled
+    # (the event-processing line), journaled; and the rows they make with the rest
+    since_ready = int(out.split("stopped after ")[1].split()[0])
+    handled = int(out.split("tablectl_event_processing_seconds, ")[1].split()[0])
+    journaled = len(events(rows))
+    assert handled == journaled
+    assert (
+        f"  the counts: {since_ready} events since ready + {journaled - since_ready} as the "
+        f"table started (before ready) = {journaled} events, each handled by the daemon and "
+        f"journaled; the journal's {len(rows)} rows of this run are those events, their "
+        f"{len(decisions(rows))} decision"
+    ) in out
 
 
 @pytest.mark.slow

@@ -46,6 +46,9 @@ from tablectl.controller.record.journal import row_hash
 from tablectl.simulators import demo
 from tests.floor.floorkit import FloorDb, unique_table_id
 
+#: minutes under load: make test-long
+pytestmark = pytest.mark.long
+
 POLL_SECONDS = 0.02
 #: how far before the row's recorded time the device's `time` field is searched (µs)
 TIME_WINDOW_US = 4000

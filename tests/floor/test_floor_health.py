@@ -233,7 +233,7 @@ def test_a_restart_while_the_floor_is_away_counts_from_the_last_acknowledged_row
     """The hint beside the journal: after a restart the gauges count only the rows the floor
     has not acknowledged, not the whole journal, though the floor cannot be asked."""
     from tablectl.controller.common.config import FloorConfig
-    from tablectl.simulators.pgserver import free_port
+    from tablectl.simulators.ports import port_held_for_life
 
     table_id = unique_table_id()
     config = floor_db.provision(table_id)
@@ -244,7 +244,7 @@ def test_a_restart_while_the_floor_is_away_counts_from_the_last_acknowledged_row
     first.stop()
     for index in range(5):
         journal.append("event", {"type": "card_drawn", "n": index}, round_number=2, durable=True)
-    away = FloorConfig(dsn=f"host=127.0.0.1 port={free_port()} dbname=x user=y")
+    away = FloorConfig(dsn=f"host=127.0.0.1 port={port_held_for_life()} dbname=x user=y")
     second = FloorShipper(table_id, journal.path, away, publish_metrics=False, retry_min=0.1)
     journal.commit_listeners.append(second.notify)
     second.start()

@@ -573,6 +573,7 @@ def _check_held_bytes(floor_db: FloorDb) -> tuple[int, Any]:
     return held, check
 
 
+@pytest.mark.long  # minutes under load: make test-long
 def test_Q1_the_fingerprints_live_in_the_floor_not_in_the_checking_process(
     floor_db: FloorDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,6 +17,7 @@ from tablectl.controller.record.journal import (
     row_hash,
     write_head_file,
 )
+from tablectl.controller.record.merkle import CompactTree, leaf_hash, stored_index
 from tablectl.controller.record.sealing import (
     Sealer,
     VerificationKey,
@@ -108,15 +109,42 @@ def read_all(path: Path) -> list[Row]:
         db.close()
 
 
-def write_all(path: Path, rows: list[Row]) -> None:
-    """Replace every row, as an intruder with the sqlite3 shell would (triggers dropped)."""
+def write_all(path: Path, rows: list[Row], *, log_too: bool = True) -> None:
+    """Replace every row, as an intruder with the sqlite3 shell would (triggers dropped);
+    with `log_too` the Merkle log's nodes are recomputed from the new rows as well (a
+    careful intruder: `journal verify` recomputes them, so a rewrite that leaves them shows)."""
     db = sqlite3.connect(path)
     db.execute("DROP TRIGGER IF EXISTS journal_no_update")
     db.execute("DROP TRIGGER IF EXISTS journal_no_delete")
     db.execute("DELETE FROM journal")
     db.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    if log_too:
+        rewrite_log(db, rows)
     db.commit()
     db.close()
+
+
+def rewrite_log(db: sqlite3.Connection, rows: list[Row]) -> None:
+    """The segment's `merkle` table recomputed from `rows` (its copied frontier kept)."""
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'merkle'").fetchone():
+        return  # a format-1 journal
+    first = int(rows[0][0]) if rows else 1
+    bound = stored_index(0, first - 1) if first > 1 else 0
+    kept = dict(db.execute("SELECT idx, hash FROM merkle WHERE idx < ?", (bound,)))
+    tree = (
+        CompactTree.at(first - 1, lambda level, index: kept[stored_index(level, index)])
+        if first > 1
+        else CompactTree()
+    )
+    nodes = [
+        (stored_index(level, index), digest)
+        for row in rows
+        for level, index, digest in tree.append(leaf_hash(bytes.fromhex(str(row[6]))))
+        if level > 0
+    ]
+    db.execute("DROP TRIGGER IF EXISTS merkle_no_delete")
+    db.execute("DELETE FROM merkle WHERE idx >= ?", (bound,))
+    db.executemany("INSERT INTO merkle (idx, hash) VALUES (?, ?)", nodes)
 
 
 def rehash(rows: list[Row], *, renumber: bool = True, reseal: bytes | None = None) -> list[Row]:

@@ -26,22 +26,17 @@ from tablectl.controller.record.journal import Journal, read_rows, verify_journa
 from tablectl.controller.record.journal_upkeep import JournalUpkeep, apply_retention
 from tablectl.controller.record.sealing import Sealer, VerificationKey
 from tablectl.controller.service.service import TableService
+from tablectl.simulators.ports import port_held_for_life
 from tests.journal.crashing import faketime_env, held_key, log_of, run, setup_keys
 from tests.journal.history import SAME_DISK_SAID, build_history, start_daemon, write_config
 
 DAY_START = datetime.time(6, 0)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _table(directory: Path, **extra: Any) -> tuple[Path, int]:
     """A table's configuration with a metrics port the test can scrape."""
     config = write_config(directory, **extra)
-    port = _free_port()
+    port = port_held_for_life()
     config.write_text(config.read_text().replace("127.0.0.1:0", f"127.0.0.1:{port}"))
     return config, port
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.journal.history import MEMORY_LIMIT, build_history, start_daemon, write_config
 
 ROUNDS = 20_000  # no checkpoint after the last round: the start replays the 25 before it
 
 
+@pytest.mark.long  # minutes under load: make test-long
 def test_the_daemon_starts_on_20000_rounds_from_its_checkpoint_under_512_mib(
     tmp_path: Path,
 ) -> None:

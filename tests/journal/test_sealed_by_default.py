@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.journal.history import write_config
 
 TABLECTL = [sys.executable, "-m", "tablectl.controller"]
@@ -48,6 +50,7 @@ def test_a_table_without_its_sealing_key_is_refused_until_setup_keys(tmp_path: P
     assert "sealing" not in ok.stderr
 
 
+@pytest.mark.long  # minutes under load: make test-long
 def test_unsealed_only_when_the_configuration_says_off_in_words(tmp_path: Path) -> None:
     config = as_installed(tmp_path / "t")
     text = config.read_text()

@@ -11,11 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tablectl.controller.engine.cards import STANDARD_DECK
 from tablectl.controller.engine.core import Engine
 from tablectl.controller.engine.table import TableSpec
 from tablectl.controller.record.journal import Journal
 from tablectl.controller.record.seat_bias import ended_player_cards
+
+#: minutes under load: make test-long
+pytestmark = pytest.mark.long
 
 TABLE = {"type": "table", "game": "five_card_hilo", "options": {"dealing": "manual_shoe"}}
 PLAYERS = [1, 2, 3, 4, 5, 6, 7]

@@ -72,6 +72,7 @@ def test_every_random_damage_gets_a_verdict(tmp_path: Path, pristine) -> None:
     assert outcomes[1] > CASES // 10 and outcomes[2] > CASES // 10, outcomes
 
 
+@pytest.mark.long  # minutes under load: make test-long
 def test_the_command_line_never_ends_in_a_traceback(tmp_path: Path, pristine) -> None:
     data, key = pristine
     rng = random.Random(7)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -31,6 +30,7 @@ from typing import Any
 import pytest
 from opstools import GRAFANA_DIR, PROMETHEUS_DIR
 
+from tablectl.simulators.ports import port_held_for_life
 from tests.e2e.conftest import Table
 from tests.e2e.test_daemon_process import clean, in_shoe, shuffle_into_shoe
 
@@ -40,12 +40,6 @@ GRAFANA_VARIABLES = {"$__rate_interval": "10s", "$instance": ".*"}
 FLOOR_PANELS = ("Floor store: how far behind", "Floor store: ship errors")
 #: panels of a table with witnesses ([witness]); this table has none either
 WITNESS_PANELS = ("Witnesses: how far behind, refusals",)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Prometheus:
@@ -60,7 +54,7 @@ class Prometheus:
             "scrape_configs:\n  - job_name: tablectl\n    static_configs:\n"
             f"      - targets: ['127.0.0.1:{target_port}']\n"
         )
-        self.port = free_port()
+        self.port = port_held_for_life()
         self.log = (root / "prometheus.log").open("wb")
         self.process = subprocess.Popen(
             [
@@ -134,7 +128,7 @@ def prometheus_binary(require_tool: Callable[[str], str]) -> str:
 def hilo(tmp_path: Path) -> Iterator[Table]:
     # Prometheus is configured with the target before the daemon starts, as on a floor: the
     # one place a port number is chosen ahead of its listener
-    table = Table("five_card_hilo", metrics_port=free_port())
+    table = Table("five_card_hilo", metrics_port=port_held_for_life())
     try:
         yield table
     finally:

@@ -188,6 +188,9 @@ class CutRecord:
     acknowledged: int  # events acknowledged before this cut, in all
     #: what the cut dropped: files with unsynced bytes and directories with unsynced entries
     dropped: tuple[str, ...] = ()
+    #: partial persistence: the seed and what survived of each ("k/n": the first k of n
+    #: unsynced changes, a torn write's blocks), by path; empty when every change was dropped
+    kept: dict[str, Any] = field(default_factory=dict)
 
     @property
     def dropped_beyond_shm(self) -> list[str]:
@@ -203,13 +206,19 @@ class PoweredTable:
     seed: int = 1
     faketime: dict[str, str] = field(default_factory=dict)
     ext4: bool = False  # lossyfs's ext4-like mode: a file's fsync carries every entry
+    #: lossyfs's partial persistence (a random prefix of each file's and directory's unsynced
+    #: changes survives a cut), drawn from this seed, a new one at each remount; None: a cut
+    #: drops every unsynced change
+    partial: int | None = None
     pause: float = 0.0  # the dealer's seconds between rounds (player.py --pause)
     group_commit: bool = False  # player.py --group-commit: acknowledgements before the fsync
     cuts: list[CutRecord] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.mount = LossyMount(self.base / "disk", self.base / "mnt", ext4=self.ext4)
+        self.mount = LossyMount(
+            self.base / "disk", self.base / "mnt", ext4=self.ext4, partial=self.partial
+        )
         self.state = self.mount.mountpoint / "state"
         self.acks = self.base / "acks.jsonl"
         self.log = self.base / "daemon.log"
@@ -338,10 +347,17 @@ class PoweredTable:
             int(dropped["blocks"]),
             len(self.acknowledged()),
             (*dropped["files"], *dropped["directories"]),
+            cut.get("kept") or {},
         )
         self.cuts.append(record)
         self.trigger = record.trigger
         return record
+
+    def remount(self) -> None:
+        """The disk mounted again on what survived; in partial mode with the next seed."""
+        if self.mount.partial is not None:
+            self.mount.partial += 1
+        self.mount.remount()
 
     def _drain(self) -> None:
         if self.process is not None and self.process.stdout is not None:
@@ -568,6 +584,7 @@ def play_with_cuts(
     triggers: tuple[Trigger, ...],
     *,
     ext4: bool = False,
+    partial: bool = False,
     command: bool = True,
 ) -> list[PoweredTable]:
     """`cuts` power cuts, each followed by a restart and the checks (the verify command after
@@ -577,7 +594,11 @@ def play_with_cuts(
     done = 0
     while done < cuts and len(tables) < cuts:
         table = PoweredTable(
-            game, base / f"table{len(tables)}", seed=rng.randrange(1, 2**31), ext4=ext4
+            game,
+            base / f"table{len(tables)}",
+            seed=rng.randrange(1, 2**31),
+            ext4=ext4,
+            partial=rng.randrange(1, 2**31) if partial else None,
         )
         tables.append(table)
         table.install()
@@ -590,7 +611,7 @@ def play_with_cuts(
                 if table.cut_once(number, rng.choice(triggers), rng) is None:
                     break
                 done += 1
-                table.mount.remount()
+                table.remount()
                 why = table.start()
                 if why is not None:
                     table.fail(number, why)

@@ -53,6 +53,7 @@ import errno
 import itertools
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -90,6 +91,15 @@ class Node:
         self.dirty: set[int] = set()  # blocks of `data` not yet durable
         self.meta_dirty = False
         self.target = ""  # a symlink's target
+        #: partial mode: a file's unsynced operations in order (("write", offset, bytes),
+        #: ("truncate", length), ("meta", mode, uid, gid)); the oldest folded into `base`
+        self.log: list[tuple[Any, ...]] = []
+        self.log_bytes = 0
+        self.base: bytearray | None = None  # durable bytes + the folded operations
+        self.base_meta: tuple[int, int, int] | None = None
+        #: partial mode: a directory's unsynced entry changes in order, each {name: node or
+        #: None (removed)}; a rename inside one directory is one change (atomic)
+        self.entries: list[dict[str, Node | None]] = []
         self.children: dict[str, Node] | None = None  # visible entries; None: not loaded
         self.durable_children: dict[str, Node] = {}
         self.where = ""  # the last path it was seen at (arming, messages)
@@ -101,6 +111,30 @@ class Node:
     @property
     def is_file(self) -> bool:
         return stat.S_ISREG(self.mode)
+
+
+#: partial mode: a file's unsynced operations kept one by one, at most (the older folded)
+FOLD_OPS = 512
+FOLD_BYTES = 8 * 1024 * 1024
+
+
+def _apply(content: bytearray, op: tuple[Any, ...]) -> tuple[int, int, int] | None:
+    """One logged operation applied to a file's bytes; a ("meta", ...) one returns its
+    (mode, uid, gid)."""
+    if op[0] == "write":
+        _, offset, data = op
+        if offset > len(content):
+            content.extend(bytes(offset - len(content)))
+        content[offset : offset + len(data)] = data
+    elif op[0] == "truncate":
+        length = op[1]
+        if length < len(content):
+            del content[length:]
+        else:
+            content.extend(bytes(length - len(content)))
+    else:
+        return (op[1], op[2], op[3])
+    return None
 
 
 def _error(code: int) -> OSError:
@@ -119,9 +153,12 @@ class LossyOperations:
 
     use_ns = True
 
-    def __init__(self, backing: Path, *, ext4: bool = False) -> None:
+    def __init__(self, backing: Path, *, ext4: bool = False, partial: int | None = None) -> None:
         self.backing = backing
         self.ext4 = ext4
+        #: partial persistence (None: every unsynced change dropped at a cut): the seed of
+        #: the draws of what survives of each file's and directory's unsynced changes
+        self.partial = partial
         self._mutex = threading.RLock()
         self.dead = False
         self.inos = itertools.count(2)
@@ -278,13 +315,114 @@ class LossyOperations:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(kill, signal.SIGKILL)
             dropped = self.pending()
+            kept = self._persist_partially() if self.partial is not None else None
             self.dead = True
             self.nodes.clear()
             self.handles.clear()
             self.root = Node(0, stat.S_IFDIR, 0, 0)
             record = {"dropped": dropped, "reason": reason, "killed": kill, "at": time.time()}
+            if kept is not None:
+                record["kept"] = kept
             self.cuts.append(record)
             return record
+
+    # -- partial persistence (the `partial` mode) ----------
+
+    def _note(self, node: Node, op: tuple[Any, ...]) -> None:
+        """A file's unsynced operation, kept in order for a cut's prefix; the oldest folded
+        into `base` past FOLD_OPS operations or FOLD_BYTES bytes (a prefix then keeps all of
+        the folded ones or none: fewer outcomes, never one a disk could not give)."""
+        if self.partial is None or not node.is_file:
+            return
+        node.log.append(op)
+        node.log_bytes += len(op[2]) if op[0] == "write" else 0
+        if len(node.log) > FOLD_OPS or node.log_bytes > FOLD_BYTES:
+            half = len(node.log) // 2
+            if node.base is None:
+                node.base = self._durable_bytes(node)
+            for folded in node.log[:half]:
+                node.base_meta = _apply(node.base, folded) or node.base_meta
+            node.log = node.log[half:]
+            node.log_bytes = sum(len(o[2]) for o in node.log if o[0] == "write")
+
+    def _durable_bytes(self, node: Node) -> bytearray:
+        where = self._link(node)
+        return bytearray(Path(self._real(where)).read_bytes()) if where else bytearray()
+
+    def _note_entry(self, directory: Node, change: dict[str, Node | None]) -> None:
+        if self.partial is not None:
+            directory.entries.append(change)
+
+    def _persist_partially(self) -> dict[str, Any]:
+        """At a cut, before everything in memory is dropped: what a disk may have written of
+        what was never fsynced. Each file keeps a random prefix of its unsynced operations
+        (writes, truncations, chmod/chown), and the first operation past the prefix, if a
+        write over several 4 KiB blocks, a random subset of its blocks (a torn write); each
+        directory keeps a random prefix of its unsynced entry changes (a rename inside it is
+        one change). Files and directories are drawn independently, so what survives is also
+        reordered across files. Returns the draws, by path."""
+        rng = random.Random(f"{self.partial}-{len(self.cuts)}")
+        files: dict[str, str] = {}
+        alive = sorted(self._alive(), key=lambda n: n.ino)
+        for node in alive:
+            if not node.is_file or not (node.log or node.base is not None):
+                continue
+            count = len(node.log)
+            # with folded operations: -1 keeps none of them, 0.. keeps them all and k more
+            keep = rng.randint(-1 if node.base is not None else 0, count)
+            torn: list[int] = []
+            if 0 <= keep < count and node.log[keep][0] == "write":
+                _, offset, data = node.log[keep]
+                blocks = range(offset // BLOCK, (offset + len(data) - 1) // BLOCK + 1)
+                if len(blocks) > 1 and rng.random() < 0.5:  # torn: some of its blocks, not all
+                    torn = sorted(rng.sample(blocks, rng.randint(1, len(blocks) - 1)))
+            files[node.where] = f"{keep}/{count}" + (f" torn {torn}" if torn else "")
+            if keep < 0 or (keep == 0 and node.base is None and not torn):
+                continue  # nothing of it reached the disk
+            where = self._link(node)
+            if node.base is not None and keep >= 0:
+                content, meta = bytearray(node.base), node.base_meta
+            else:
+                content = self._durable_bytes(node)
+                meta = None
+            for op in node.log[: max(keep, 0)]:
+                meta = _apply(content, op) or meta
+            if torn:
+                _, offset, data = node.log[keep]
+                for block in torn:
+                    start = max(block * BLOCK, offset)
+                    end = min((block + 1) * BLOCK, offset + len(data))
+                    _apply(content, ("write", start, data[start - offset : end - offset]))
+            if where is None:  # an inode the disk wrote but no entry names yet
+                where = f"{PRIVATE}/inode-{node.ino}"
+                node.links.add(where)
+            real = self._real(where)
+            Path(real).touch(mode=0o600)
+            fd = os.open(real, os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.write(fd, bytes(content))
+            finally:
+                os.close(fd)
+            if meta is not None:
+                os.chmod(real, stat.S_IMODE(meta[0]))
+                with contextlib.suppress(PermissionError):
+                    os.lchown(real, meta[1], meta[2])
+        directories: dict[str, str] = {}
+        for node in alive:
+            if not node.is_dir or not node.entries:
+                continue
+            keep = rng.randint(0, len(node.entries))
+            directories[node.where] = f"{keep}/{len(node.entries)}"
+            survived = dict(node.durable_children)
+            for change in node.entries[:keep]:
+                for name, child in change.items():
+                    if child is None:
+                        survived.pop(name, None)
+                    else:
+                        survived[name] = child
+            node.children = survived
+            self._sync_dir(node)
+        return {"seed": self.partial, "files": files, "directories": directories}
 
     # -- making things durable ----------
 
@@ -312,6 +450,9 @@ class LossyOperations:
             finally:
                 os.close(fd)
             node.dirty.clear()
+        node.log.clear()
+        node.log_bytes = 0
+        node.base = node.base_meta = None
         os.chmod(real, stat.S_IMODE(node.mode))
         _chown(real, node)  # an owner, like a mode, is durable only once the file is fsynced
         node.meta_dirty = False
@@ -377,6 +518,7 @@ class LossyOperations:
                 child.links.discard(private)
             child.links.add(relative)
         directory.durable_children = dict(children)
+        directory.entries.clear()
 
     def _move_links(self, old: str, new: str) -> None:
         for node in self.nodes.values():
@@ -450,6 +592,7 @@ class LossyOperations:
         elif node.is_file:
             node.data = bytearray()
         children[name] = node
+        self._note_entry(parent, {name: node})
         parent.mtime = parent.ctime = time.time_ns()
         return node
 
@@ -509,6 +652,7 @@ class LossyOperations:
             if node.is_dir:
                 raise _error(errno.EISDIR)
             del children[name]
+            self._note_entry(parent, {name: None})
             parent.mtime = parent.ctime = time.time_ns()
             self._leave("unlink", path)
             return 0
@@ -526,6 +670,7 @@ class LossyOperations:
             if self._load(node):
                 raise _error(errno.ENOTEMPTY)
             del children[name]
+            self._note_entry(parent, {name: None})
             self._leave("rmdir", path)
             return 0
 
@@ -548,6 +693,11 @@ class LossyOperations:
                 raise _error(errno.EISDIR)
             del sources[source_name]
             targets[target_name] = node
+            if source_dir is target_dir:  # one change: the old name gone, the new one there
+                self._note_entry(source_dir, {source_name: None, target_name: node})
+            else:
+                self._note_entry(source_dir, {source_name: None})
+                self._note_entry(target_dir, {target_name: node})
             node.where = new
             node.ctime = source_dir.mtime = target_dir.mtime = time.time_ns()
             self._leave("rename", f"{old} -> {new}")
@@ -559,6 +709,7 @@ class LossyOperations:
             node = self._lookup(path) if path else self.root
             node.mode = stat.S_IFMT(node.mode) | stat.S_IMODE(mode)
             node.meta_dirty = True
+            self._note(node, ("meta", node.mode, node.uid, node.gid))
             node.ctime = time.time_ns()
             return 0
 
@@ -571,6 +722,7 @@ class LossyOperations:
             if gid != -1 and gid != 0xFFFFFFFF:
                 node.gid = gid
             node.meta_dirty = True
+            self._note(node, ("meta", node.mode, node.uid, node.gid))
             return 0
 
     def utimens(self, path: str | None, times: tuple[int, int] | None = None) -> int:
@@ -619,6 +771,7 @@ class LossyOperations:
                 buffer.extend(bytes(offset - len(buffer)))
             buffer[offset:end] = data
             self._mark(node, offset, end)
+            self._note(node, ("write", offset, bytes(data)))
             node.mtime = node.ctime = time.time_ns()
             self._leave("write", node)
             return len(data)
@@ -638,6 +791,7 @@ class LossyOperations:
             buffer.extend(bytes(length - old))
             self._mark(node, old, length)
         node.dirty = {block for block in node.dirty if block * BLOCK < max(length, 1)}
+        self._note(node, ("truncate", length))
         node.mtime = node.ctime = time.time_ns()
 
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> int:
@@ -786,10 +940,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="an fsync of a file also makes every directory entry changed so far durable",
     )
+    parser.add_argument(
+        "--partial",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help="a cut keeps a random prefix of each file's and directory's unsynced changes "
+        "(drawn from SEED) instead of dropping them all",
+    )
     args = parser.parse_args(argv)
     import mfusepy
 
-    operations = LossyOperations(args.backing.resolve(), ext4=args.ext4)
+    operations = LossyOperations(args.backing.resolve(), ext4=args.ext4, partial=args.partial)
     serve_control(operations, args.control)
     mfusepy.FUSE(
         operations,
@@ -825,10 +987,19 @@ class LossyMount:
     socket. `cut()` is the power cut; `remount()` a new mount on what survived."""
 
     def __init__(
-        self, backing: Path, mountpoint: Path, control: Path | None = None, *, ext4: bool = False
+        self,
+        backing: Path,
+        mountpoint: Path,
+        control: Path | None = None,
+        *,
+        ext4: bool = False,
+        partial: int | None = None,
     ) -> None:
         self.backing = backing
         self.ext4 = ext4
+        #: partial persistence's seed for the next mount (None: a cut drops every unsynced
+        #: change); a test may change it before `remount`
+        self.partial = partial
         self.mountpoint = mountpoint
         self.control = control or mountpoint.parent / f".{mountpoint.name}.control"
         self.process: subprocess.Popen[bytes] | None = None
@@ -851,6 +1022,7 @@ class LossyMount:
                     "--control",
                     str(self.control),
                     *(["--ext4"] if self.ext4 else []),
+                    *(["--partial", str(self.partial)] if self.partial is not None else []),
                 ],
                 cwd=root,
                 stdout=log,

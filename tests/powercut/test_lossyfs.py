@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.powercut.conftest import need_fuse
 from tests.powercut.lossyfs import LossyMount
 
 
@@ -254,3 +255,142 @@ def test_a_chmod_and_chown_are_durable_only_after_the_files_fsync(lossy: LossyMo
         65534,
     )
     assert (unsynced.stat().st_mode & 0o777, unsynced.stat().st_uid) == (0o644, 0)
+
+
+# -- partial persistence (lossyfs --partial SEED) ----------
+#
+# A cut keeps, of what was never fsynced, a random prefix of each file's operations (the first
+# write past it torn at 4 KiB blocks) and of each directory's entry changes, drawn from the
+# mount's seed; the cut's answer says what was kept ("k/n": the first k of n). Each test below
+# cuts the same history on mounts of fixed seeds, one after the other, until it has seen every
+# outcome it names (the draws are a function of the seed and the operations: the same seeds
+# give the same outcomes on every run), and holds every outcome to be one a disk could give.
+
+PARTIAL_SEEDS = range(1, 25)
+
+
+def _partial_mount(tmp_path: Path, seed: int) -> LossyMount:
+    mount = LossyMount(tmp_path / f"disk{seed}", tmp_path / f"mnt{seed}", partial=seed)
+    return mount.mount()
+
+
+def _kept(cut: dict[str, object], kind: str, path: str) -> tuple[int, int, list[int]]:
+    """The cut's draw for one file or directory: (kept, of, torn blocks)."""
+    text = cut["kept"][kind][path]  # type: ignore[index]
+    counts, _, torn = str(text).partition(" torn ")
+    kept, of = (int(n) for n in counts.split("/"))
+    return kept, of, [int(b) for b in torn.strip("[]").split(",") if b.strip()]
+
+
+def test_partial_a_file_keeps_a_prefix_of_its_unsynced_writes_and_its_fsynced_ones(
+    tmp_path: Path,
+):
+    """Five unsynced appends and a chmod between them: after the cut the file is its durable
+    bytes plus the first k of them, in order (never a later one without an earlier one), its
+    mode the chmod's only when the chmod is in the prefix; a file fsynced after its writes
+    keeps them all. None, all, a prefix before the chmod and one after are met."""
+    need_fuse()
+    lines = [f"line {n}\n".encode() for n in range(1, 6)]
+    seen: set[int] = set()
+    for seed in PARTIAL_SEEDS:
+        lossy = _partial_mount(tmp_path, seed)
+        try:
+            log = durable_file(lossy, "log", b"durable\n")
+            synced = durable_file(lossy, "synced", b"durable\n")
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+            try:
+                for n, line in enumerate(lines):
+                    os.write(fd, line)
+                    if n == 1:
+                        os.chmod(log, 0o600)  # the third operation of six
+            finally:
+                os.close(fd)
+            with open(synced, "ab") as f:
+                f.write(b"".join(lines))
+                f.flush()
+                os.fsync(f.fileno())
+            cut = cut_and_remount(lossy)
+            kept, of, torn = _kept(cut, "files", "/log")
+            assert (of, torn) == (6, [])  # five writes and a chmod; one block each
+            writes = kept - (1 if kept >= 3 else 0)
+            assert log.read_bytes() == b"durable\n" + b"".join(lines[:writes]), cut
+            assert log.stat().st_mode & 0o777 == (0o600 if kept >= 3 else 0o644), cut
+            assert synced.read_bytes() == b"durable\n" + b"".join(lines)
+            assert "/synced" not in cut["kept"]["files"]  # type: ignore[index]
+            seen.add(kept)
+        finally:
+            lossy.unmount()
+        if {0, 6} <= seen and seen & {1, 2} and seen & {3, 4, 5}:
+            break
+    # none, all, a prefix before the chmod and one with it
+    assert {0, 6} <= seen and seen & {1, 2} and seen & {3, 4, 5}, sorted(seen)
+
+
+def test_partial_a_write_past_the_prefix_is_torn_at_block_boundaries(tmp_path: Path):
+    """One unsynced 16 KiB write over a durable 16 KiB file: after the cut each 4 KiB block is
+    wholly old or wholly new, as drawn; a torn outcome (some blocks new, some old) is met."""
+    need_fuse()
+    old, new = b"o" * 16384, b"n" * 16384
+    outcomes: set[str] = set()
+    for seed in PARTIAL_SEEDS:
+        lossy = _partial_mount(tmp_path, seed)
+        try:
+            path = durable_file(lossy, "pages", old)
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, new, 0)
+            finally:
+                os.close(fd)
+            cut = cut_and_remount(lossy)
+            kept, of, torn = _kept(cut, "files", "/pages")
+            assert of == 1
+            after = path.read_bytes()
+            assert len(after) == 16384
+            blocks = [after[b * 4096 : (b + 1) * 4096] for b in range(4)]
+            expect = [new[:4096] if kept == 1 or b in torn else old[:4096] for b in range(4)]
+            assert blocks == expect, cut
+            outcomes.add("all" if kept == 1 else "torn" if torn else "none")
+        finally:
+            lossy.unmount()
+        if outcomes == {"all", "torn", "none"}:
+            break
+    assert outcomes == {"all", "torn", "none"}, outcomes
+
+
+def test_partial_a_directory_keeps_a_prefix_of_its_unsynced_entries(tmp_path: Path):
+    """Four files created in order (their bytes fsynced, the directory never): after the cut
+    the directory holds the first k of them, never a later one without an earlier one; a
+    rename over a durable file without the directory's fsync is undone or kept whole (never
+    neither name: the rename is one change)."""
+    need_fuse()
+    names = ["a", "b", "c", "d"]
+    seen: set[int] = set()
+    renames: set[str] = set()
+    for seed in PARTIAL_SEEDS:
+        lossy = _partial_mount(tmp_path, seed)
+        try:
+            (lossy.mountpoint / "dir").mkdir()
+            sync_dir(lossy.mountpoint)
+            durable_file(lossy, "dir/head", b"old")
+            sync_dir(lossy.mountpoint / "dir")
+            for name in names:
+                write(lossy.mountpoint / "dir" / name, name.encode(), sync=True)
+            write(lossy.mountpoint / "dir" / "head.tmp", b"new", sync=True)
+            os.replace(lossy.mountpoint / "dir" / "head.tmp", lossy.mountpoint / "dir" / "head")
+            cut = cut_and_remount(lossy)
+            kept, of, _ = _kept(cut, "directories", "/dir")
+            assert of == 6  # a b c d, head.tmp, the rename
+            listed = sorted(os.listdir(lossy.mountpoint / "dir"))
+            expect = {"head", *names[:kept]} | ({"head.tmp"} if kept == 5 else set())
+            assert listed == sorted(expect), cut
+            for name in names[:kept]:
+                assert (lossy.mountpoint / "dir" / name).read_bytes() == name.encode()
+            head = (lossy.mountpoint / "dir" / "head").read_bytes()
+            assert head == (b"new" if kept == 6 else b"old"), cut
+            seen.add(kept)
+            renames.add("renamed" if kept == 6 else "temporary" if kept == 5 else "undone")
+        finally:
+            lossy.unmount()
+        if len(renames) == 3 and seen - {0, 5, 6}:
+            break
+    assert renames == {"renamed", "temporary", "undone"} and seen - {0, 5, 6}, seen

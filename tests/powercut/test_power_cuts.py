@@ -68,6 +68,7 @@ def report(tables: list[PoweredTable]) -> tuple[list[str], dict[str, int]]:
                 f"{cut.game} cut {cut.number}: {cut.trigger}; dropped {cut.dropped_files} files "
                 f"({cut.dropped_blocks} blocks) and the entries of {cut.dropped_dirs} "
                 f"directories; {cut.acknowledged} events acknowledged so far"
+                + (f"; kept (partial persistence) {cut.kept}" if cut.kept else "")
             )
         before: set[str] = set()
         for number in sorted({f.cut for f in table.findings}):
@@ -90,6 +91,7 @@ def _fuse() -> None:
     need_fuse()
 
 
+@pytest.mark.long  # minutes under load: make test-long
 def test_a_few_power_cuts_of_a_table_lose_nothing_acknowledged(tmp_path: Path):
     """Two cuts of one table (inside a commit, inside a checkpoint's or seal's head file):
     each restart is checked (acknowledged events, verify, holds), and the cuts really dropped

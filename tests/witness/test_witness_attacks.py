@@ -39,6 +39,9 @@ from tests.journal.crashing import TABLECTL, setup_keys
 from tests.journal.history import Started, build_history, start_daemon, write_config
 from tests.witness import insider
 
+#: minutes under load: make test-long
+pytestmark = pytest.mark.long
+
 ROUNDS = 40
 
 
