@@ -1532,15 +1532,12 @@ def verify_journal(
                             f"{(walk.expected_seq or 1) - 1}: a segment between them is missing",
                             walk.expected_seq,
                         )
-                    node_problem = node_problem or _at(
-                        nodes.begin_segment(file.name, raw[0], _stored_nodes(db)), raw[0]
-                    )
-                elif first:
+                walk.feed(raw, _original_finder(db))  # the row's seq and hash checked first
+                if first:
                     node_problem = node_problem or _at(
                         nodes.begin_segment(file.name, raw[0], _stored_nodes(db)), raw[0]
                     )
                 first = False
-                walk.feed(raw, _original_finder(db))
                 if node_problem is None:
                     node_problem = _at(nodes.row(raw[0], bytes.fromhex(raw[6])), raw[0])
                 last_seq = raw[0]

@@ -151,7 +151,8 @@ def test_the_stub_cadence_is_a_typed_gauge_with_no_created_series_and_no_floor(s
     assert 'tablectl_rounds_since_stub_counted{deck="A"} 3.0' in text
     assert "untyped" not in text and " unknown\n" not in text
     assert "_created" not in text
-    assert "tablectl_floor_" not in text  # this process configured no floor
+    # no floor metric without a floor: shown in a fresh interpreter by the test below (in this
+    # process a floor test that ran before, in a random order, has registered them)
 
 
 def test_floor_metrics_appear_once_a_floor_is_configured(tmp_path):

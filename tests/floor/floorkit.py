@@ -15,7 +15,9 @@ import psycopg
 from tablectl.controller.common.config import FloorConfig
 from tablectl.controller.floor.schema import RECORDED_AT_SQL, add_table, writer_role
 from tablectl.controller.record.journal import GENESIS_HASH, row_hash
+from tablectl.controller.record.merkle import stored_index
 from tablectl.simulators.pgserver import ThrowawayPostgres
+from tests.journal.sealed import rewrite_log
 
 
 def unique_table_id(prefix: str = "t") -> str:
@@ -95,6 +97,9 @@ def truncate_journal(path: Path, keep: int) -> None:
     try:
         db.execute("DROP TRIGGER journal_no_delete")
         db.execute("DELETE FROM journal WHERE seq > ?", (keep,))
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'merkle'").fetchone():
+            db.execute("DROP TRIGGER IF EXISTS merkle_no_delete")  # and the log's nodes past it
+            db.execute("DELETE FROM merkle WHERE idx >= ?", (stored_index(0, keep),))
         db.commit()
     finally:
         db.close()
@@ -122,6 +127,17 @@ def rewrite_journal(path: Path, seq: int, new_body: str) -> None:
                 (body, prev, digest, number),
             )
             prev = digest
+        # a careful intruder recomputes the Merkle log too (`journal verify` checks it)
+        rewrite_log(
+            db,
+            [
+                list(r)
+                for r in db.execute(
+                    "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+                    " ORDER BY seq"
+                )
+            ],
+        )
         db.commit()
     finally:
         db.close()
