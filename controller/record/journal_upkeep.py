@@ -653,9 +653,11 @@ class JournalUpkeep:
             self.service.journal.fail(JournalError(f"journal upkeep: {error}"))
 
     def between_events(self) -> None:
-        """Right after an event, under the event lock: the roll-over at the first moment between
-        rounds of a new gaming day, not at the next upkeep tick (under non-stop dealing a tick
-        rarely falls between two rounds: the roll-over waited 17 s and more past 06:00).
+        """Right after an event and right before one, under the event lock: the roll-over at
+        the first moment between rounds of a new gaming day, not at the next upkeep tick (under
+        non-stop dealing a tick rarely falls between two rounds: the roll-over waited 17 s and
+        more past 06:00). Before the event too: a round ended at 05:59:59.99 and the next one's
+        first event at 06:00:00.001, with nothing between, began in the closed day (CI, loaded).
 
         A round in play at the gaming day's start is finished in the segment of the day it
         began (docs/journal.md, "Segments by gaming day"): the roll-over comes right after the

@@ -876,6 +876,11 @@ class Daemon:
             self._log.warning("device_event_not_handled", type=kind, device=event.get("device"))
             return
         async with self._lock:
+            if self.upkeep is not None:
+                # a new gaming day's roll-over before the event too: a round whose first
+                # event comes after the day's start, with no event between it and the round
+                # before, begins in the new day's segment, not the closed one
+                self.upkeep.between_events()
             if kind == "device_refused":
                 await self._device_refused(event)
             elif kind not in DEVICE_EVENTS:
@@ -933,6 +938,8 @@ class Daemon:
                     f"{FLOOR_DIVERGENCE_ACKNOWLEDGED} to deal on without the floor's copy"
                 )
             self.service.recorded_then_failed = None
+            if self.upkeep is not None:
+                self.upkeep.between_events()  # the roll-over before the event too (see above)
             try:
                 decisions = await self.service.handle_operator_event(event, peer)
             except JournalError as error:
