@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tablectl.controller.record.journal import read_rows, verify_journal
 from tablectl.controller.service.operator_client import request
 from tablectl.drivers.protocol.messages import Msg
@@ -275,6 +277,7 @@ def test_sigterm_ends_a_start_in_a_device_handshake_within_2_s(make_table: Any) 
 # -- the record fails: a real full filesystem mid-round ---------------------------------------
 
 
+@pytest.mark.long  # make test stays under 10 minutes
 def test_a_full_disk_mid_round_stops_dealing_and_the_restart_agrees(make_table: Any) -> None:
     table: Table = make_table("heads_up_holdem")
     with small_filesystem(80) as mount:
@@ -345,6 +348,7 @@ def test_a_full_disk_mid_round_stops_dealing_and_the_restart_agrees(make_table: 
 # -- device faults are never silent -----------------------------------------------------------
 
 
+@pytest.mark.long  # make test stays under 10 minutes
 def test_an_undecodable_card_frame_voids_the_round_alarms_and_logs_no_card(
     make_table: Any,
 ) -> None:

@@ -301,6 +301,7 @@ def test_verify_and_round_start_from_their_marks_not_row_1(
     assert f"intact: 0 rows after row {rows[-1].seq} (verified before)" in again.stdout
 
 
+@pytest.mark.long  # make test stays under 10 minutes
 def test_demo_floor_says_how_long_and_ctrl_c_stops_every_table_within_seconds() -> None:
     """Three tables under one asyncio.gather: Ctrl-C (SIGINT) ends them all, each after the
     round in play, not just the one whose signal handler the loop kept (issue 34: the process

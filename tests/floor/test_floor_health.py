@@ -62,6 +62,7 @@ def _stopped(pid: int) -> Iterator[None]:
         os.kill(pid, signal.SIGCONT)
 
 
+@pytest.mark.long  # make test stays under 10 minutes
 def test_a_hung_backend_moves_the_gauges_within_a_scrape_interval(
     floor_db: FloorDb, tmp_path: Path
 ) -> None:

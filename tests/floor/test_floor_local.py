@@ -188,6 +188,7 @@ def test_a_roll_over_under_the_reader_is_followed(
     journal.close()
 
 
+@pytest.mark.long  # make test stays under 10 minutes
 def test_a_caught_up_shipper_opens_no_segment_while_it_idles(
     floor_db: FloorDb, tmp_path: Path, opened: list[Path]
 ) -> None:

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tablectl.controller.record.journal import read_rows, verify_journal
 from tablectl.controller.record.sealing import VerificationKey
 from tests.demo.demo_helpers import demo_command
@@ -30,6 +32,7 @@ def committed_seq(path: Path) -> int:
         db.close()
 
 
+@pytest.mark.long  # make test stays under 10 minutes
 def test_backup_while_the_daemon_deals(tmp_path: Path) -> None:
     state = tmp_path / "state"
     journal = state / "journal.sqlite"

@@ -39,6 +39,7 @@ def _write_errors(started: Started) -> list[dict[str, object]]:
     return [e for e in log_of(started) if e["event"] in ("journal_write_failed", "dealing_stopped")]
 
 
+@pytest.mark.long  # make test stays under 10 minutes
 def test_a_full_disk_at_the_head_file_stops_dealing_and_the_reply_says_it_was_recorded(
     tmp_path: Path,
 ):

@@ -138,6 +138,7 @@ def copy_of(daemon_journal: tuple[Path, VerificationKey, datetime.datetime], tmp
     return copy, key, stopped
 
 
+@pytest.mark.long  # make test stays under 10 minutes
 def test_the_daemons_journal_across_a_kill_and_a_restart_verifies_with_every_span(
     daemon_journal, tmp_path
 ):

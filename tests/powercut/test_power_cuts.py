@@ -171,6 +171,7 @@ def reproduce(tmp_path: Path, trigger: Trigger, *, ext4: bool = False) -> Powere
     return table
 
 
+@pytest.mark.long  # make test stays under 10 minutes
 def test_a_cut_inside_a_seal_keeps_the_seals_verifying(tmp_path: Path):
     """Cut with the evolved key written into the key file's free slot but not fsynced: the
     write is lost, the old key (the epoch the committed seal row has just used) comes back."""
