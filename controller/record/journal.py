@@ -1460,14 +1460,13 @@ def _stored_nodes(db: sqlite3.Connection) -> dict[int, bytes]:
         raise
 
 
-def _copied_node_indexes(files: Sequence[Path]) -> list[int]:
+def _copied_node_indexes(first_seqs: Sequence[int | None]) -> list[int]:
     """The frontier each later segment copied at its start (the nodes of the rows before it
     that its proofs need once those segments are retired): recomputed from those rows when
     the walk passes them, and compared there. (Other copies, the log an upgrade from format 1
     rebuilt with gap leaves for rows it no longer had, are not compared.)"""
     wanted: list[int] = []
-    for file in files:
-        first = _first_seq(file)
+    for first in first_seqs:
         if first is not None and first > 1:
             wanted += [stored_index(lv, i) for lv, i in CompactTree.frontier_nodes(first - 1)]
     return wanted
@@ -1504,13 +1503,15 @@ def verify_journal(
             return walk.result(
                 False, f"{target}: no journal segments (*.sqlite) here", readable=False
             )
-        ordered = sorted(files, key=lambda f: (_first_seq(f) is None, _first_seq(f) or 0))
+        firsts = {f: _first_seq(f) for f in files}  # each file opened once for its first row
+        ordered = sorted(files, key=lambda f: (firsts[f] is None, firsts[f] or 0))
     else:
         ordered = [target]
+        firsts = {target: _first_seq(target)}
     # the stored log nodes recomputed from the rows: a node problem is said after the walk,
     # so a row the chain or a seal refuses is named as such first
     nodes = StoredNodeCheck()
-    nodes.want(_copied_node_indexes(ordered[1:]))
+    nodes.want(_copied_node_indexes([firsts[f] for f in ordered[1:]]))
     node_problem: tuple[str, int] | None = None
     previous_name: str | None = None
     for file in ordered:
