@@ -632,7 +632,7 @@ def _replay_gap(
     """The rows (after, upto] no summary covers, recorded in the window: counted; and, when
     a round ends among them (an accepted collection: the floor releases rows only at one),
     replayed through the engine from the checkpoint before them for Q3 (those rounds only).
-    Returns the counts, Q3's (position, card), why Q3 could not run, the rows read."""
+    Returns the counts, Q3's (position, card), why Q3 could not run, the rows replayed."""
     low, high = window
     start = _day_start(table_row)
     rows = list(_rows_between(conn, table_id, low, high, after=after, upto=upto))
@@ -643,7 +643,7 @@ def _replay_gap(
     if not rows or not any(
         row.kind == "event" and row.body.get("type") == "hands_collected" for row in rows
     ):
-        return part, [], "", len(rows)
+        return part, [], "", 0  # counted; no round ended among them: nothing to replay
     from tablectl.controller.floor.shuffle import EndedRound, TableReplay, replay_table
 
     dealt: list[tuple[int, str]] = []
