@@ -801,11 +801,13 @@ END $$;
 _GRANTS = f"""
 GRANT USAGE ON SCHEMA {SCHEMA} TO {WRITER_GROUP}, {READER_GROUP}, {AUDITOR_GROUP};
 -- writers: INSERT (by COPY) of their own table's rows, and of floor.tables their own row's
--- head (to resume after an outage); nothing of the rows table. A floor made by an earlier
+-- head (to resume after an outage) and table row (its game: the summaries' engine after a
+-- restart, when the local row 1 is retired); nothing of the rows table. A floor made by an earlier
 -- tablectl granted writers and readers SELECT on it: taken back here.
 REVOKE ALL ON {SCHEMA}.journal_rows FROM {WRITER_GROUP}, {READER_GROUP}, {AUDITOR_GROUP};
 GRANT INSERT ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
-GRANT SELECT (table_id, writer_role, head_seq, head_hash) ON {SCHEMA}.tables TO {WRITER_GROUP};
+GRANT SELECT (table_id, writer_role, head_seq, head_hash, table_row) ON {SCHEMA}.tables
+    TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.ensure_partitions_ahead(integer) TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.durable_elsewhere(text) TO {WRITER_GROUP}, {AUDITOR_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.record_verified(text, bigint, text) TO {AUDITOR_GROUP};

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import os
 import random
 import socket
@@ -553,14 +554,14 @@ class FloorShipper:
         with self._lock:
             self.acknowledged_seq = head_seq
             self.head_known = True
-        self._begin_summaries(conn, local, head_seq)
+        self._begin_summaries(conn, head_seq)
         self._divergence_told = False
         self._write_ack_hint(head_seq)
         self._log.info("floor_connected", acknowledged_seq=head_seq)
 
-    def _begin_summaries(self, conn: Any, local: LocalJournal, head_seq: int) -> None:
+    def _begin_summaries(self, conn: Any, head_seq: int) -> None:
         """At every connection: summaries begin again from the floor's head (at row 1, or at
-        the next checkpoint row shipped; the table row read back from the local journal). A
+        the next checkpoint row shipped; the table row read back from the floor). A
         floor made before summaries (no add_round_summaries) gets rows only."""
         self._summarizer, self._pending = None, []
         if not self.summaries:
@@ -577,10 +578,13 @@ class FloorShipper:
             )
             return
         summarizer = ShipperSummaries()
-        if head_seq:
-            first = local.rows_after(0, 1)
-            if first and int(first[0]["seq"]) == 1 and first[0]["kind"] == "table":
-                summarizer.set_table_row(parse_row(_raw(LocalRow(1, first[0]))).body)
+        if head_seq:  # its own row only (a policy): the table row the floor took from row 1
+            row = conn.execute(
+                f"SELECT table_row FROM {SCHEMA}.tables WHERE table_id = %s", (self.table_id,)
+            ).fetchone()
+            conn.commit()
+            if row and row[0]:
+                summarizer.set_table_row(json.loads(row[0]))
         self._summarizer = summarizer
 
     def _summarize(self, batch: list[LocalRow]) -> None:
