@@ -597,6 +597,11 @@ class JournalUpkeep:
         #: When the last roll-over happened (this clock's), for the bench and status.
         self.rolled_at: datetime.datetime | None = None
 
+    @property
+    def retention_under_way(self) -> bool:
+        """A roll-over's retention is due or running (in its child)."""
+        return self._retention_due is not None or self._retention is not None
+
     def start(self) -> None:
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="journal:upkeep")
