@@ -2,12 +2,15 @@
 
 `make test` runs two cuts of one table and two reproductions of the bugs the harness found
 (the four bugs it found, each fixed and kept as a test that fails without its fix).
-`make test-long` runs at least 150 cuts across the four games: 128 at random instants and at
-the write sites of seals, checkpoints, commits and directory fsyncs (32 a game, on the strict
-POSIX mode and on the ext4-like one), 8 inside the gaming-day roll-over under libfaketime,
-10 at a new journal's first open (its creation and rename included), 4 double cuts (the
-roll-over, then the restart's recovery of it), the two other reproductions and the
-group-commit proof; every armed cut of the roll-over, first-open and recovery runs must fire.
+`make test-long` runs at least 150 cuts across the four games: 152 at random instants and at
+the write sites of seals, checkpoints, commits and directory fsyncs (38 a game: 16 on the
+strict POSIX mode, 16 on the ext4-like one, 6 with partial persistence), 8 inside the
+gaming-day roll-over under libfaketime, 10 at a new journal's first open (its creation and
+rename included), 4 double cuts (the roll-over, then the restart's recovery of it), 11 of a
+daemon run as the unit's unprivileged user (2 inside the roll-over's close, 8 at random
+points and write sites, 1 at a first open), the two other reproductions and the
+group-commit proof; every armed cut of the roll-over, first-open and recovery runs must
+fire. The session's cuts are tallied by mode and site at its end (tests/powercut/conftest.py).
 
 A finding the long runs meet that matches a bug in `KNOWN_BUGS` is counted and printed, not
 failed (its strict xfail reproduction stands for it); any other finding fails the test.
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.journal.service_user import service_user, shared_dir  # noqa: F401 (a fixture)
 from tests.powercut.conftest import need_fuse
 from tests.powercut.harness import (
     FIRST_START_TRIGGERS,
@@ -50,6 +54,8 @@ KNOWN_BUGS: dict[str, str] = {
 }
 
 SEED = int(os.environ.get("TABLECTL_POWERCUT_SEED", "20261125"))
+#: cuts a game's random-point run makes with partial persistence (lossyfs --partial)
+PARTIAL_CUTS = 6
 
 
 def known(finding: str) -> str | None:
@@ -207,11 +213,16 @@ def test_a_cut_inside_a_head_file_write_leaves_no_temporary_file(tmp_path: Path)
 @pytest.mark.long
 @pytest.mark.parametrize("game", GAMES)
 def test_power_cuts_at_random_points(game: str, tmp_path: Path):
-    """32 cuts of one table: 16 on the strict POSIX mode, 16 on the ext4-like one."""
+    """38 cuts of one game's tables: 16 on the strict POSIX mode, 16 on the ext4-like one,
+    6 with partial persistence (a random prefix of each file's and directory's unsynced
+    changes survives, a write past it torn)."""
     rng = random.Random(f"{SEED}-{game}")
     tables = [
         *play_with_cuts(game, tmp_path / "posix", 16, rng, TRIGGERS, command=False),
         *play_with_cuts(game, tmp_path / "ext4", 16, rng, TRIGGERS, ext4=True, command=False),
+        *play_with_cuts(
+            game, tmp_path / "partial", PARTIAL_CUTS, rng, TRIGGERS, partial=True, command=False
+        ),
     ]
     unknown, explained = report(tables)
     stuck = [t.stuck for t in tables if t.stuck]
@@ -219,7 +230,7 @@ def test_power_cuts_at_random_points(game: str, tmp_path: Path):
         f"{game}: {sum(len(t.cuts) for t in tables)} cuts on {len(tables)} tables; known bugs "
         f"met: {explained}; demo dealer stuck (a fresh table taken): {len(stuck)} {stuck[:1]}"
     )
-    assert sum(len(t.cuts) for t in tables) == 32
+    assert sum(len(t.cuts) for t in tables) == 32 + PARTIAL_CUTS
     assert not unknown, unknown
 
 
@@ -285,5 +296,65 @@ def test_a_second_cut_during_the_recovery_of_a_roll_over(recovery: Trigger, tmp_
     unknown, _explained = report([table])
     assert len(table.cuts) == 2 and all(c.fired for c in table.cuts), [
         c.trigger for c in table.cuts
+    ]
+    assert not unknown, unknown
+
+
+# -- the daemon as its service user ----------
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_power_cuts_inside_the_roll_overs_close_as_the_service_user(
+    when: str,
+    shared_dir: Path,  # noqa: F811
+):
+    """The daemon as the unit's unprivileged user (its state directory 0700, every file its
+    own, UMask=0077), cut at the roll-over's rename of the closed segment (before it, and
+    after it but before the directory's fsync): the live file is left 0400 (its chmod was
+    fsynced) beside a hot rollback journal (the switch out of WAL mode committed, the
+    journal's unlink not yet durable). The restart makes it 0600 before it opens it, SQLite
+    rolls the journal back, and the table goes on with nothing lost. With the mode restored
+    after the open (as before), the user's start opened it read-only and refused it as "not
+    a SQLite file" (exit 2)."""
+    user = service_user()
+    trigger = next(
+        t for t in ROLLOVER_TRIGGERS if t.when == when and "live segment's rename" in t.name
+    )
+    rng = random.Random(f"{SEED}-user-rollover-{when}")
+    table = cut_in_a_rollover(
+        GAMES[2 if when == "before" else 0], shared_dir / "table", trigger, rng, user=user
+    )
+    unknown, _explained = report([table])
+    assert len(table.cuts) == 1 and table.cuts[0].fired, [c.trigger for c in table.cuts]
+    # the cut reached the state the defect needs: a read-only live file and a hot journal
+    assert table.after_cut.get("journal.sqlite") == 0o400, table.after_cut
+    assert "journal.sqlite-journal" in table.after_cut, table.after_cut
+    assert not table.findings, [str(f) for f in table.findings]
+    assert not unknown, unknown
+    assert table.cuts[0].lost == 0
+
+
+@pytest.mark.long
+def test_power_cuts_of_a_table_run_as_the_service_user(shared_dir: Path):  # noqa: F811
+    """Eight cuts of a table whose daemon runs as the unit's user: four drop every unsynced
+    change (strict POSIX), four keep a random prefix of them (partial persistence), at the
+    write sites and at random instants; then one cut of a new table's first start (the new
+    journal's build renamed into place). Every restart as that user, checked."""
+    user = service_user()
+    rng = random.Random(f"{SEED}-user")
+    tables = [
+        *play_with_cuts("heads_up_holdem", shared_dir / "posix", 4, rng, TRIGGERS, user=user),
+        *play_with_cuts(
+            "heads_up_holdem", shared_dir / "partial", 4, rng, TRIGGERS, partial=True, user=user
+        ),
+    ]
+    first = next(t for t in FIRST_START_TRIGGERS if "renamed into place" in t.name)
+    tables.append(cut_at_the_first_start("asia_poker", shared_dir / "first", first, 1, user=user))
+    unknown, _explained = report(tables)
+    assert sum(len(t.cuts) for t in tables) == 9
+    assert tables[-1].cuts[0].fired, tables[-1].cuts[0].trigger
+    assert all(cut.lost == 0 for t in tables for cut in t.cuts), [
+        (c.trigger, c.lost) for t in tables for c in t.cuts
     ]
     assert not unknown, unknown
