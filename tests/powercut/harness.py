@@ -179,6 +179,17 @@ ROLLOVER_TRIGGERS: tuple[Trigger, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class Floor:
+    """A floor store the table ships its journal to: a throwaway PostgreSQL's database with
+    the schema and this table's INSERT-only role (its password in `passfile`)."""
+
+    admin_dsn: str
+    table_dsn: str
+    passfile: Path
+    table_id: str = "demo"  # the demo's table id
+
+
 @dataclass
 class Finding:
     game: str
@@ -235,6 +246,7 @@ class PoweredTable:
     group_commit: bool = False  # player.py --group-commit: acknowledgements before the fsync
     #: the daemon run as this unprivileged user (tests/journal/service_user.py); None: as root
     user: ServiceUser | None = None
+    floor: Floor | None = None  # the journal shipped there (the demo's --floor-dsn)
     cuts: list[CutRecord] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
@@ -256,6 +268,8 @@ class PoweredTable:
         self.stuck: str | None = None
         #: the state directory on the disk after the last roll-over cut: file name -> mode
         self.after_cut: dict[str, int] = {}
+        #: the floor checks made: (cut, rows on the floor, events on the floor)
+        self.floor_checks: list[tuple[int, int, int]] = []
         TABLES.append(self)
 
     @property
@@ -268,7 +282,12 @@ class PoweredTable:
             if self.ext4
             else "strict POSIX"
         )
-        return mode + (", the service user" if self.user is not None else ", root")
+        mode += ", the service user" if self.user is not None else ", root"
+        if self.floor is not None:
+            mode += ", shipping to a floor"
+        if self.group_commit:  # acknowledgements before the fsync: the proof a check can fail
+            mode += ", group commit (a proof: must lose)"
+        return mode
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -331,6 +350,16 @@ class PoweredTable:
                 "--pause",
                 str(self.pause),
                 *(["--group-commit"] if self.group_commit else []),
+                *(
+                    [
+                        "--floor-dsn",
+                        self.floor.table_dsn,
+                        "--floor-passfile",
+                        str(self.floor.passfile),
+                    ]
+                    if self.floor is not None
+                    else []
+                ),
             ],
             cwd=ROOT,
             env=env,
@@ -650,6 +679,77 @@ class PoweredTable:
             self.fail(number, f"the shoe is locked={devices['shoe']}, the journal holds {expected}")
         if devices["shuffler"] and not expected["shuffler_deck_locked"]:
             self.fail(number, f"the shuffler's deck is locked, the journal holds {expected}")
+
+    def floor_rows(self) -> list[tuple[int, str, str, str]]:
+        """The floor's copy of this table: (seq, kind, body, hash) in seq order."""
+        from tablectl.controller.floor.store import connect, table_rows_sql
+
+        assert self.floor is not None
+        with connect(self.floor.admin_dsn) as conn:
+            source, where, params = table_rows_sql(conn, self.floor.table_id)
+            rows = conn.execute(
+                f"SELECT r.seq, r.kind, r.body, r.hash FROM {source} WHERE {where} ORDER BY r.seq",
+                params,
+            ).fetchall()
+        return [(int(seq), kind, body, digest) for seq, kind, body, digest in rows]
+
+    def floor_caught_up(self, seq: int, timeout: float = 90.0) -> bool:
+        """Whether the floor holds row `seq` of this table in time (the shipper runs on)."""
+        from tablectl.controller.floor.store import connect, table_rows_sql
+
+        assert self.floor is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with connect(self.floor.admin_dsn) as conn:
+                source, where, params = table_rows_sql(conn, self.floor.table_id, after=seq - 1)
+                if conn.execute(f"SELECT 1 FROM {source} WHERE {where} LIMIT 1", params).fetchone():
+                    return True
+            if self.process is None or self.process.poll() is not None:
+                return False
+            time.sleep(0.2)
+        return False
+
+    def check_floor(self, number: int) -> None:
+        """After a restart, with a floor: once the floor has caught up with the journal's last
+        row (read now), every row on it is the journal's row of that seq (no row the cut took
+        from the journal is on the floor), every acknowledged event is on it, none twice, and
+        the floor's own verify of the table passes."""
+        from tablectl.controller.floor.store import connect, verify_table
+
+        assert self.floor is not None
+        journal = self._settled(self.journal_row_hashes)
+        last = max(journal)
+        if not self.floor_caught_up(last):
+            self.fail(number, f"the floor did not reach row {last} of the journal")
+            return
+        journal = self._settled(self.journal_row_hashes)
+        rows = self.floor_rows()
+        differ = [seq for seq, _kind, _body, digest in rows if journal.get(seq, digest) != digest]
+        if differ:
+            self.fail(number, f"floor rows {differ[:5]} differ from the journal's rows")
+        bodies = [body for _seq, kind, body, _hash in rows if kind == "event"]
+        twice = len(bodies) - len(set(bodies))
+        if twice:
+            self.fail(number, f"{twice} events are on the floor twice")
+        # every event acknowledged before the cut is in the journal's rows up to `last` (or the
+        # journal check failed already) and so on the floor, by its row's hash, once it caught
+        # up with them (the floor's body text is its own: the row's hash names it)
+        before = next((c.acknowledged for c in self.cuts if c.number == number), 0)
+        hash_of = {
+            event_digest(row.body): row.hash
+            for path in live_segments(self.state / "journal.sqlite")
+            for row in read_rows(path)
+            if row.kind == "event"
+        }
+        on_floor = {digest for _seq, _kind, _body, digest in rows}
+        missing = [d for d in self.acknowledged()[:before] if hash_of.get(d) not in on_floor]
+        if missing:
+            self.fail(number, f"{len(missing)} acknowledged events are not on the floor")
+        with connect(self.floor.admin_dsn) as conn:
+            verified = verify_table(conn, self.floor.table_id, from_start=True)
+        if verified.exit_code != 0:
+            self.fail(number, f"floor verify: {verified.message}")
+        self.floor_checks.append((number, len(rows), len(bodies)))
 
 
 def play_with_cuts(

@@ -8,8 +8,9 @@ strict POSIX mode, 16 on the ext4-like one, 6 with partial persistence), 8 insid
 gaming-day roll-over under libfaketime, 10 at a new journal's first open (its creation and
 rename included), 4 double cuts (the roll-over, then the restart's recovery of it), 11 of a
 daemon run as the unit's unprivileged user (2 inside the roll-over's close, 8 at random
-points and write sites, 1 at a first open), the two other reproductions and the
-group-commit proof; every armed cut of the roll-over, first-open and recovery runs must
+points and write sites, 1 at a first open), 2 of a table shipping to a floor (a real
+PostgreSQL), the two other reproductions and the group-commit proofs (the journal's, the
+floor's); every armed cut of the roll-over, first-open and recovery runs must
 fire. The session's cuts are tallied by mode and site at its end (tests/powercut/conftest.py).
 
 A finding the long runs meet that matches a bug in `KNOWN_BUGS` is counted and printed, not
@@ -27,6 +28,10 @@ from pathlib import Path
 
 import pytest
 
+from tablectl.controller.floor.schema import add_table, create_schema, writer_role
+from tablectl.controller.floor.store import connect
+from tablectl.simulators.pgserver import PostgresUnavailable, ThrowawayPostgres
+from tests.journal.crashing import in_ci
 from tests.journal.service_user import service_user, shared_dir  # noqa: F401 (a fixture)
 from tests.powercut.conftest import need_fuse
 from tests.powercut.harness import (
@@ -36,6 +41,7 @@ from tests.powercut.harness import (
     ROLLOVER_TRIGGERS,
     SEAL_INTERVAL,
     TRIGGERS,
+    Floor,
     PoweredTable,
     Trigger,
     cut_at_the_first_start,
@@ -358,3 +364,78 @@ def test_power_cuts_of_a_table_run_as_the_service_user(shared_dir: Path):  # noq
         (c.trigger, c.lost) for t in tables for c in t.cuts
     ]
     assert not unknown, unknown
+
+
+# -- a floor ----------
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("group_commit", [False, pytest.param(True, id="group-commit-proof")])
+def test_power_cuts_while_shipping_to_a_floor(tmp_path: Path, group_commit: bool):
+    """A table shipping its journal to a floor (a real PostgreSQL, the demo's --floor-dsn
+    with the table's INSERT-only role), cut at random instants while it deals and ships:
+    after each restart, once the floor has caught up with the journal, every floor row is the
+    journal's row of its seq (the floor never holds a row the cut took from the journal),
+    every event acknowledged before the cut is on the floor, none twice, and the floor's own
+    verify of the table passes.
+
+    The proof that the floor check can fail: the same table with the service's group commit
+    (acknowledgements before the fsync) is cut before a WAL fsync until an acknowledged event
+    is lost: the journal check and the floor check both name it."""
+    try:
+        server = ThrowawayPostgres()
+        server.init()
+        server.start()
+    except PostgresUnavailable as error:
+        if in_ci():
+            pytest.fail(f"{error} (tests/tools/install-system-tools.sh must provide it)")
+        pytest.skip(str(error))
+    rng = random.Random(f"{SEED}-floor-{group_commit}")
+    try:
+        server.create_database("floor")
+        passfile = tmp_path / "floor.pgpass"
+        with connect(server.admin_dsn("floor")) as conn:
+            create_schema(conn)
+            add_table(conn, "demo", passfile=passfile, dbname="floor")
+        floor = Floor(
+            server.admin_dsn("floor"), server.table_dsn("floor", writer_role("demo")), passfile
+        )
+        table = PoweredTable(
+            "five_card_hilo",
+            tmp_path / "table",
+            seed=rng.randrange(1, 2**31),
+            floor=floor,
+            group_commit=group_commit,
+        )
+        table.install()
+        flush = Trigger("a flush", ("fsync",), r"journal\.sqlite-wal$")
+        try:
+            assert table.start() is None, table.output.read_text()[-2000:]
+            for number in range(1, 4):
+                # the shipper is at work: the floor holds rows of this run of the daemon
+                assert table.wait_for_acknowledgements(3), table.output.read_text()[-2000:]
+                assert table.floor_caught_up(1), table.log.read_text()[-2000:]
+                trigger = flush if group_commit else TRIGGERS[0]
+                assert table.cut_once(number, trigger, rng) is not None
+                table.remount()
+                assert table.start() is None, table.output.read_text()[-2000:]
+                table.check(number, command=False)
+                table.check_floor(number)
+                if group_commit and table.findings:
+                    break
+                if not group_commit and number == 2:
+                    break
+        finally:
+            table.stop()
+    finally:
+        server.destroy()
+    unknown, _explained = report([table])
+    if group_commit:
+        said = [f.what for f in table.findings]
+        assert any("acknowledged events lost" in what for what in said), said
+        assert any("acknowledged events are not on the floor" in what for what in said), said
+        return
+    assert not unknown, unknown
+    assert not table.findings, [str(f) for f in table.findings]
+    assert [number for number, _rows, _events in table.floor_checks] == [1, 2]
+    assert all(rows > 0 and events > 0 for _n, rows, events in table.floor_checks)
