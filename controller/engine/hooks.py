@@ -12,16 +12,14 @@ from typing import Any, ClassVar
 
 from tablectl.controller.engine.cards import Composition, standard_deck
 from tablectl.controller.engine.decisions import Decision
-from tablectl.controller.engine.ledger import (
-    DEALER,
-)
+from tablectl.controller.engine.ledger import COMMUNITY, DEALER
 from tablectl.controller.engine.machine import (
     MachineDefinition,
     chart,
 )
 from tablectl.controller.engine.rules import Citation, Rule
 from tablectl.controller.engine.table import GameOption, GameProfile, TableOptions
-from tablectl.controller.engine.table_state import GAME_API_VERSION, Round, TableState
+from tablectl.controller.engine.table_state import GAME_API_VERSION, UNASSIGNED, Round, TableState
 
 
 class GameHooks(TableState):
@@ -79,6 +77,32 @@ class GameHooks(TableState):
         rnd.expected = dict.fromkeys(players, self.profile.cards_per_hand)
         rnd.expected[DEALER] = self.profile.dealer_cards
         rnd.planned_cards = sum(rnd.expected.values()) + self.profile.community_cards
+
+    def _next_target(self, rnd: Round) -> str:
+        """Where the next card of the deal goes (a game may first deal elsewhere, e.g. G6)."""
+        # C3: a card drawn in error without its face exposed is simply the next card of
+        # the deal order; nothing here (or anywhere) takes it for a misdeal.
+        if rnd.extra_dealer_cards:
+            rnd.extra_dealer_cards -= 1  # M2
+            return DEALER
+        if rnd.order:
+            return rnd.order.pop(0)
+        return UNASSIGNED
+
+    def _misdeal(self, target: str, count: int) -> list[Decision]:
+        """One hand (or the community) holds ``count`` cards, not what the deal expects.
+
+        By default any wrong count voids every hand under the game's ``misdeal_rule``;
+        a game whose rule looks at whose hand it is overrides this.
+        """
+        rnd = self.round
+        assert rnd is not None
+        if rnd.void_rule is not None:
+            return []
+        what = "the community" if target == COMMUNITY else f"hand {target}"
+        return self._void_round(
+            self.misdeal_rule, f"{what} was dealt {count} cards", reshuffle=self.misdeal_reshuffles
+        )
 
     def _shuffles_every_round(self) -> bool:
         """D3: whether this table shuffles after every round (a game may make it optional)."""
@@ -186,6 +210,24 @@ class GameHooks(TableState):
         """A manual (card-reading) shoe reports a fault other than empty or an undecodable
         frame: nothing by default (the cards dealt stand); a game may decide (I6)."""
         return []
+
+    # What a game's rules may call: the round's life (round_life.py) and shuffle integrity.
+
+    def _void_round(self, rule_id: str, why: str, reshuffle: bool = True) -> list[Decision]:
+        """Every hand of the round in play void under ``rule_id`` (and a reshuffle ordered)."""
+        return self.round_life._void_round(rule_id, why, reshuffle)
+
+    def _complete_deal(self) -> list[Decision]:
+        """The deal is over: each hand checked against the plan (M1-M4, M6), then play."""
+        return self.round_life._complete_deal()
+
+    def _new_shoe_order(self, deck: str, whole: bool) -> None:
+        """Q1, Q2: a shuffled deck (``whole``, or a part of it) goes into play."""
+        self.integrity.new_order(deck, whole)
+
+    def deal_fulfilled(self) -> bool:
+        """Every card or stack the deal of the round in play planned has been read."""
+        return self.round_life.deal_fulfilled()
 
     # Events of another game's steps: refused, naming the step this game does not have.
 

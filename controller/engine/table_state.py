@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from tablectl.controller.engine.cards import Composition
 from tablectl.controller.engine.decisions import Decision
@@ -75,6 +75,17 @@ class Round:
     rack_reshuffled: bool = False  # G5: the rack's reshuffle mid-round completed
 
 
+class RoundServices(Protocol):
+    """What the hooks of a game ask of the round's life (round_life.py's ``RoundLife``, which
+    the core composes); named here so that the table's state imports none of its parts."""
+
+    def _void_round(self, rule_id: str, why: str, reshuffle: bool = True) -> list[Decision]: ...
+
+    def _complete_deal(self) -> list[Decision]: ...
+
+    def deal_fulfilled(self) -> bool: ...
+
+
 class _Kept:
     """An engine attribute kept by one of its rule families, under the name the snapshot and
     the games have always used for it (``rack_level`` is ``engine.rack.level``)."""
@@ -126,6 +137,7 @@ class TableState:
     device_faults: dict[str, str]
     next_batch: str | None
     integrity: ShuffleIntegrity
+    round_life: RoundServices
     _at: int
     _time: datetime | None
     blocked_without_round: int
