@@ -415,5 +415,5 @@ def _adapt_legacy_hooks(cls: type[GameHooks]) -> None:
         "1); a game supplies them as its rules of each family (Deal, Stub, Decks, Rack, "
         "Reader; docs/games.md, game API 2): API 1's hooks go in tablectl 0.3",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=4,  # the game's class statement (past the two __init_subclass__)
     )
