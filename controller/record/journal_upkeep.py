@@ -765,13 +765,16 @@ class JournalUpkeep:
             # read now: the shipper's acknowledged seq only grows, so the child's view of it
             # can only be older (it retires less), never newer than the truth
             command += ["--floor-confirmed-seq", str(self.floor_confirmed_seq())]
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={k: v for k, v in os.environ.items() if k not in CHILD_HIDDEN_VARIABLES},
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={k: v for k, v in os.environ.items() if k not in CHILD_HIDDEN_VARIABLES},
+            )
+        except OSError as error:  # no child (no memory, no process slot): not the record's
+            raise RuntimeError(f"retention's child could not start: {error}") from error
         self._log.info("journal_retention_started", pid=process.pid, today=today.isoformat())
         out, err = await process.communicate()
         answer: dict[str, Any] | None = None
