@@ -4,11 +4,13 @@ process, after the roll-over's switch of files; events are acknowledged meanwhil
 
 The slow part is made slow for real: another SQLite connection holds an EXCLUSIVE lock on the
 closed segment retention must verify (what a backup tool or a hand-run `sqlite3` does), so
-retention's reading of it waits in SQLite's busy handler until the test lets go. Once a child
-of this process has the segment open (retention, waiting), an event is handled and committed,
-and the child still has it open after; then the lock is released and retention completes: the
-segment is copied, compared and retired. Retention run in this process under the event lock
-(as before) never shows as a child, and the event waits for it: the test fails.
+retention's reading of it waits in SQLite's busy handler until the test lets go. Once
+retention has the segment open (a descriptor beyond the test's own, in this process or a
+child), an event is handled and committed, and retention still has it open after; then the
+lock is released and retention completes: the segment is copied, compared and retired.
+Retention under the event lock (as before the thread, then the child) holds the loop and the
+lock until it gives up on the locked file: the test never sees it waiting, and the segment
+is kept (the test fails).
 """
 
 from __future__ import annotations
@@ -35,21 +37,31 @@ def _moment(day: datetime.date) -> datetime.datetime:
     return datetime.datetime.combine(day, datetime.time(6, 0, 5)).astimezone()
 
 
-def _children_reading(path: Path) -> set[int]:
-    """This process's children that have `path` open (procfs)."""
-    target, me, found = str(path.resolve()), os.getpid(), set()
+def _openings(path: Path) -> dict[int, int]:
+    """How many descriptors this process and each of its children hold on `path` (procfs)."""
+    target, me, found = str(path.resolve()), os.getpid(), {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[1]) != me:
-                continue
-            if any(os.readlink(fd) == target for fd in (entry / "fd").iterdir()):
-                found.add(int(entry.name))
+            if int(entry.name) != me:
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) != me:
+                    continue
+            count = sum(os.readlink(fd) == target for fd in (entry / "fd").iterdir())
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
+        if count:
+            found[int(entry.name)] = count
     return found
+
+
+def _readers(path: Path, baseline: dict[int, int]) -> set[tuple[int, int]]:
+    """The openings of `path` beyond `baseline` (the test's own lock holder): retention's."""
+    now = _openings(path)
+    return {
+        (pid, index) for pid, count in now.items() for index in range(baseline.get(pid, 0), count)
+    }
 
 
 async def _until(condition: object, what: str) -> None:
@@ -86,6 +98,7 @@ def test_an_event_is_acknowledged_while_retention_waits_on_a_locked_segment(tmp_
         (oldest,) = directory.glob(f"journal-{first_day.isoformat()}-*.sqlite")
         holder = sqlite3.connect(oldest, isolation_level=None)
         holder.execute("BEGIN EXCLUSIVE")  # the closed segment locked by another program
+        holding = _openings(oldest)
         try:
             upkeep.start()
             # day 2: the upkeep task rolls over under the lock, then retention (of day 0's
@@ -95,15 +108,15 @@ def test_an_event_is_acknowledged_while_retention_waits_on_a_locked_segment(tmp_
                 lambda: upkeep.segment_day == first_day + datetime.timedelta(days=2),
                 "the roll-over to day 2",
             )
-            await _until(lambda: _children_reading(oldest), "retention reading the segment")
-            waiting = _children_reading(oldest)
+            await _until(lambda: _readers(oldest, holding), "retention reading the segment")
+            waiting = _readers(oldest, holding)
             async with lock:  # an event, as the daemon takes one
                 upkeep.between_events()
                 event_seq = service.journal.last_seq + 1
                 await service.handle_event({"type": "reader_inspected", "by": "floor"}, source="x")
                 upkeep.between_events()
                 service.journal.flush()  # committed: acknowledged
-            still_waiting = waiting & _children_reading(oldest)
+            still_waiting = waiting & _readers(oldest, holding)
             assert still_waiting, "retention ended before the event was acknowledged"
             assert oldest.exists() and service.journal.failure is None
         finally:
