@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
-import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -31,6 +32,18 @@ from tests.journal.history import SAME_DISK_SAID, build_history, write_config
 
 #: Generous: a loaded CI machine starts retention's child Python slowly (nice 10).
 DEADLINE_SECONDS = 120.0
+
+
+#: Another program holding an EXCLUSIVE lock on a journal file until its stdin closes.
+HOLDER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()
+db.execute("ROLLBACK")
+db.close()
+"""
 
 
 def _moment(day: datetime.date) -> datetime.datetime:
@@ -57,7 +70,7 @@ def _openings(path: Path) -> dict[int, int]:
 
 
 def _readers(path: Path, baseline: dict[int, int]) -> set[tuple[int, int]]:
-    """The openings of `path` beyond `baseline` (the test's own lock holder): retention's."""
+    """The openings of `path` beyond `baseline` (the lock holder's): retention's."""
     now = _openings(path)
     return {
         (pid, index) for pid, count in now.items() for index in range(baseline.get(pid, 0), count)
@@ -96,8 +109,15 @@ def test_an_event_is_acknowledged_while_retention_waits_on_a_locked_segment(tmp_
         now[0] = _moment(first_day + datetime.timedelta(days=1))
         upkeep.step(now[0])
         (oldest,) = directory.glob(f"journal-{first_day.isoformat()}-*.sqlite")
-        holder = sqlite3.connect(oldest, isolation_level=None)
-        holder.execute("BEGIN EXCLUSIVE")  # the closed segment locked by another program
+        # the closed segment locked by another program (SQLite's locks are per process)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(oldest)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "locked"
         holding = _openings(oldest)
         try:
             upkeep.start()
@@ -120,8 +140,8 @@ def test_an_event_is_acknowledged_while_retention_waits_on_a_locked_segment(tmp_
             assert still_waiting, "retention ended before the event was acknowledged"
             assert oldest.exists() and service.journal.failure is None
         finally:
-            holder.execute("ROLLBACK")
-            holder.close()
+            holder.stdin.close()  # the holder rolls back and exits
+            holder.wait(timeout=DEADLINE_SECONDS)
         await _until(lambda: not oldest.exists(), "retention of the unlocked segment")
         await upkeep.stop()
         assert service.journal.failure is None
