@@ -84,6 +84,10 @@ MAX_PENDING_CHECKPOINTS = 256
 #: of a witness's history (every checkpoint it cosigned, ~300 bytes a line), what a shipper
 #: reads at its start: the last few hundred (the newest covers every earlier round anyway)
 HISTORY_TAIL_BYTES = 128 * 1024
+#: a checkpoint the floor held (its tree past the release mark) is offered again only after
+#: more rows were shipped (the mark moves with them alone), and while a backlog or a round's
+#: rows stream, after this long at the soonest: not one more statement per batch
+HELD_CHECKPOINT_RETRY_SECONDS = 1.0
 
 
 class CosignedFeed:
@@ -343,6 +347,8 @@ class FloorShipper:
         self._cosigned = CosignedFeed(self.journal_path)
         self._pending_checkpoints: dict[str, int] = {}
         self._checkpoints_unsupported = False
+        self._held_until = 0.0
+        self._held_at_seq = -1
         self.shipped_checkpoints = 0
 
     # -- the table's side ---------------------------------------------------------------------
@@ -491,7 +497,7 @@ class FloorShipper:
                     batch = self._read_batch(local)
                     if not batch:
                         self._set_state("caught_up")
-                        self._ship_checkpoints(conn)
+                        self._ship_checkpoints(conn, caught_up=True)
                         self._check_durable(conn)
                         self._publish()
                         if self._stopping.is_set():
@@ -653,7 +659,7 @@ class FloorShipper:
         with self._lock:
             self.durable_elsewhere_seq = int(row[0]) if row and row[0] is not None else 0
 
-    def _ship_checkpoints(self, conn: Any) -> None:
+    def _ship_checkpoints(self, conn: Any, *, caught_up: bool = False) -> None:
         """The cosigned checkpoints the witnesses returned, to the floor (ship_checkpoint),
         smallest tree first, each once the floor's release mark passes its tree ('held'
         before: offered again after the next rows). A floor made before floor.checkpoints
@@ -663,10 +669,18 @@ class FloorShipper:
 
         if self._checkpoints_unsupported:
             return
-        for note in self._cosigned.new():
+        fresh = self._cosigned.new()
+        for note in fresh:
             size = note_tree_size(note)
             if size is not None:
                 self._pending_checkpoints[note] = size
+        if not self._pending_checkpoints:
+            return
+        if not fresh and (
+            self.acknowledged_seq == self._held_at_seq
+            or (not caught_up and time.monotonic() < self._held_until)
+        ):
+            return
         if len(self._pending_checkpoints) > MAX_PENDING_CHECKPOINTS:
             kept = sorted(self._pending_checkpoints.items(), key=lambda item: item[1])
             self._pending_checkpoints = dict(kept[-MAX_PENDING_CHECKPOINTS:])
@@ -697,7 +711,10 @@ class FloorShipper:
             finally:
                 self._in_flight = None
             if row is None or row[0] == "held":
-                return  # its rows are not all released yet; the larger ones neither
+                # its rows are not all released yet; the larger ones neither
+                self._held_until = time.monotonic() + HELD_CHECKPOINT_RETRY_SECONDS
+                self._held_at_seq = self.acknowledged_seq
+                return
             del self._pending_checkpoints[note]
             if row[0] == "stored":
                 self.shipped_checkpoints += 1

@@ -357,3 +357,45 @@ def test_the_shipper_reads_each_cosigned_checkpoint_once_as_it_comes(tmp_path: P
     last = f"tablectl/t\n{5 + HISTORY_TAIL_BYTES // 10}\n"
     assert notes[3] in tail and last in tail  # the newest file's, the history's last
     assert notes[0] not in tail and len(tail) < HISTORY_TAIL_BYTES // 20
+
+
+def test_a_running_shipper_sends_a_checkpoint_once_its_rows_are_released(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """As in the daemon: a round ends, its checkpoint is cosigned while the shipper runs; the
+    floor holds it back until the next row releases the round, then takes it."""
+    table_id = unique_table_id()
+    config = floor_db.provision(table_id)
+    key = IdentityKey.generate(f"tablectl/{table_id}")
+    witness = IdentityKey.generate("regulator.example/w1", ALG_COSIGNATURE_V1)
+    path = tmp_path / f"{table_id}.sqlite"
+    journal = Journal(path)
+    signer = CheckpointSigner(journal, key)
+    shipper = FloorShipper(table_id, path, config, publish_metrics=False)
+    shipper.start()
+    try:
+        journal.append("table", {"type": "table", "game": "three_card_21"}, durable=True)
+        journal.append("event", {"type": "bets_closed"}, round_number=1)
+        journal.append("event", {"type": "card_drawn", "card": "As"}, round_number=1)
+        journal.append("event", {"type": "hands_collected"}, round_number=1)
+        journal.flush()
+        size, note = _cosigned(signer, witness, 1_800_000_001)
+        WitnessedStore(path).save(witness.name, note)
+        shipper.notify(size)
+        wait_for(lambda: shipper.acknowledged_seq == size, 20, "round 1 shipped")
+        with floor_db.as_writer(table_id) as conn:  # the round's end not released yet
+            assert conn.execute(
+                f"SELECT {SCHEMA}.ship_checkpoint(%s, %s)", (table_id, note)
+            ).fetchone() == ("held",)
+        assert shipper.shipped_checkpoints == 0
+        journal.append("event", {"type": "bets_closed"}, round_number=2)  # releases round 1
+        journal.flush()
+        shipper.notify(size + 1)
+        wait_for(lambda: shipper.shipped_checkpoints == 1, 20, "round 1's checkpoint shipped")
+    finally:
+        shipper.stop()
+        journal.close()
+    with floor_db.admin() as conn:
+        assert conn.execute(
+            f"SELECT tree_size, note FROM {SCHEMA}.checkpoints WHERE table_id = %s", (table_id,)
+        ).fetchall() == [(size, note)]
