@@ -44,6 +44,7 @@ import tablectl.simulators.shuffles as shuffles
 from tablectl.controller.commands.cli import add_old_option_name
 from tablectl.controller.common.config import (
     SEALING_KEY_NAME,
+    ConfigError,
     TableConfig,
     parse_config,
     parse_listen_address,
@@ -231,6 +232,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_old_option_name(parser, "--table-id", "table_id")
     parser.add_argument(
+        "--timezone",
+        default=None,
+        metavar="ZONE",
+        help="the casino's time zone (IANA name, e.g. America/New_York): the gaming day and "
+        "the events' local times (default: the PC's zone), as `[table] timezone`",
+    )
+    parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="info",
@@ -372,6 +380,7 @@ def demo_config(
     table_id: str = "demo",
     floor: Mapping[str, Any] | None = None,
     witness: Mapping[str, Any] | None = None,
+    timezone: str | None = None,
 ) -> TableConfig:
     """The table's configuration, validated like a file's: devices at the demo's ptys/USB ids.
 
@@ -413,6 +422,8 @@ def demo_config(
         },
         "devices": devices,
     }
+    if timezone is not None:
+        data["table"]["timezone"] = timezone
     if floor is not None:
         data["floor"] = dict(floor)
     if witness is not None:
@@ -671,18 +682,23 @@ async def play_demo(
         )
         return 2
     try:
-        config = demo_config(
-            args.game,
-            options,
-            state_dir,
-            harness.identities(),
-            harness.usb_ids(),
-            f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-            drivers,
-            table_id=getattr(args, "table_id", "demo"),
-            floor=_floor_section(args),
-            witness=_witness_section(args),
-        )
+        try:
+            config = demo_config(
+                args.game,
+                options,
+                state_dir,
+                harness.identities(),
+                harness.usb_ids(),
+                f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+                drivers,
+                table_id=getattr(args, "table_id", "demo"),
+                floor=_floor_section(args),
+                witness=_witness_section(args),
+                timezone=getattr(args, "timezone", None),
+            )
+        except ConfigError as error:  # --timezone: a name the zone database lacks
+            print(f"tablectl demo: --timezone: {error}", file=sys.stderr)
+            return 2
         if config.witness is not None:
             problems = check_witness_keys(config)
             if problems:
@@ -748,6 +764,8 @@ def resume_command(args: argparse.Namespace) -> str:
         words += ["--driver", driver]
     if getattr(args, "table_id", "demo") != "demo":
         words += ["--table", args.table_id]
+    if getattr(args, "timezone", None):
+        words += ["--timezone", args.timezone]
     if getattr(args, "metrics_listen", DEFAULT_LISTEN) != DEFAULT_LISTEN:
         words += ["--metrics-listen", args.metrics_listen]
     if os.environ.get("MAKELEVEL"):

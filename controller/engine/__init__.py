@@ -7,10 +7,12 @@ under ``games/`` over a core (``core.Engine``) that names no game. The core is c
 rule families, each a class of its own module that keeps its own state: ``deck`` (one object
 per deck), ``rack`` (the discard rack), ``reader`` (the hole-card reader), ``integrity``
 (shuffle integrity); ``family`` is what a family may ask of the table (a family never
-imports the core). The round's life is in parts of their own that the core composes:
-``table_state`` (state, helpers), ``hooks`` (what a game sets and overrides), ``gates`` (the
-chart's rule conditions, by rule ID), ``round_life`` (open, deal, play, collect, void),
-``dealing``, ``stub_count``, ``shuffles``, ``devices`` and ``snapshot``.
+imports the core). The round's life is in parts of their own, objects the core holds and
+routes events to: ``round_life`` (open, deal, play, collect, void), ``dealing``,
+``stub_count``, ``shuffles``, ``devices`` and ``snapshot``; the Engine itself is
+``table_state`` (state, helpers), ``hooks`` (what a game sets, and the families' rules a game
+subclasses: deal, stub, decks, rack, reader) and ``gates``
+(the chart's rule conditions, by rule ID).
 
 What it may import: the standard library and `transitions`, nothing else of tablectl. No
 I/O, no clock and no randomness of its own: time comes in the event, randomness is injected.

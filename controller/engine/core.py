@@ -1,16 +1,19 @@
 """The round engine: events in, decisions out; pure (no I/O, no clock, no randomness).
 
-One :class:`Engine` per table: a composition of its parts, each a class of its own module
-that the Engine routes events through: the rule families that keep their own state (the
-decks, deck.py; the discard rack, rack.py; the hole-card reader, reader.py; shuffle
-integrity, integrity.py) and the round's life over them (round_life.py: open, deal, play,
-collect, void; the cards, dealing.py; the stub count, stub_count.py; the shuffles and decks,
-shuffles.py; the devices, devices.py), on one ``transitions`` machine (machine.py) whose
-rule conditions are gates.py's. This module is the core and names no game: each game's rules
-are a subclass in controller/engine/games/ setting the attributes and overriding the hooks of
-hooks.py. Every rule is enforced in exactly one method, marked with its ID; the rules that
-gate a step are conditions on the chart; every decision's citation comes from the rule
-catalogue (controller/engine/rules.py, docs/rules.md).
+One :class:`Engine` per table: a composition of parts, each an object of a class of its own
+module that the Engine holds and routes events to: the rule families that keep their own state
+(the decks, deck.py; the discard rack, rack.py; the hole-card reader, reader.py; shuffle
+integrity, integrity.py) and the round's life over them (``round_life``, round_life.py: open,
+deal, play, collect, void; ``dealing``, dealing.py: the cards; ``stub_count``, stub_count.py;
+``shuffles``, shuffles.py: the shuffles and decks; ``devices``, devices.py; ``snapshots``,
+snapshot.py), on one ``transitions`` machine (machine.py) whose rule conditions are gates.py's.
+The Engine itself is the table's state (table_state.py), what a game sets and overrides
+(hooks.py) and the chart's conditions (gates.py); its parts reach them through it. This module
+names no game: each game's rules are a subclass in controller/engine/games/ setting the
+attributes of hooks.py and supplying its rules of each family there (``Deal``, ``Stub``,
+``Decks``, ``Rack``, ``Reader``). Every rule is enforced in exactly one method,
+marked with its ID; the rules that gate a step are conditions on the chart; every decision's
+citation comes from the rule catalogue (controller/engine/rules.py, docs/rules.md).
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ from tablectl.controller.engine.decisions import Decision
 from tablectl.controller.engine.deck import Deck
 from tablectl.controller.engine.devices import DEVICE_ALIASES, DEVICE_KINDS, Devices, device_kind
 from tablectl.controller.engine.events import EventError, validate
+from tablectl.controller.engine.gates import DealGates
 from tablectl.controller.engine.integrity import ShuffleIntegrity
 from tablectl.controller.engine.ledger import SHOE, Ledger
 from tablectl.controller.engine.machine import RoundModel, build
 from tablectl.controller.engine.rack import DiscardRack
 from tablectl.controller.engine.reader import HoleCardReader
 from tablectl.controller.engine.registry import find_game, register
+from tablectl.controller.engine.round_life import RoundLife
 from tablectl.controller.engine.shuffle_integrity import ShuffleWatch
+from tablectl.controller.engine.shuffles import Shuffles
 from tablectl.controller.engine.snapshot import SNAPSHOT_VERSION, SnapshotError, Snapshots
 from tablectl.controller.engine.stub_count import StubCount
 from tablectl.controller.engine.table import TableSpec
@@ -63,25 +69,45 @@ _HANDLER_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _handler_names(cls: type) -> tuple[str, ...]:
-    """The ``_on_<event type>`` methods of an engine class (found once per class)."""
+    """The ``_on_<event type>`` methods of a class (found once per class)."""
     names = _HANDLER_NAMES.get(cls)
     if names is None:
         names = _HANDLER_NAMES[cls] = tuple(n for n in dir(cls) if n.startswith("_on_"))
     return names
 
 
-class Engine(Snapshots, Devices, Dealing, StubCount):
+#: the methods of the parts the Engine composes (none of them a game's hook)
+_PART_METHODS = frozenset(
+    name
+    for part in (RoundLife, Dealing, StubCount, Shuffles, Devices, Snapshots)
+    for name in vars(part)
+    if callable(vars(part)[name]) and not name.startswith("__")
+) - {"snapshot", "_load", "deal_fulfilled"}
+
+
+class Engine(DealGates):
     """The rules of one table. ``handle(event, at) -> decisions``.
 
-    The core: it builds the table's state and its families and routes each event to the
-    part whose rules it concerns (``_on_<type>``). It never names a game: each game is a
-    subclass in controller/engine/games/ (one module per game, like python-chess's
-    variants) that sets the class attributes of hooks.py and overrides the hooks it needs;
+    The core: it builds the table's state, its families and its parts, and routes each event
+    to the part whose rules it concerns (``_on_<type>``; a game's own handler first). It
+    never names a game: each game is a subclass in controller/engine/games/ (one module per
+    game, like python-chess's variants) that sets the class attributes of hooks.py and
+    supplies its rules of each family where they differ;
     ``Engine(spec)`` builds the subclass the spec's game names (controller/engine/registry.py).
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        # a method of one of the parts is no hook: a game's method of that name would never
+        # be called (the part's own is), so it is refused here rather than ignored
+        shadowed = sorted(
+            name for name in vars(cls) if name in _PART_METHODS and not name.startswith("_on_")
+        )
+        if shadowed:
+            raise TypeError(
+                f"{cls.__qualname__}.{shadowed[0]}: not a hook a game overrides (a method of "
+                "the engine's parts); docs/games.md lists the hooks"
+            )
         if cls.name:
             register(cls)
 
@@ -102,6 +128,7 @@ class Engine(Snapshots, Devices, Dealing, StubCount):
         self.method = spec.options.dealing
         self.composition = spec.composition()
         self._random_source = random_source
+        self._build_rules()  # the game's rules of each family (hooks.py)
         self._definition = self.chart()
         self._model = RoundModel()
         self._machine = build(self._definition, self._model, self)
@@ -137,17 +164,29 @@ class Engine(Snapshots, Devices, Dealing, StubCount):
         self.integrity = ShuffleIntegrity(
             self,
             ShuffleWatch(self.composition.copies)
-            if self.interp.shuffle_integrity and self._shoe_shuffled_whole()
+            if self.interp.shuffle_integrity and self.deck_rules.shuffled_whole()
             else None,
         )
         self._at = 0
         self._time: datetime | None = None  # the event in hand's time, if it has one
         # C10: cards drawn (blocked) with every deck removed and no round opened since
         self.blocked_without_round = 0
-        # each event type's handler, found by name (``_on_<type>``, the game's if it has one)
-        self._handlers: dict[str, Callable[[dict[str, Any]], list[Decision]]] = {
-            name[4:]: getattr(self, name) for name in _handler_names(type(self))
-        }
+        # the parts the events are routed to, each a class of its own module
+        self.round_life: RoundLife = RoundLife(self)  # open, deal, play, collect, void
+        self.dealing = Dealing(self, self.round_life)  # each card and stack
+        self.stub_count = StubCount(self, self.round_life)  # S1-S4
+        self.shuffles = Shuffles(self, self.round_life)  # shuffles, decks loaded/received
+        self.devices = Devices(self, self.round_life, self.shuffles)  # faults, removal, loss
+        self.snapshots = Snapshots(self)  # the state as JSON data and back
+        # each event type's handler, found by name (``_on_<type>``): the game's if it has
+        # one (its class, or the refusals of hooks.py), else the part's whose rules it concerns
+        handlers: dict[str, Callable[[dict[str, Any]], list[Decision]]] = {}
+        for part in (self.devices, self.shuffles, self.stub_count, self.dealing, self.round_life):
+            for name in _handler_names(type(part)):
+                handlers[name[4:]] = getattr(part, name)
+        for name in _handler_names(type(self)):
+            handlers[name[4:]] = getattr(self, name)
+        self._handlers = handlers
 
     # ------------------------------------------------------------------ public API
 
@@ -180,9 +219,17 @@ class Engine(Snapshots, Devices, Dealing, StubCount):
                 for name, deck in self.decks.items()
             },
             "pending_supervisor_notifications": list(self.pending_notifications),
-            "reader": self._reader_state(),
+            "reader": self.reader_rules.state(),
             "device_faults": dict(self.device_faults),
         }
+
+    def snapshot(self) -> dict[str, Any]:
+        """The engine's whole state as JSON data (versioned, key order fixed), for the journal
+        (snapshot.py: face-down cards included, journal only, never a log: H7)."""
+        return self.snapshots.snapshot()
+
+    def _load(self, snapshot: Mapping[str, Any]) -> None:
+        self.snapshots._load(snapshot)
 
     @classmethod
     def restore(

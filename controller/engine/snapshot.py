@@ -105,8 +105,13 @@ def _day_of(text: Any, where: str) -> date | str | None:
         raise SnapshotError(f"{where}: {text!r} is not a date") from None
 
 
-class Snapshots(TableState):
+class Snapshots:
     """The engine's whole state to JSON data and back (``Engine.restore`` builds one)."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: TableState) -> None:
+        self.table = table
 
     def snapshot(self) -> dict[str, Any]:
         """The engine's whole state as JSON data (versioned, key order fixed), for the journal.
@@ -115,12 +120,12 @@ class Snapshots(TableState):
         decisions and status for every later event. It holds face-down cards (the ledger,
         the dealer's hole card, this round's dealt cards): journal only, never a log (H7).
         """
-        rnd = self.round
-        day = self.reader_inspected_day
+        rnd = self.table.round
+        day = self.table.reader_inspected_day
         return {
             "version": SNAPSHOT_VERSION,
-            "game": self.game,
-            "state": self.state,
+            "game": self.table.game,
+            "state": self.table.state,
             "decks": {
                 name: {
                     **{
@@ -130,26 +135,26 @@ class Snapshots(TableState):
                     },
                     "ledger": deck.ledger.as_dict(),
                 }
-                for name, deck in sorted(self.decks.items())
+                for name, deck in sorted(self.table.decks.items())
             },
             "round": None
             if rnd is None
             else {f.name: _plain(getattr(rnd, f.name)) for f in fields(Round)},
             "reader_inspected_day": _day_text(day),
-            **{name: _plain(getattr(self, name)) for name in _SNAPSHOT_SCALARS},
+            **{name: _plain(getattr(self.table, name)) for name in _SNAPSHOT_SCALARS},
             **(
-                {"reader_fault_day": _day_text(self.reader_fault_day)}
-                if self.reader_fault_day is not None
+                {"reader_fault_day": _day_text(self.table.reader_fault_day)}
+                if self.table.reader_fault_day is not None
                 else {}
             ),
             **(
-                {"blocked_without_round": self.blocked_without_round}
-                if self.blocked_without_round
+                {"blocked_without_round": self.table.blocked_without_round}
+                if self.table.blocked_without_round
                 else {}
             ),
             **(
-                {"shuffle_watch": self.shuffle_watch.snapshot()}
-                if self.shuffle_watch is not None
+                {"shuffle_watch": self.table.shuffle_watch.snapshot()}
+                if self.table.shuffle_watch is not None
                 else {}
             ),
         }
@@ -160,8 +165,8 @@ class Snapshots(TableState):
         version = snap.get("version")
         if version != SNAPSHOT_VERSION:
             raise SnapshotError(f"version: {version!r}; this engine reads {SNAPSHOT_VERSION}")
-        if snap.get("game") != self.game:
-            raise SnapshotError(f"game: {snap.get('game')!r}, but the table is {self.game}")
+        if snap.get("game") != self.table.game:
+            raise SnapshotError(f"game: {snap.get('game')!r}, but the table is {self.table.game}")
         expected = {"version", "game", "state", "decks", "round", "reader_inspected_day"}
         expected.update(_SNAPSHOT_SCALARS)
         # optional: a snapshot from before the shuffle watch restores with an empty one
@@ -171,43 +176,45 @@ class Snapshots(TableState):
             what = f"{unknown[0]}: unknown" if unknown else f"{missing[0]}: missing"
             raise SnapshotError(what)
         state = snap["state"]
-        if state not in self._definition.states:
-            raise SnapshotError(f"state: {state!r} is not a state of {self.game}")
+        if state not in self.table._definition.states:
+            raise SnapshotError(f"state: {state!r} is not a state of {self.table.game}")
         decks = snap["decks"]
-        if not isinstance(decks, Mapping) or sorted(decks) != sorted(self.decks):
-            raise SnapshotError(f"decks: must name the decks {', '.join(sorted(self.decks))}")
+        if not isinstance(decks, Mapping) or sorted(decks) != sorted(self.table.decks):
+            raise SnapshotError(f"decks: must name the decks {', '.join(sorted(self.table.decks))}")
         for name, data in decks.items():
             where = f"decks.{name}"
             if not isinstance(data, Mapping):
                 raise SnapshotError(f"{where}: must be an object")
             args = _fields_of(Deck, {"name": name, **data}, where)
             try:
-                args["ledger"] = Ledger.from_dict(self.composition, args["ledger"])
+                args["ledger"] = Ledger.from_dict(self.table.composition, args["ledger"])
             except (LedgerError, AttributeError, TypeError) as error:
                 raise SnapshotError(f"{where}.ledger: {error}") from None
-            self.decks[name] = Deck(**args)
+            self.table.decks[name] = Deck(**args)
         rnd = snap["round"]
         if rnd is None:
-            self.round = None
+            self.table.round = None
         else:
             args = _fields_of(Round, rnd, "round")
             for name in _SETS & set(args):
                 args[name] = set(args[name])
             if "stacks" in args:
                 args["stacks"] = [(str(t), int(n)) for t, n in args["stacks"]]
-            self.round = Round(**args)
-        self.reader_inspected_day = _day_of(snap["reader_inspected_day"], "reader_inspected_day")
-        self.reader_fault_day = _day_of(snap.get("reader_fault_day"), "reader_fault_day")
+            self.table.round = Round(**args)
+        self.table.reader_inspected_day = _day_of(
+            snap["reader_inspected_day"], "reader_inspected_day"
+        )
+        self.table.reader_fault_day = _day_of(snap.get("reader_fault_day"), "reader_fault_day")
         blocked = snap.get("blocked_without_round", 0)
         if not isinstance(blocked, int) or blocked < 0:
             raise SnapshotError(f"blocked_without_round: {blocked!r} is not a count")
-        self.blocked_without_round = blocked
+        self.table.blocked_without_round = blocked
         for name in _SNAPSHOT_SCALARS:
-            setattr(self, name, snap[name])
+            setattr(self.table, name, snap[name])
         watch = snap.get("shuffle_watch")
-        if self.shuffle_watch is not None and isinstance(watch, Mapping):
+        if self.table.shuffle_watch is not None and isinstance(watch, Mapping):
             try:
-                self.shuffle_watch.restore(watch)
+                self.table.shuffle_watch.restore(watch)
             except (KeyError, TypeError, ValueError) as error:
                 raise SnapshotError(f"shuffle_watch: {error}") from None
-        self._machine.set_state(state, model=self._model)
+        self.table._machine.set_state(state, model=self.table._model)

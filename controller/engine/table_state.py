@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from tablectl.controller.engine.cards import Composition
 from tablectl.controller.engine.decisions import Decision
@@ -39,7 +39,7 @@ LAYOUT_TARGET_NAMES = {BURNED: "burn", DISCARD: "discard"}
 
 #: The game API this tablectl provides (``tablectl.games``, docs/games.md): MAJOR changes when
 #: a game written for the last one could misbehave, MINOR when something is added a game may use.
-GAME_API_VERSION = "1.0"
+GAME_API_VERSION = "2.0"
 
 
 @dataclass
@@ -73,6 +73,17 @@ class Round:
     # (the old deck's; they still go to the discard rack at the collection: D2, R1)
     layout_left: int = 0
     rack_reshuffled: bool = False  # G5: the rack's reshuffle mid-round completed
+
+
+class RoundServices(Protocol):
+    """What the hooks of a game ask of the round's life (round_life.py's ``RoundLife``, which
+    the core composes); named here so that the table's state imports none of its parts."""
+
+    def _void_round(self, rule_id: str, why: str, reshuffle: bool = True) -> list[Decision]: ...
+
+    def _complete_deal(self) -> list[Decision]: ...
+
+    def deal_fulfilled(self) -> bool: ...
 
 
 class _Kept:
@@ -126,6 +137,7 @@ class TableState:
     device_faults: dict[str, str]
     next_batch: str | None
     integrity: ShuffleIntegrity
+    round_life: RoundServices
     _at: int
     _time: datetime | None
     blocked_without_round: int

@@ -896,9 +896,15 @@ def write_head_file(path: str | Path, seq: int, digest: str) -> None:
 
 
 def create_journal_file(path: Path) -> None:
-    """A new journal file, whole or not at all: the schema is built (rollback-journal mode,
-    synchronous) under a temporary name, fsynced, then renamed into place and the directory
-    fsynced. A crash leaves no file or a file with its table, never a file without it."""
+    """A new journal file, whole or not at all: the schema is built under a temporary name in
+    one transaction, the file fsynced, then renamed into place and the directory fsynced. A
+    crash leaves no file or a file with its table, never a file without it.
+
+    The build itself needs no rollback journal and no fsync of its own (`journal_mode=MEMORY`,
+    `synchronous=OFF`): nothing reads the temporary before its one fsync and its rename, and a
+    crash before them leaves a temporary the start sweeps. Built statement by statement with
+    `synchronous=FULL`, each of its eleven statements cost a rollback journal and three fsyncs:
+    135-225 ms on a loaded machine, under the event lock at every roll-over."""
     temporary = temporary_path(path, "build")
     for stale in (temporary, Path(f"{temporary}-journal")):
         stale.unlink(missing_ok=True)
@@ -907,9 +913,9 @@ def create_journal_file(path: Path) -> None:
         os.close(descriptor)
         db = sqlite3.connect(temporary, isolation_level=None)
         try:
-            db.execute("PRAGMA synchronous=FULL")
-            db.executescript(_SCHEMA)
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            db.execute("PRAGMA journal_mode=MEMORY")
+            db.execute("PRAGMA synchronous=OFF")
+            db.executescript(f"BEGIN;\n{_SCHEMA}\nPRAGMA user_version={SCHEMA_VERSION};\nCOMMIT;")
         finally:
             db.close()
         _fsync_file(temporary)

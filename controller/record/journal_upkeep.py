@@ -3,19 +3,25 @@
 `check_before_start` is what the daemon runs before replaying (docs/journal.md, "Verify at
 start"). `JournalUpkeep` ticks on the daemon's loop, under the daemon's event lock (so no event
 is half-handled when a seal or a new segment is written): it seals when an epoch has ended,
-and at the first moment between rounds on a new gaming day it closes the live segment, begins
-the next one and applies retention.
+and at the first moment between rounds on a new gaming day it closes the live segment and
+begins the next one. Retention follows off the lock, in a child process
+(`python -m tablectl.controller.record.journal_upkeep retire ...`): re-verifying and copying a
+busy day's closed segment is seconds of Python, which in a thread would hold the daemon's GIL
+in 5 ms slices while events wait for it.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import datetime
+import json
 import os
 import re
 import sqlite3
 import stat
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +45,10 @@ from tablectl.controller.record.journal import (
     read_rows,
     verify_journal,
 )
-from tablectl.controller.record.journal_verifier import check_segment_links
+from tablectl.controller.record.journal_verifier import (
+    CHILD_HIDDEN_VARIABLES,
+    check_segment_links,
+)
 from tablectl.controller.record.sealing import SealingError
 
 if TYPE_CHECKING:
@@ -588,6 +597,11 @@ class JournalUpkeep:
         #: When the last roll-over happened (this clock's), for the bench and status.
         self.rolled_at: datetime.datetime | None = None
 
+    @property
+    def retention_under_way(self) -> bool:
+        """A roll-over's retention is due or running (in its child)."""
+        return self._retention_due is not None or self._retention is not None
+
     def start(self) -> None:
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="journal:upkeep")
@@ -614,14 +628,13 @@ class JournalUpkeep:
                 if not self._step_or_fail_stop(self.clock()):
                     return
             if self._retention_due is not None:
-                # Off the event lock, in a thread: retention re-verifies and copies whole
-                # closed segments (seconds for a busy day's); it never touches the live one,
-                # so events go on meanwhile. Only the roll-over's switch of files is locked.
+                # Off the event lock, in a child process: retention re-verifies and copies
+                # whole closed segments (seconds for a busy day's); it never touches the live
+                # one, so events go on meanwhile, and being another process it never holds
+                # this one's GIL. Only the roll-over's switch of files is locked.
                 today, live_day = self._retention_due, self.segment_day
                 self._retention_due = None
-                self._retention = asyncio.ensure_future(
-                    asyncio.to_thread(self.retire, today, live_day)
-                )
+                self._retention = asyncio.ensure_future(self.retire_in_child(today, live_day))
                 try:
                     await asyncio.shield(self._retention)
                 except (JournalError, SealingError, OSError, sqlite3.Error) as error:
@@ -708,8 +721,9 @@ class JournalUpkeep:
     def retire(
         self, today: datetime.date, live_day: datetime.date | None = None
     ) -> RetentionOutcome:
-        """Retention (`apply_retention`), each segment retired or kept said in the log. Runs in
-        a thread off the event lock (`_run`): it reads and removes closed segments only."""
+        """Retention (`apply_retention`) in this process, each segment retired or kept said in
+        the log (`step` called directly: commands and tests; the daemon uses
+        `retire_in_child`)."""
         config = self.service.config
         outcome = apply_retention(
             config.journal_path,
@@ -720,9 +734,126 @@ class JournalUpkeep:
             floor_confirmed_seq=self.floor_confirmed_seq,
             archive_same_filesystem=config.archive_same_filesystem,
         )
+        return self._said(outcome)
+
+    async def retire_in_child(
+        self, today: datetime.date, live_day: datetime.date
+    ) -> RetentionOutcome:
+        """Retention in a child process (`main`), off the event lock and off this process's
+        GIL; its outcome said in the log here. A failure to read or write the record there
+        is raised as JournalError (fail-stop, as in this process); a child that says nothing
+        (a crash, a bug) is RuntimeError (logged, tried at the next roll-over)."""
+        config = self.service.config
+        command = [
+            sys.executable,
+            "-m",
+            "tablectl.controller.record.journal_upkeep",
+            "retire",
+            str(config.journal_path),
+            "--today",
+            today.isoformat(),
+            "--live-day",
+            live_day.isoformat(),
+            "--retain-days",
+            str(config.retain_days),
+        ]
+        if config.archive_dir is not None:
+            command += ["--archive", str(config.archive_dir)]
+        if config.archive_same_filesystem:
+            command.append("--archive-same-filesystem")
+        if self.floor_confirmed_seq is not None:
+            # read now: the shipper's acknowledged seq only grows, so the child's view of it
+            # can only be older (it retires less), never newer than the truth
+            command += ["--floor-confirmed-seq", str(self.floor_confirmed_seq())]
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={k: v for k, v in os.environ.items() if k not in CHILD_HIDDEN_VARIABLES},
+        )
+        self._log.info("journal_retention_started", pid=process.pid, today=today.isoformat())
+        out, err = await process.communicate()
+        answer: dict[str, Any] | None = None
+        for line in out.decode(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(line)
+                if isinstance(parsed, dict):
+                    answer = parsed
+        if answer is not None and "failed" in answer:
+            raise JournalError(str(answer["failed"]))
+        if answer is None or "retired" not in answer:
+            tail = err.decode(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(
+                f"retention's child (pid {process.pid}) exited {process.returncode} without "
+                f"an outcome: {' | '.join(tail)}"
+            )
+        outcome = RetentionOutcome(
+            [(Path(path), str(how)) for path, how in answer["retired"]],
+            [(Path(path), str(why)) for path, why in answer["kept"]],
+        )
+        return self._said(outcome)
+
+    def _said(self, outcome: RetentionOutcome) -> RetentionOutcome:
         for gone, how in outcome.retired:
             # a removal from the table PC: said at warning, with where the copy is
             self._log.warning("segment_retired", file=str(gone), copy=how)
         for kept, why in outcome.kept:
             self._log.warning("segment_retention_held", file=str(kept), reason=why)
         return outcome
+
+
+# --- retention's child process ----------------------------------------------------------------
+
+#: Retention's child runs at this niceness: below the daemon's events, yet not SCHED_IDLE (the
+#: background walk's), which a loaded machine may starve for good; a day's retention must end.
+RETENTION_NICENESS = 10
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tablectl.controller.record.journal_upkeep retire LIVE ...`: one pass of
+    `apply_retention`, its outcome one JSON line on stdout ({"retired", "kept"}, or {"failed"}
+    when the record could not be read or written: the daemon then stops dealing)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tablectl.controller.record.journal_upkeep",
+        description="one pass of the journal's retention (the daemon's child, off its lock)",
+    )
+    parser.add_argument("action", choices=["retire"])
+    parser.add_argument("live", type=Path, help="the live journal file")
+    parser.add_argument("--today", type=datetime.date.fromisoformat, required=True)
+    parser.add_argument("--live-day", type=datetime.date.fromisoformat, required=True)
+    parser.add_argument("--retain-days", type=int, required=True)
+    parser.add_argument("--archive", type=Path)
+    parser.add_argument("--archive-same-filesystem", action="store_true")
+    parser.add_argument("--floor-confirmed-seq", type=int)
+    args = parser.parse_args(argv)
+    with contextlib.suppress(OSError):
+        os.nice(RETENTION_NICENESS)
+    confirmed: int | None = args.floor_confirmed_seq
+    try:
+        outcome = apply_retention(
+            args.live,
+            args.today,
+            args.retain_days,
+            args.archive,
+            live_day=args.live_day,
+            floor_confirmed_seq=None if confirmed is None else (lambda: confirmed),
+            archive_same_filesystem=args.archive_same_filesystem,
+        )
+    except (JournalError, SealingError, OSError, sqlite3.Error) as error:
+        print(json.dumps({"failed": str(error)}), flush=True)
+        return 1
+    print(
+        json.dumps(
+            {
+                "retired": [[str(path), how] for path, how in outcome.retired],
+                "kept": [[str(path), why] for path, why in outcome.kept],
+            }
+        ),
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

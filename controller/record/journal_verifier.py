@@ -263,7 +263,15 @@ def main(argv: list[str] | None = None) -> int:
 # --- the daemon's side ------------------------------------------------------------------------
 
 DamageHandler = Callable[[dict[str, Any]], Awaitable[None]]
-_SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID")
+#: Not passed to the daemon's children (the walk, retention): they are not systemd's and must
+#: not speak on its notify socket or take its sockets.
+CHILD_HIDDEN_VARIABLES = (
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+)
 
 
 class BackgroundVerifier:
@@ -334,7 +342,7 @@ class BackgroundVerifier:
             stderr=asyncio.subprocess.DEVNULL,
             stdin=asyncio.subprocess.DEVNULL,
             # not systemd's child: it must not speak on the daemon's notify socket
-            env={k: v for k, v in os.environ.items() if k not in _SYSTEMD_VARIABLES},
+            env={k: v for k, v in os.environ.items() if k not in CHILD_HIDDEN_VARIABLES},
         )
         self._process = process
         assert process.stdout is not None
