@@ -5,13 +5,14 @@
     floor compare --dsn DSN --journal PATH [--table ID]
     floor round   --dsn DSN --table ID --round N [--json]
     floor prove   --dsn DSN --table ID --round N --output BUNDLE
-    floor report  --dsn DSN --gaming-day YYYY-MM-DD [--out DIR]
+    floor report  --dsn DSN --gaming-day YYYY-MM-DD [--out DIR] [--recompute]
     floor shuffle-check --dsn DSN [--days N (7)] [--json]
     floor backup-check --stanza NAME [--pgbackrest-config FILE] [--max-age-hours H (26)]
 
 Exit status: 0 good, 1 a finding (a broken chain, a local journal that left the floor's copy),
 2 cannot say (unreachable store, unknown table, bad arguments); `shuffle-check`: 1 a replayed
-order (Q1) found; `prove`: 1 the round cannot be proved from the floor (the reason said).
+order (Q1) found; `report --recompute`: 1 a per-round summary that differs from its rows;
+`prove`: 1 the round cannot be proved from the floor (the reason said).
 """
 
 from __future__ import annotations
@@ -158,6 +159,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="tables replayed in N worker processes at once, each with its own connection "
         "(default: the CPUs here; at most that many)",
+    )
+    report.add_argument(
+        "--recompute",
+        action="store_true",
+        help="replay every table's rows instead of reading the per-round summaries the "
+        "tables shipped, and check each summary the replay passes: one that differs from its "
+        "rows is named and the exit status is 1",
     )
     shuffle = command(
         "shuffle-check",
@@ -488,7 +496,12 @@ def _report(args: argparse.Namespace) -> int:
     conn = _connect(args)
     try:
         report = build_report(
-            conn, args.gaming_day, workers=args.workers, dsn=args.dsn, passfile=args.passfile
+            conn,
+            args.gaming_day,
+            workers=args.workers,
+            dsn=args.dsn,
+            passfile=args.passfile,
+            recompute=args.recompute,
         )
     finally:
         conn.close()
@@ -499,7 +512,14 @@ def _report(args: argparse.Namespace) -> int:
     print(f"gaming day {args.gaming_day}: {len(report.tables)} tables")
     print(f"csv:  {csv_path}")
     print(f"html: {html_path}")
-    return EXIT_OK
+    replayed = sorted(t for t, how in report.sources.items() if how != "summaries")
+    if not args.recompute and replayed:
+        print(f"replayed from rows (no summary, or rounds without one): {', '.join(replayed)}")
+    for finding in report.findings:
+        print(f"tablectl floor report: SUMMARY DIFFERS: {finding}", file=sys.stderr)
+    if args.recompute:
+        print(f"recomputed from the rows; summaries that differ: {len(report.findings)}")
+    return EXIT_FINDING if report.findings else EXIT_OK
 
 
 def _retire(args: argparse.Namespace) -> int:

@@ -812,6 +812,101 @@ _SHUFFLE_RUNS += "".join(
 )
 
 
+#: Per-round summaries (floor/summary.py): each span's counts per gaming day and its ended
+#: round's players' cards by position and rank, computed by the table's shipper and taken by
+#: add_round_summaries in the transaction that ships the rows releasing them: a table's own
+#: table only, only spans within its released rows (never anything of a round in play), each
+#: after the last one held (a restarted shipper's repeats are skipped), SUMMARIES_PER_CALL a
+#: call, SUMMARY_MAX_BYTES each. Readers may read them (released state, like ended_rounds);
+#: `floor report` aggregates them in SQL, `floor report --recompute` checks them against the
+#: rows. Append-only, as the rows.
+SUMMARIES = "round_summaries"
+SUMMARIES_PER_CALL = 1000
+SUMMARY_MAX_BYTES = 65536
+ADD_SUMMARIES = (
+    "add_round_summaries(text, bigint[], bigint[], timestamptz[], timestamptz[],"
+    " timestamptz[], jsonb[])"
+)
+_SUMMARIES = f"""
+CREATE TABLE IF NOT EXISTS {SCHEMA}.{SUMMARIES} (
+    table_id text NOT NULL,
+    from_seq bigint NOT NULL,
+    to_seq bigint NOT NULL,
+    first_at timestamptz NOT NULL,  -- recorded_at of the span's first and last rows
+    last_at timestamptz NOT NULL,
+    ended_at timestamptz,           -- of the row that ended the round (Q3's day); NULL: none
+    summary jsonb NOT NULL,
+    shipped_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (table_id, to_seq),
+    CHECK (1 <= from_seq AND from_seq <= to_seq)
+);
+CREATE INDEX IF NOT EXISTS round_summaries_by_last_at ON {SCHEMA}.{SUMMARIES} (last_at);
+DROP TRIGGER IF EXISTS append_only ON {SCHEMA}.{SUMMARIES};
+CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON {SCHEMA}.{SUMMARIES}
+    FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.refuse_change();
+DROP TRIGGER IF EXISTS append_only_truncate ON {SCHEMA}.{SUMMARIES};
+CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON {SCHEMA}.{SUMMARIES}
+    FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.refuse_change();
+REVOKE ALL ON {SCHEMA}.{SUMMARIES} FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION {SCHEMA}.add_round_summaries(
+        tid text, from_seqs bigint[], to_seqs bigint[], first_ats timestamptz[],
+        last_ats timestamptz[], ended_ats timestamptz[], bodies jsonb[])
+    RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    own text;
+    released bigint;
+    stored bigint;
+    handled bigint := 0;
+    n integer := coalesce(array_length(to_seqs, 1), 0);
+BEGIN
+    SELECT table_id INTO own FROM {SCHEMA}.tables WHERE writer_role = session_user;
+    IF session_user::text LIKE 'tablectl\\_table\\_%' AND own IS DISTINCT FROM tid THEN
+        RAISE EXCEPTION 'a table''s role ships its own table''s summaries only'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF n > {SUMMARIES_PER_CALL} THEN
+        RAISE EXCEPTION 'at most {SUMMARIES_PER_CALL} summaries a call, not %', n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF coalesce(array_length(from_seqs, 1), 0) <> n OR coalesce(array_length(first_ats, 1), 0) <> n
+       OR coalesce(array_length(last_ats, 1), 0) <> n
+       OR coalesce(array_length(ended_ats, 1), 0) <> n
+       OR coalesce(array_length(bodies, 1), 0) <> n THEN
+        RAISE EXCEPTION 'summaries: arrays of different lengths'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT released_seq INTO released FROM {SCHEMA}.tables WHERE table_id = tid;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    SELECT coalesce(max(to_seq), 0) INTO stored FROM {SCHEMA}.{SUMMARIES} WHERE table_id = tid;
+    FOR i IN 1 .. n LOOP
+        -- never anything of a round in play: only spans the release mark has passed
+        EXIT WHEN to_seqs[i] > released;
+        handled := greatest(handled, to_seqs[i]);
+        CONTINUE WHEN from_seqs[i] <= stored;  -- held already: a restarted shipper's repeat
+        IF octet_length(bodies[i]::text) > {SUMMARY_MAX_BYTES} THEN
+            RAISE EXCEPTION 'a summary of more than {SUMMARY_MAX_BYTES} bytes (rows % to %)',
+                from_seqs[i], to_seqs[i] USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        INSERT INTO {SCHEMA}.{SUMMARIES}
+                (table_id, from_seq, to_seq, first_at, last_at, ended_at, summary)
+            VALUES (tid, from_seqs[i], to_seqs[i], first_ats[i], last_ats[i], ended_ats[i],
+                    bodies[i]);
+        stored := to_seqs[i];
+    END LOOP;
+    RETURN handled;
+END
+$$;
+REVOKE ALL ON FUNCTION {SCHEMA}.{ADD_SUMMARIES} FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION {SCHEMA}.{ADD_SUMMARIES} TO {WRITER_GROUP};
+GRANT SELECT ON {SCHEMA}.{SUMMARIES} TO {READER_GROUP}, {AUDITOR_GROUP};
+"""
+
+
 # Roles are cluster-wide: created when missing (a second database on the server reuses them).
 _ROLES = f"""
 DO $$ BEGIN
@@ -830,11 +925,13 @@ END $$;
 _GRANTS = f"""
 GRANT USAGE ON SCHEMA {SCHEMA} TO {WRITER_GROUP}, {READER_GROUP}, {AUDITOR_GROUP};
 -- writers: INSERT (by COPY) of their own table's rows, and of floor.tables their own row's
--- head (to resume after an outage); nothing of the rows table. A floor made by an earlier
+-- head (to resume after an outage) and table row (its game: the summaries' engine after a
+-- restart, when the local row 1 is retired); nothing of the rows table. A floor made by an earlier
 -- tablectl granted writers and readers SELECT on it: taken back here.
 REVOKE ALL ON {SCHEMA}.journal_rows FROM {WRITER_GROUP}, {READER_GROUP}, {AUDITOR_GROUP};
 GRANT INSERT ON {SCHEMA}.journal_rows TO {WRITER_GROUP};
-GRANT SELECT (table_id, writer_role, head_seq, head_hash) ON {SCHEMA}.tables TO {WRITER_GROUP};
+GRANT SELECT (table_id, writer_role, head_seq, head_hash, table_row) ON {SCHEMA}.tables
+    TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.ensure_partitions_ahead(integer) TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.durable_elsewhere(text) TO {WRITER_GROUP}, {AUDITOR_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.record_verified(text, bigint, text) TO {AUDITOR_GROUP};
@@ -979,6 +1076,7 @@ def create_schema(conn: Any) -> bool:
         conn.execute(_DDL)
         conn.execute(_GRANTS)
         conn.execute(_SHUFFLE_RUNS)
+        conn.execute(_SUMMARIES)
         conn.execute(f"SELECT {SCHEMA}.ensure_partitions_ahead(%s)", (DAYS_AHEAD,))
     return hide_statistics(conn)
 

@@ -32,6 +32,7 @@ from tablectl.controller.common.config import FloorConfig
 from tablectl.controller.common.logs import get_logger
 from tablectl.controller.floor.local import LocalJournal, Row
 from tablectl.controller.floor.schema import (
+    ADD_SUMMARIES,
     CHAIN_COLUMNS,
     DAYS_AHEAD,
     OWN_TABLE_CHECK,
@@ -40,7 +41,10 @@ from tablectl.controller.floor.schema import (
     SQLSTATE_CHAIN,
     SQLSTATE_DIVERGED,
     STATEMENT_TIMEOUT_MS,
+    SUMMARIES_PER_CALL,
 )
+from tablectl.controller.floor.summary import PENDING_MAX, RoundSummary, ShipperSummaries
+from tablectl.controller.record.journal import parse_row
 from tablectl.controller.record.witnessed import WITNESSED_SUFFIX, witnessed_dir
 
 #: seconds between attempts after a failure: doubling from RETRY_MIN up to RETRY_MAX
@@ -205,6 +209,19 @@ def floor_time(recorded_at: str) -> tuple[datetime.datetime, str | None]:
     return moment, (None if standard == recorded_at else recorded_at)
 
 
+def _raw(row: LocalRow) -> tuple[Any, ...]:
+    values = row.values
+    return (
+        row.seq,
+        values["kind"],
+        values["round"],
+        values["recorded_at"],
+        values["body"],
+        values["prev_hash"],
+        values["hash"],
+    )
+
+
 class FloorDiverged(RuntimeError):
     """The floor holds rows the local journal does not hold the same: shipping stops."""
 
@@ -292,6 +309,7 @@ class FloorShipper:
         statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
         connect_timeout: int = CONNECT_TIMEOUT,
         stuck_seconds: float = STUCK_SECONDS,
+        summaries: bool = True,
     ) -> None:
         self.table_id = table_id
         self.journal_path = Path(journal_path)
@@ -342,6 +360,13 @@ class FloorShipper:
         self._gauge_journal: LocalJournal | None = None
         self._ack_hint = self.journal_path.with_name(self.journal_path.name + ACK_HINT_SUFFIX)
         self.acknowledged_seq = self._read_ack_hint()
+        #: per-round summaries (floor/summary.py) computed as the rows ship; False ships rows
+        #: only (as a table of an earlier tablectl: the report replays its rounds)
+        self.summaries = summaries
+        self._summarizer: ShipperSummaries | None = None
+        self._pending: list[RoundSummary] = []
+        self._summary_failure_told: str | None = None
+        self.summaries_shipped = 0
         #: cosigned checkpoints read from beside the journal, not yet on the floor: by note,
         #: its tree size (shipped once the floor's release mark passes it: `floor prove`)
         self._cosigned = CosignedFeed(self.journal_path)
@@ -507,6 +532,7 @@ class FloorShipper:
                         continue
                     self._note_waiting(batch[0])
                     self._set_state("shipping")
+                    self._summarize(batch)
                     self._insert(conn, batch)
                     with self._lock:
                         self.acknowledged_seq = batch[-1].seq
@@ -607,9 +633,83 @@ class FloorShipper:
         with self._lock:
             self.acknowledged_seq = head_seq
             self.head_known = True
+        self._begin_summaries(conn, head_seq)
         self._divergence_told = False
         self._write_ack_hint(head_seq)
         self._log.info("floor_connected", acknowledged_seq=head_seq)
+
+    def _begin_summaries(self, conn: Any, head_seq: int) -> None:
+        """At every connection: summaries begin again from the floor's head (at row 1, or at
+        the next checkpoint row shipped; the table row read back from the floor). A
+        floor made before summaries (no add_round_summaries) gets rows only."""
+        self._summarizer, self._pending = None, []
+        if not self.summaries:
+            return
+        found = conn.execute(
+            "SELECT to_regprocedure(%s) IS NOT NULL", (f"{SCHEMA}.{ADD_SUMMARIES}",)
+        ).fetchone()
+        conn.commit()
+        if not found or not found[0]:
+            self._log.warning(
+                "floor_summaries_unavailable",
+                reason="the floor has no add_round_summaries() (run tablectl floor init"
+                " again): the day's report replays this table's rounds",
+            )
+            return
+        summarizer = ShipperSummaries()
+        if head_seq:  # its own row only (a policy): the table row the floor took from row 1
+            row = conn.execute(
+                f"SELECT table_row FROM {SCHEMA}.tables WHERE table_id = %s", (self.table_id,)
+            ).fetchone()
+            conn.commit()
+            if row and row[0]:
+                summarizer.set_table_row(json.loads(row[0]))
+        self._summarizer = summarizer
+
+    def _summarize(self, batch: list[LocalRow]) -> None:
+        """Feed the batch to the summaries (before its transaction: the CPU is the table's)."""
+        summarizer = self._summarizer
+        if summarizer is None:
+            return
+        pending = self._pending
+        for row in batch:
+            closed = summarizer.feed(parse_row(_raw(row)), floor_time(row.recorded_at)[0])
+            if closed is not None:
+                pending.append(closed)
+        if summarizer.failure and summarizer.failure != self._summary_failure_told:
+            self._summary_failure_told = summarizer.failure
+            self._log.warning(
+                "floor_summaries_stopped",
+                reason=f"the engine could not follow the rows ({summarizer.failure}): no"
+                " summaries until the next checkpoint row; the day's report replays those",
+            )
+        if len(pending) > PENDING_MAX:
+            del pending[: len(pending) - PENDING_MAX]
+
+    def _ship_summaries(self, conn: Any) -> None:
+        """In the batch's transaction, after its COPY: the summaries whose rows the floor now
+        releases (it keeps the others out: they wait here for the next batch)."""
+        pending = self._pending
+        if not pending:
+            return
+        offered = pending[:SUMMARIES_PER_CALL]
+        handled = conn.execute(
+            f"SELECT {SCHEMA}.add_round_summaries(%s, %s, %s, %s, %s, %s, %s::jsonb[])",
+            (
+                self.table_id,
+                [s.from_seq for s in offered],
+                [s.to_seq for s in offered],
+                [s.first_at for s in offered],
+                [s.last_at for s in offered],
+                [s.ended_at for s in offered],
+                [s.text() for s in offered],
+            ),
+        ).fetchone()
+        upto = int(handled[0]) if handled and handled[0] is not None else 0
+        taken = sum(1 for s in offered if s.to_seq <= upto)
+        if taken:
+            del pending[:taken]
+            self.summaries_shipped += taken
 
     def _idle(self, conn: Any) -> bool:
         """Caught up: wait for the journal's next commit (True) or IDLE_WAKE_SECONDS (False).
@@ -734,35 +834,37 @@ class FloorShipper:
         chain_only = all(len(row.values) == len(CHAIN_COLUMNS) for row in batch)
         self._in_flight = (conn, time.monotonic())
         try:
-            with (
-                conn.transaction(),
-                conn.cursor() as cursor,
-                cursor.copy(_COPY_CHAIN_ONLY if chain_only else _COPY) as copy,
-            ):
-                copy.set_types(_CHAIN_ONLY_TYPES if chain_only else _COPY_TYPES)
-                write_row = copy.write_row
-                for row in batch:
-                    values = row.values
-                    moment, text = floor_time(values["recorded_at"])
-                    fields: tuple[Any, ...] = (
-                        table_id,
-                        row.seq,
-                        values["kind"],
-                        values["round"],
-                        moment,
-                        text,
-                        values["body"],
-                        values["prev_hash"],
-                        values["hash"],
-                    )
-                    if not chain_only:
-                        extra = {
-                            k: _json_value(v)
-                            for k, v in zip(values.keys(), values, strict=True)
-                            if k not in CHAIN_COLUMNS
-                        }
-                        fields = (*fields, extra)
-                    write_row(fields)
+            with conn.transaction():
+                with (
+                    conn.cursor() as cursor,
+                    cursor.copy(_COPY_CHAIN_ONLY if chain_only else _COPY) as copy,
+                ):
+                    copy.set_types(_CHAIN_ONLY_TYPES if chain_only else _COPY_TYPES)
+                    write_row = copy.write_row
+                    for row in batch:
+                        values = row.values
+                        moment, text = floor_time(values["recorded_at"])
+                        fields: tuple[Any, ...] = (
+                            table_id,
+                            row.seq,
+                            values["kind"],
+                            values["round"],
+                            moment,
+                            text,
+                            values["body"],
+                            values["prev_hash"],
+                            values["hash"],
+                        )
+                        if not chain_only:
+                            extra = {
+                                k: _json_value(v)
+                                for k, v in zip(values.keys(), values, strict=True)
+                                if k not in CHAIN_COLUMNS
+                            }
+                            fields = (*fields, extra)
+                        write_row(fields)
+                if self._pending:  # after the COPY: its rows' release is what they need
+                    self._ship_summaries(conn)
         finally:
             self._in_flight = None
 

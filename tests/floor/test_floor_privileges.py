@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import subprocess
 import sys
@@ -23,6 +24,9 @@ from tablectl.controller.floor.schema import (
     RELEASED_ROWS,
     SCHEMA,
     SHIP_CHECKPOINT,
+    SUMMARIES,
+    SUMMARIES_PER_CALL,
+    SUMMARY_MAX_BYTES,
     WRITER_GROUP,
     writer_role,
 )
@@ -390,6 +394,41 @@ def test_every_function_a_writer_may_call_is_bounded_and_touches_no_other_table(
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="its own table only"):
             conn.execute(f"SELECT {SCHEMA}.durable_elsewhere(%s)", (other,))
         assert conn.execute(f"SELECT {SCHEMA}.durable_elsewhere(%s)", (mine,)).fetchone() == (0,)
+        # add_round_summaries: its own table only, within its released rows, bounded a call
+        probed.add(
+            f"{SCHEMA}.add_round_summaries(text,bigint[],bigint[],timestamp with time zone[],"
+            "timestamp with time zone[],timestamp with time zone[],jsonb[])"
+        )
+        add = f"SELECT {SCHEMA}.add_round_summaries(%s, %s, %s, %s, %s, %s, %s::jsonb[])"
+        now = datetime.datetime.now(datetime.UTC)
+
+        def summaries(table: str, spans: list[tuple[int, int]], body: str = "{}") -> Any:
+            n = len(spans)
+            return (
+                table, [a for a, _ in spans], [b for _, b in spans], [now] * n, [now] * n,
+                [now] * n, [body] * n,
+            )  # fmt: skip
+
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="its own table"):
+            conn.execute(add, summaries(other, [(1, 1)]))
+        # no round ended (nothing released): nothing is taken, its own table's included
+        assert conn.execute(add, summaries(mine, [(1, 1)])).fetchone() == (0,)
+        with floor_db.admin() as admin:  # as if row 1 ended a round: released up to it
+            admin.execute(
+                f"UPDATE {SCHEMA}.tables SET released_seq = 1 WHERE table_id = %s", (mine,)
+            )
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="bytes"):
+            big = '{"x": "' + "a" * SUMMARY_MAX_BYTES + '"}'
+            conn.execute(add, summaries(mine, [(1, 1)], big))
+        # within the released rows only: a span past the mark (a round in play) is not taken
+        assert conn.execute(add, summaries(mine, [(1, 1), (2, 5)])).fetchone() == (1,)
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="at most"):
+            conn.execute(add, summaries(mine, [(1, 1)] * (SUMMARIES_PER_CALL + 1)))
+        with floor_db.admin() as admin:
+            held = admin.execute(
+                f"SELECT table_id, from_seq, to_seq FROM {SCHEMA}.{SUMMARIES} ORDER BY 1, 3"
+            ).fetchall()
+        assert held == [(mine, 1, 1)]
         # ship_checkpoint: its own table only; a bounded, well-formed note; never a tree past
         # the release mark (a round in play); at most MAX_NOTES_PER_SIZE notes of one tree
         probed.add(f"{SCHEMA}.{SHIP_CHECKPOINT}(text,text)")
