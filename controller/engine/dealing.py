@@ -67,7 +67,7 @@ class Dealing:
             if not self.table.round.started:
                 self._discard_unusable(card)
                 return decisions
-        blocked = self.table._mid_round_block()
+        blocked = self.table.deal_rules.mid_round_block()
         if blocked is not None:
             # a game's rule that stops the round's later cards too (C4 after a mid-round
             # reshuffle that jammed): the card is not dealt, nor taken for the burn card
@@ -105,7 +105,7 @@ class Dealing:
             return self._burn(card)
         if face_up:
             return self._face_up_card(card)
-        if not self.table._early_card_is_violation():
+        if not self.table.deal_rules.early_card_is_violation():
             self._discard_unusable(card)
             return []
         self._discard_unusable(card)
@@ -157,15 +157,15 @@ class Dealing:
         assert rnd is not None
         deck = self.table._deck()
         decisions: list[Decision] = []
-        target = self.table._next_target(rnd)
-        burned = self.table._burned_instead(target, card)
+        target = self.table.deal_rules.next_target(rnd)
+        burned = self.table.deal_rules.burned_instead(target, card)
         if burned is not None:
             return burned
         deck.ledger.move(card, SHOE, target)
         rnd.cards_tracked += 1
         rnd.tally[target] = rnd.tally.get(target, 0) + 1
-        self.table._record(card, target, self.table._dealt_face_up(target, rnd))
-        decisions += self.table._card_dealt(target, card)
+        self.table._record(card, target, self.table.deal_rules.dealt_face_up(target, rnd))
+        decisions += self.table.deal_rules.card_dealt(target, card)
         return decisions
 
     def _on_stack_dispensed(self, ev: dict[str, Any]) -> list[Decision]:
@@ -224,7 +224,7 @@ class Dealing:
         rnd.tally[target] = rnd.tally.get(target, 0) + len(cards)
         if len(cards) != size and target != UNASSIGNED:
             rnd.flagged.add(target)
-            decisions += self.table._misdeal(target, len(cards))
+            decisions += self.table.deal_rules.misdeal(target, len(cards))
         return decisions
 
     def _foreign_card(
