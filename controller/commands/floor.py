@@ -4,13 +4,15 @@
     floor verify  --dsn DSN [--table ID]
     floor compare --dsn DSN --journal PATH [--table ID]
     floor round   --dsn DSN --table ID --round N [--json]
-    floor report  --dsn DSN --gaming-day YYYY-MM-DD [--out DIR]
+    floor prove   --dsn DSN --table ID --round N --output BUNDLE
+    floor report  --dsn DSN --gaming-day YYYY-MM-DD [--out DIR] [--recompute]
     floor shuffle-check --dsn DSN [--days N (7)] [--json]
     floor backup-check --stanza NAME [--pgbackrest-config FILE] [--max-age-hours H (26)]
 
 Exit status: 0 good, 1 a finding (a broken chain, a local journal that left the floor's copy),
 2 cannot say (unreachable store, unknown table, bad arguments); `shuffle-check`: 1 a replayed
-order (Q1) found.
+order (Q1) found; `report --recompute`: 1 a per-round summary that differs from its rows;
+`prove`: 1 the round cannot be proved from the floor (the reason said).
 """
 
 from __future__ import annotations
@@ -105,6 +107,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rnd.add_argument("--table", required=True, metavar="ID")
     rnd.add_argument("--round", required=True, type=int, metavar="N")
     rnd.add_argument("--json", action="store_true", help="cards and decisions as JSON")
+    prove = command(
+        "prove",
+        "a round's proof from the floor: its rows, their inclusion proofs and a cosigned "
+        "checkpoint, for `tablectl proof verify` (ended rounds only; any floor reader)",
+    )
+    prove.add_argument("--table", required=True, metavar="ID")
+    prove.add_argument("--round", required=True, type=int, metavar="N")
+    prove.add_argument(
+        "--output", "-o", required=True, type=Path, metavar="BUNDLE", help="the bundle (JSON)"
+    )
     retire = command(
         "retire",
         "archive a verified gaming day's partition (a proved COPY and its hashes), then drop it",
@@ -147,6 +159,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="tables replayed in N worker processes at once, each with its own connection "
         "(default: the CPUs here; at most that many)",
+    )
+    report.add_argument(
+        "--recompute",
+        action="store_true",
+        help="replay every table's rows instead of reading the per-round summaries the "
+        "tables shipped, and check each summary the replay passes: one that differs from its "
+        "rows is named and the exit status is 1",
     )
     shuffle = command(
         "shuffle-check",
@@ -234,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
             "verify": _verify,
             "compare": _compare,
             "round": _round,
+            "prove": _prove,
             "report": _report,
             "retire": _retire,
             "maintain": _maintain,
@@ -426,6 +446,41 @@ def _round(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _prove(args: argparse.Namespace) -> int:
+    import psycopg
+
+    from tablectl.controller.floor.proof import prove_round_on_floor
+    from tablectl.controller.record.durable import write_private_file
+    from tablectl.controller.record.round_proof import ProofError
+
+    conn = _connect(args)
+    try:
+        bundle = prove_round_on_floor(conn, args.table, args.round)
+    except ProofError as error:
+        print(f"tablectl floor prove: {error}", file=sys.stderr)
+        return EXIT_FINDING
+    except psycopg.errors.InsufficientPrivilege as error:
+        print(
+            f"tablectl floor prove: this login may not read the floor's released state "
+            f"({str(error).strip()}): floor prove is a reader's, the auditor's or the DBA's",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    except psycopg.Error as error:
+        print(f"tablectl floor prove: the floor store: {str(error).strip()}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        conn.close()
+    write_private_file(args.output, json.dumps(bundle, indent=1) + "\n")
+    held = bundle["held_back"]
+    print(
+        f"{args.output}: table {args.table}, round {args.round}: {len(bundle['rows'])} rows "
+        f"from the floor under the cosigned checkpoint of {bundle['origin']}"
+        + (f" ({held} later rows of the round wait for the next collection)" if held else "")
+    )
+    return EXIT_OK
+
+
 def _through_round(rows: Iterable[JournalRow], round_number: int) -> Iterator[JournalRow]:
     """The rows up to the end of the round, and the one row after (it holds the round that
     followed the round's last event): a round early in a long history reads little."""
@@ -441,7 +496,12 @@ def _report(args: argparse.Namespace) -> int:
     conn = _connect(args)
     try:
         report = build_report(
-            conn, args.gaming_day, workers=args.workers, dsn=args.dsn, passfile=args.passfile
+            conn,
+            args.gaming_day,
+            workers=args.workers,
+            dsn=args.dsn,
+            passfile=args.passfile,
+            recompute=args.recompute,
         )
     finally:
         conn.close()
@@ -452,7 +512,14 @@ def _report(args: argparse.Namespace) -> int:
     print(f"gaming day {args.gaming_day}: {len(report.tables)} tables")
     print(f"csv:  {csv_path}")
     print(f"html: {html_path}")
-    return EXIT_OK
+    replayed = sorted(t for t, how in report.sources.items() if how != "summaries")
+    if not args.recompute and replayed:
+        print(f"replayed from rows (no summary, or rounds without one): {', '.join(replayed)}")
+    for finding in report.findings:
+        print(f"tablectl floor report: SUMMARY DIFFERS: {finding}", file=sys.stderr)
+    if args.recompute:
+        print(f"recomputed from the rows; summaries that differ: {len(report.findings)}")
+    return EXIT_FINDING if report.findings else EXIT_OK
 
 
 def _retire(args: argparse.Namespace) -> int:

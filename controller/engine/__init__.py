@@ -10,7 +10,8 @@ per deck), ``rack`` (the discard rack), ``reader`` (the hole-card reader), ``int
 imports the core). The round's life is in parts of their own, objects the core holds and
 routes events to: ``round_life`` (open, deal, play, collect, void), ``dealing``,
 ``stub_count``, ``shuffles``, ``devices`` and ``snapshot``; the Engine itself is
-``table_state`` (state, helpers), ``hooks`` (what a game sets and overrides) and ``gates``
+``table_state`` (state, helpers), ``hooks`` (what a game sets, and the families' rules a game
+subclasses: deal, stub, decks, rack, reader) and ``gates``
 (the chart's rule conditions, by rule ID).
 
 What it may import: the standard library and `transitions`, nothing else of tablectl. No

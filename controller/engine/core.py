@@ -10,7 +10,8 @@ snapshot.py), on one ``transitions`` machine (machine.py) whose rule conditions 
 The Engine itself is the table's state (table_state.py), what a game sets and overrides
 (hooks.py) and the chart's conditions (gates.py); its parts reach them through it. This module
 names no game: each game's rules are a subclass in controller/engine/games/ setting the
-attributes and overriding the hooks of hooks.py. Every rule is enforced in exactly one method,
+attributes of hooks.py and supplying its rules of each family there (``Deal``, ``Stub``,
+``Decks``, ``Rack``, ``Reader``). Every rule is enforced in exactly one method,
 marked with its ID; the rules that gate a step are conditions on the chart; every decision's
 citation comes from the rule catalogue (controller/engine/rules.py, docs/rules.md).
 """
@@ -91,7 +92,7 @@ class Engine(DealGates):
     to the part whose rules it concerns (``_on_<type>``; a game's own handler first). It
     never names a game: each game is a subclass in controller/engine/games/ (one module per
     game, like python-chess's variants) that sets the class attributes of hooks.py and
-    overrides the hooks it needs;
+    supplies its rules of each family where they differ;
     ``Engine(spec)`` builds the subclass the spec's game names (controller/engine/registry.py).
     """
 
@@ -127,6 +128,7 @@ class Engine(DealGates):
         self.method = spec.options.dealing
         self.composition = spec.composition()
         self._random_source = random_source
+        self._build_rules()  # the game's rules of each family (hooks.py)
         self._definition = self.chart()
         self._model = RoundModel()
         self._machine = build(self._definition, self._model, self)
@@ -162,7 +164,7 @@ class Engine(DealGates):
         self.integrity = ShuffleIntegrity(
             self,
             ShuffleWatch(self.composition.copies)
-            if self.interp.shuffle_integrity and self._shoe_shuffled_whole()
+            if self.interp.shuffle_integrity and self.deck_rules.shuffled_whole()
             else None,
         )
         self._at = 0
@@ -217,7 +219,7 @@ class Engine(DealGates):
                 for name, deck in self.decks.items()
             },
             "pending_supervisor_notifications": list(self.pending_notifications),
-            "reader": self._reader_state(),
+            "reader": self.reader_rules.state(),
             "device_faults": dict(self.device_faults),
         }
 

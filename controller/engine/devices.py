@@ -56,13 +56,13 @@ class Devices:
         fault: str = ev["fault"]
         self.table.device_faults["shoe"] = fault
         if fault == "empty" and self.table._in_round():
-            ran_out = self.table._shoe_ran_out()
+            ran_out = self.table.deck_rules.ran_out()
             if ran_out is not None:
                 return ran_out
         if self.table.method != "automated_shoe":
             if fault == UNDECODABLE_FRAME:
                 return self._card_unread()
-            return self.table._manual_shoe_fault(fault) if fault != "empty" else []
+            return self.table.deck_rules.manual_shoe_fault(fault) if fault != "empty" else []
         return self._ads_failed(f"the automated dealing shoe reported {fault}")
 
     def _card_unread(self) -> list[Decision]:
@@ -110,7 +110,7 @@ class Devices:
         kind = device_kind(ev)
         self.table.device_faults[ev["device"]] = "lost"
         if kind == "hole_card_reader":
-            return self.table._reader_down("the hole-card reader stopped answering")
+            return self.table.reader_rules.down("the hole-card reader stopped answering")
         if kind == "shuffler" and any(d.shuffling for d in self.table.decks.values()):
             return self.shuffles._shuffler_failed("the shuffler stopped answering mid-shuffle")
         if kind == "shoe" and self.table._in_round():

@@ -15,6 +15,12 @@ from tablectl.controller.engine.interpretations import Interpretations
 from tablectl.controller.engine.table import TableOptions
 
 
+class RackLevelRules(Protocol):
+    """A game's own rules on the discard rack's level (hooks.py's ``RackRules``)."""
+
+    def level(self, level: int) -> list[Decision]: ...
+
+
 class Table(Protocol):
     """The table's services a family uses."""
 
@@ -28,4 +34,5 @@ class Table(Protocol):
 
     def _in_round(self) -> bool: ...
 
-    def _rack_rules(self, level: int) -> list[Decision]: ...
+    @property
+    def rack_rules(self) -> RackLevelRules: ...

@@ -48,7 +48,7 @@ class DealGates(GameHooks):
 
     def D1_D3_shuffled_since_the_last_round(self) -> bool:
         """D3: shuffled after every round; D1: with two decks, the other deck, shuffled."""
-        if not self._shuffles_every_round():
+        if not self.deck_rules.shuffles_every_round():
             return True
         deck = self._deck()
         if self.options.dual_deck:
@@ -97,7 +97,7 @@ class DealGates(GameHooks):
         rnd = self.round
         if rnd is None or not rnd.started or (deck is not None and deck != rnd.deck):
             return True
-        return self._in_round() and self._rack_reshuffled_mid_round()
+        return self._in_round() and self.deck_rules.rack_reshuffled_mid_round()
 
     # ------------------------------------------------------------------ what the gates decide
 
@@ -171,4 +171,4 @@ class DealGates(GameHooks):
         allows it (``_count_exempts``)."""
         if self.options.shuffler != "counting" or self.asd_removed:
             return False
-        return self._count_exempts()
+        return self.stub_rules.count_exempts()

@@ -1,14 +1,24 @@
-"""What a game changes: the class attributes it sets and the hooks it overrides.
+"""What a game changes: the class attributes it sets, and its rules for each of the engine's
+rule families (game API 2).
 
 A game is a subclass of the Engine in controller/engine/games/ (one module per game, like
-python-chess's variants over its core); the parts of the engine call these hooks where a
-game's rules differ, and refuse the events of another game's steps here.
+python-chess's variants over its core). Where a game's rules differ, it supplies them for
+the family they concern as a subclass of that family's rules: :class:`DealRules` (the deal
+and play), :class:`StubRules` (the stub count), :class:`DeckRules` (the decks and shuffles),
+:class:`RackRules` (the discard rack), :class:`ReaderRules` (the hole-card reader), named by
+the class attributes ``Deal``, ``Stub``, ``Decks``, ``Rack``, ``Reader``; each object reaches
+the game's table as ``self.game``. The engine's parts ask the family (``deal_rules.plan``).
+
+A game written for game API 1 overrode the same hooks as methods of the one class
+(``_plan``, ``_misdeal``, ...): such a class still works for one release (its hooks are
+wrapped into the families, :func:`_adapt_legacy_hooks`) with a DeprecationWarning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Generic, TypeVar
 
 from tablectl.controller.engine.cards import Composition, standard_deck
 from tablectl.controller.engine.decisions import Decision
@@ -20,6 +30,179 @@ from tablectl.controller.engine.machine import (
 from tablectl.controller.engine.rules import Citation, Rule
 from tablectl.controller.engine.table import GameOption, GameProfile, TableOptions
 from tablectl.controller.engine.table_state import GAME_API_VERSION, UNASSIGNED, Round, TableState
+
+G = TypeVar("G", bound="GameHooks")
+
+
+class Rules(Generic[G]):
+    """One rule family's rules for one game; ``self.game`` is the game's table (the Engine)."""
+
+    def __init__(self, game: G) -> None:
+        self.game = game
+
+
+class DealRules(Rules[G]):
+    """The deal and the round's play (round_life.py, dealing.py): the deal order, each card,
+    a wrong count, a remedy left undone, a restart. The defaults: one card at a time to each
+    wagered position, then the dealer; any wrong count voids every hand."""
+
+    def plan(self, rnd: Round) -> None:
+        """The deal order of the game's "order of play": by default one card at a time to
+        each wagered position and then the dealer, round after round (a game overrides)."""
+        players = [str(p) for p in rnd.positions]
+        rnd.order = [*players, DEALER] * self.game.profile.cards_per_hand
+        rnd.expected = dict.fromkeys(players, self.game.profile.cards_per_hand)
+        rnd.expected[DEALER] = self.game.profile.dealer_cards
+        rnd.planned_cards = sum(rnd.expected.values()) + self.game.profile.community_cards
+
+    def bets_closed(self, rnd: Round) -> list[Decision]:
+        """After "no more bets": plan the deal (a game may first choose a start, A1)."""
+        self.plan(rnd)
+        return []
+
+    def early_card_is_violation(self) -> bool:
+        """C9: a card drawn before "no more bets" (not an expected burn) is a violation."""
+        return True
+
+    def next_target(self, rnd: Round) -> str:
+        """Where the next card of the deal goes (a game may first deal elsewhere, e.g. G6)."""
+        # C3: a card drawn in error without its face exposed is simply the next card of
+        # the deal order; nothing here (or anywhere) takes it for a misdeal.
+        if rnd.extra_dealer_cards:
+            rnd.extra_dealer_cards -= 1  # M2
+            return DEALER
+        if rnd.order:
+            return rnd.order.pop(0)
+        return UNASSIGNED
+
+    def burned_instead(self, target: str, card: str) -> list[Decision] | None:
+        """A card the rules burn instead of dealing it to ``target`` (e.g. G6), or None."""
+        return None
+
+    def card_dealt(self, target: str, card: str) -> list[Decision]:
+        """After a card reached ``target``: what the game's rules make of it."""
+        return []
+
+    def dealt_face_up(self, target: str, rnd: Round) -> bool:
+        """Whether a card dealt to ``target`` lies face up (H7: face-down cards stay hidden)."""
+        return False
+
+    def mid_round_block(self) -> str | None:
+        """A game's rule that blocks a later card of a round already dealing (C4 after a
+        mid-round reshuffle of its own jammed), or None."""
+        return None
+
+    def uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
+        """A card-by-card deal whose count is wrong, no device saying whose hand: the
+        decision where it does not depend on whose hand (or asks the dealer), else None
+        (each wrong hand is then judged by ``misdeal`` from the deal order)."""
+        return None
+
+    def misdeal(self, target: str, count: int) -> list[Decision]:
+        """One hand (or the community) holds ``count`` cards, not what the deal expects.
+
+        By default any wrong count voids every hand under the game's ``misdeal_rule``;
+        a game whose rule looks at whose hand it is overrides this.
+        """
+        rnd = self.game.round
+        assert rnd is not None
+        if rnd.void_rule is not None:
+            return []
+        what = "the community" if target == COMMUNITY else f"hand {target}"
+        return self.game._void_round(
+            self.game.misdeal_rule,
+            f"{what} was dealt {count} cards",
+            reshuffle=self.game.misdeal_reshuffles,
+        )
+
+    def unfinished_remedy(self) -> list[Decision]:
+        """At the collection of a round played out: a remedy the rules asked for and never
+        got (a game's own rule), as decisions that end the round void; none by default."""
+        return []
+
+    def resumes_after_restart(self) -> bool:
+        """X1: whether a round in play resumes after a restart (cards dealt face up)."""
+        return False
+
+
+class StubRules(Rules[G]):
+    """The stub count (stub_count.py, S1-S4): the stub a game's own rule expects, whether a
+    wrong count keeps the deck, and whether a counting shuffler exempts the game (S2)."""
+
+    def expected(self, set_aside: int) -> int | None:
+        """The stub the game's own rule expects in a round (S4), or None (the ledger's)."""
+        return None
+
+    def misdeal_keeps_the_deck(self, misdealt: bool, adds_up: bool) -> bool:
+        """S3 (40.7(f)2, 39.7(f)2): a wrong stub count voids the hands and keeps the deck
+        only when the cards were misdealt "but 52 cards remain" (count + hands + board +
+        set aside make the deck); otherwise the deck is removed."""
+        return misdealt and adds_up
+
+    def count_exempts(self) -> bool:
+        """S2: whether a counting shuffler exempts this game (and method) from S1."""
+        return False
+
+
+class DeckRules(Rules[G]):
+    """The decks and their shuffles (shuffles.py, deck.py): whether every round is shuffled,
+    a shoe's next batch in the shuffler, a new shoe or dealer, a shoe run out or jammed."""
+
+    def shuffles_every_round(self) -> bool:
+        """D3: whether this table shuffles after every round (a game may make it optional)."""
+        return self.game.shuffles_every_round
+
+    def shuffled_whole(self) -> bool:
+        """Q1, Q2 compare a whole shuffle with the deal before it: a game whose shoe is never
+        shuffled whole (a partial reshuffle into the shoe) says no, and is not watched."""
+        return True
+
+    def rack_reshuffled_mid_round(self) -> bool:
+        """G5: a shuffle completed mid-round puts the discard rack back in the shoe."""
+        return False
+
+    def holds_next_batch(self) -> bool:
+        """Whether a shuffle now is of the shuffler's next batch, not of the cards dealt."""
+        return False
+
+    def next_batch_completed(self, count: int | None) -> list[Decision]:
+        return []
+
+    def load_next_batch(self) -> None:
+        """The shuffler's next batch goes into the shoe (games that deal from a shoe)."""
+
+    def new_shoe_or_dealer(self) -> None:
+        """A new shoe or a new dealer (G2 burns a card where the game asks it)."""
+
+    def ran_out(self) -> list[Decision] | None:
+        """The shoe reported empty mid-round: the game's rule (G5), or None."""
+        return None
+
+    def manual_shoe_fault(self, fault: str) -> list[Decision]:
+        """A manual (card-reading) shoe reports a fault other than empty or an undecodable
+        frame: nothing by default (the cards dealt stand); a game may decide (I6)."""
+        return []
+
+
+class RackRules(Rules[G]):
+    """The discard rack (rack.py): the game's own rules on the rack's level (G4, G7)."""
+
+    def level(self, level: int) -> list[Decision]:
+        """The game's own rules on the discard rack's level (G4, G7)."""
+        return []
+
+
+class ReaderRules(Rules[G]):
+    """The hole-card reader (reader.py): a malfunction (H5) and its state in the status; a
+    game without a reader ignores both."""
+
+    def down(self, why: str, rule_id: str = "H5") -> list[Decision]:
+        """H5: a malfunctioning reader (a game without a reader ignores it)."""
+        return []
+
+    def state(self) -> str:
+        """The hole-card reader's state for status (none: the game has no reader)."""
+        return "none"
 
 
 class GameHooks(TableState):
@@ -58,6 +241,29 @@ class GameHooks(TableState):
     stub_rule: ClassVar[str] = "S3"
     #: C6: the shuffler may be replaced only once a supervisor saw it empty
     replacing_the_shuffler_needs_empty_check: ClassVar[bool] = False
+    #: the game's rules for each family (a subclass of the family's rules where they differ)
+    Deal: ClassVar[type[DealRules[Any]]] = DealRules
+    Stub: ClassVar[type[StubRules[Any]]] = StubRules
+    Decks: ClassVar[type[DeckRules[Any]]] = DeckRules
+    Rack: ClassVar[type[RackRules[Any]]] = RackRules
+    Reader: ClassVar[type[ReaderRules[Any]]] = ReaderRules
+    deal_rules: DealRules[Any]
+    stub_rules: StubRules[Any]
+    deck_rules: DeckRules[Any]
+    rack_rules: RackRules[Any]
+    reader_rules: ReaderRules[Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _adapt_legacy_hooks(cls)
+
+    def _build_rules(self) -> None:
+        """The game's rules of each family, each over this table."""
+        self.deal_rules = self.Deal(self)
+        self.stub_rules = self.Stub(self)
+        self.deck_rules = self.Decks(self)
+        self.rack_rules = self.Rack(self)
+        self.reader_rules = self.Reader(self)
 
     @classmethod
     def composition_for(cls, options: TableOptions) -> Composition:
@@ -69,147 +275,10 @@ class GameHooks(TableState):
         """The game's round chart: the common frame around a deal and its play."""
         return chart(cls.name, cls.round_states, [("complete_deal", ("dealing",), "play", ())])
 
-    def _plan(self, rnd: Round) -> None:
-        """The deal order of the game's "order of play": by default one card at a time to
-        each wagered position and then the dealer, round after round (a game overrides)."""
-        players = [str(p) for p in rnd.positions]
-        rnd.order = [*players, DEALER] * self.profile.cards_per_hand
-        rnd.expected = dict.fromkeys(players, self.profile.cards_per_hand)
-        rnd.expected[DEALER] = self.profile.dealer_cards
-        rnd.planned_cards = sum(rnd.expected.values()) + self.profile.community_cards
-
-    def _next_target(self, rnd: Round) -> str:
-        """Where the next card of the deal goes (a game may first deal elsewhere, e.g. G6)."""
-        # C3: a card drawn in error without its face exposed is simply the next card of
-        # the deal order; nothing here (or anywhere) takes it for a misdeal.
-        if rnd.extra_dealer_cards:
-            rnd.extra_dealer_cards -= 1  # M2
-            return DEALER
-        if rnd.order:
-            return rnd.order.pop(0)
-        return UNASSIGNED
-
-    def _misdeal(self, target: str, count: int) -> list[Decision]:
-        """One hand (or the community) holds ``count`` cards, not what the deal expects.
-
-        By default any wrong count voids every hand under the game's ``misdeal_rule``;
-        a game whose rule looks at whose hand it is overrides this.
-        """
-        rnd = self.round
-        assert rnd is not None
-        if rnd.void_rule is not None:
-            return []
-        what = "the community" if target == COMMUNITY else f"hand {target}"
-        return self._void_round(
-            self.misdeal_rule, f"{what} was dealt {count} cards", reshuffle=self.misdeal_reshuffles
-        )
-
-    def _shuffles_every_round(self) -> bool:
-        """D3: whether this table shuffles after every round (a game may make it optional)."""
-        return self.shuffles_every_round
-
-    def _shoe_shuffled_whole(self) -> bool:
-        """Q1, Q2 compare a whole shuffle with the deal before it: a game whose shoe is never
-        shuffled whole (a partial reshuffle into the shoe) says no, and is not watched."""
-        return True
-
     def _blocked_round(self) -> bool:
         """A round whose deal was blocked and never started: its steps decide nothing."""
         rnd = self.round
         return rnd is not None and rnd.blocked and not rnd.started
-
-    def _reader_state(self) -> str:
-        """The hole-card reader's state for status (none: the game has no reader)."""
-        return "none"
-
-    def _bets_closed(self, rnd: Round) -> list[Decision]:
-        """After "no more bets": plan the deal (a game may first choose a start, A1)."""
-        self._plan(rnd)
-        return []
-
-    def _early_card_is_violation(self) -> bool:
-        """C9: a card drawn before "no more bets" (not an expected burn) is a violation."""
-        return True
-
-    def _burned_instead(self, target: str, card: str) -> list[Decision] | None:
-        """A card the rules burn instead of dealing it to ``target`` (e.g. G6), or None."""
-        return None
-
-    def _card_dealt(self, target: str, card: str) -> list[Decision]:
-        """After a card reached ``target``: what the game's rules make of it."""
-        return []
-
-    def _dealt_face_up(self, target: str, rnd: Round) -> bool:
-        """Whether a card dealt to ``target`` lies face up (H7: face-down cards stay hidden)."""
-        return False
-
-    def _uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
-        """A card-by-card deal whose count is wrong, no device saying whose hand: the
-        decision where it does not depend on whose hand (or asks the dealer), else None
-        (each wrong hand is then judged by ``_misdeal`` from the deal order)."""
-        return None
-
-    def _stub_expected(self, set_aside: int) -> int | None:
-        """The stub the game's own rule expects in a round (S4), or None (the ledger's)."""
-        return None
-
-    def _stub_misdeal_keeps_the_deck(self, misdealt: bool, adds_up: bool) -> bool:
-        """S3 (40.7(f)2, 39.7(f)2): a wrong stub count voids the hands and keeps the deck
-        only when the cards were misdealt "but 52 cards remain" (count + hands + board +
-        set aside make the deck); otherwise the deck is removed."""
-        return misdealt and adds_up
-
-    def _count_exempts(self) -> bool:
-        """S2: whether a counting shuffler exempts this game (and method) from S1."""
-        return False
-
-    def _rack_reshuffled_mid_round(self) -> bool:
-        """G5: a shuffle completed mid-round puts the discard rack back in the shoe."""
-        return False
-
-    def _shuffler_holds_next_batch(self) -> bool:
-        """Whether a shuffle now is of the shuffler's next batch, not of the cards dealt."""
-        return False
-
-    def _next_batch_completed(self, count: int | None) -> list[Decision]:
-        return []
-
-    def _load_next_batch(self) -> None:
-        """The shuffler's next batch goes into the shoe (games that deal from a shoe)."""
-
-    def _new_shoe_or_dealer(self) -> None:
-        """A new shoe or a new dealer (G2 burns a card where the game asks it)."""
-
-    def _shoe_ran_out(self) -> list[Decision] | None:
-        """The shoe reported empty mid-round: the game's rule (G5), or None."""
-        return None
-
-    def _reader_down(self, why: str, rule_id: str = "H5") -> list[Decision]:
-        """H5: a malfunctioning reader (a game without a reader ignores it)."""
-        return []
-
-    def _rack_rules(self, level: int) -> list[Decision]:
-        """The game's own rules on the discard rack's level (G4, G7)."""
-        return []
-
-    def _resumes_after_restart(self) -> bool:
-        """X1: whether a round in play resumes after a restart (cards dealt face up)."""
-        return False
-
-    def _unfinished_remedy(self) -> list[Decision]:
-        """At the collection of a round played out: a remedy the rules asked for and never
-        got (a game's own rule), as decisions that end the round void; none by default."""
-        return []
-
-    def _mid_round_block(self) -> str | None:
-        """A game's rule that blocks a later card of a round already dealing (C4 after a
-        mid-round reshuffle of its own jammed), or None."""
-        return None
-
-    def _manual_shoe_fault(self, fault: str) -> list[Decision]:
-        """A manual (card-reading) shoe reports a fault other than empty or an undecodable
-        frame: nothing by default (the cards dealt stand); a game may decide (I6)."""
-        return []
 
     # What a game's rules may call: the round's life (round_life.py) and shuffle integrity.
 
@@ -257,3 +326,94 @@ class GameHooks(TableState):
 
     def _on_reader_fault(self, ev: dict[str, Any]) -> list[Decision]:
         return [self._rejected("reader_fault: this table has no hole-card reader")]
+
+
+#: Game API 1's hooks, methods of the one class: each one's family (the class attribute that
+#: names it) and its name there. A game of API 1 overriding them still works, deprecated.
+LEGACY_HOOKS: dict[str, tuple[str, str]] = {
+    "_plan": ("Deal", "plan"),
+    "_bets_closed": ("Deal", "bets_closed"),
+    "_early_card_is_violation": ("Deal", "early_card_is_violation"),
+    "_next_target": ("Deal", "next_target"),
+    "_burned_instead": ("Deal", "burned_instead"),
+    "_card_dealt": ("Deal", "card_dealt"),
+    "_dealt_face_up": ("Deal", "dealt_face_up"),
+    "_mid_round_block": ("Deal", "mid_round_block"),
+    "_uncertain_count": ("Deal", "uncertain_count"),
+    "_misdeal": ("Deal", "misdeal"),
+    "_unfinished_remedy": ("Deal", "unfinished_remedy"),
+    "_resumes_after_restart": ("Deal", "resumes_after_restart"),
+    "_stub_expected": ("Stub", "expected"),
+    "_stub_misdeal_keeps_the_deck": ("Stub", "misdeal_keeps_the_deck"),
+    "_count_exempts": ("Stub", "count_exempts"),
+    "_shuffles_every_round": ("Decks", "shuffles_every_round"),
+    "_shoe_shuffled_whole": ("Decks", "shuffled_whole"),
+    "_rack_reshuffled_mid_round": ("Decks", "rack_reshuffled_mid_round"),
+    "_shuffler_holds_next_batch": ("Decks", "holds_next_batch"),
+    "_next_batch_completed": ("Decks", "next_batch_completed"),
+    "_load_next_batch": ("Decks", "load_next_batch"),
+    "_new_shoe_or_dealer": ("Decks", "new_shoe_or_dealer"),
+    "_shoe_ran_out": ("Decks", "ran_out"),
+    "_manual_shoe_fault": ("Decks", "manual_shoe_fault"),
+    "_rack_rules": ("Rack", "level"),
+    "_reader_down": ("Reader", "down"),
+    "_reader_state": ("Reader", "state"),
+}
+
+
+def _legacy_default(family: str, name: str) -> Callable[..., Any]:
+    """API 1's default of a hook (what ``super()._plan(rnd)`` reaches): the family's own
+    rules, never the wrapper that calls the game's override (which would loop)."""
+
+    def hook(self: GameHooks, *args: Any) -> Any:
+        rules = getattr(self, _INSTANCE[family])
+        implementation = getattr(type(rules), "legacy_base", type(rules))
+        return getattr(implementation, name)(rules, *args)
+
+    return hook
+
+
+def _legacy_call(old: str) -> Callable[..., Any]:
+    def rule(self: Rules[Any], *args: Any) -> Any:
+        return getattr(self.game, old)(*args)
+
+    return rule
+
+
+_INSTANCE = {
+    "Deal": "deal_rules",
+    "Stub": "stub_rules",
+    "Decks": "deck_rules",
+    "Rack": "rack_rules",
+    "Reader": "reader_rules",
+}
+
+for _old, (_family, _name) in LEGACY_HOOKS.items():
+    setattr(GameHooks, _old, _legacy_default(_family, _name))
+
+
+def _adapt_legacy_hooks(cls: type[GameHooks]) -> None:
+    """A game class that overrides API 1's hooks (``_plan`` ...): each family it overrides
+    becomes a subclass of the game's rules for it that calls the override; one
+    DeprecationWarning names them (game API 1 is served for one release, until 0.3)."""
+    overridden = [old for old in LEGACY_HOOKS if getattr(cls, old) is not getattr(GameHooks, old)]
+    own = [old for old in overridden if old in vars(cls)]
+    if not own:
+        return
+    for family in dict.fromkeys(LEGACY_HOOKS[old][0] for old in own):
+        base: type[Rules[Any]] = getattr(cls, family)
+        base = getattr(base, "legacy_base", base)
+        calls = {
+            LEGACY_HOOKS[old][1]: _legacy_call(old)
+            for old in overridden
+            if LEGACY_HOOKS[old][0] == family
+        }
+        adapter = type(f"{cls.__name__}{family}Hooks", (base,), {**calls, "legacy_base": base})
+        setattr(cls, family, adapter)
+    warnings.warn(
+        f"game {cls.__qualname__} overrides the engine's methods {', '.join(own)} (game API "
+        "1); a game supplies them as its rules of each family (Deal, Stub, Decks, Rack, "
+        "Reader; docs/games.md, game API 2): API 1's hooks go in tablectl 0.3",
+        DeprecationWarning,
+        stacklevel=4,  # the game's class statement (past the two __init_subclass__)
+    )

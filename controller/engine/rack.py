@@ -3,8 +3,8 @@
 The rack's sensor level, the deck whose cards lie in it (D2: one deck at a time) and the rise
 a collection should show at the next reading (R1). Pure: the engine routes the rack's events
 here and asks it at a collection, a shuffle and "no more bets"; decisions are made through the
-engine (its citations), and a game's own rules on the level (G4, G7) are the engine's hook
-``_rack_rules``.
+engine (its citations), and a game's own rules on the level (G4, G7) are its ``RackRules``
+(hooks.py), ``engine.rack_rules``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class DiscardRack:
         self.level = level
         if level <= engine.options.rack_tolerance:
             self.deck = None
-        decisions += engine._rack_rules(level)
+        decisions += engine.rack_rules.level(level)
         if self.expected_min is not None:
             expected = self.expected_min
             self.expected_min = None

@@ -17,6 +17,7 @@ the name in the table spec and never names one (docs/games.md).
 from __future__ import annotations
 
 import importlib
+import warnings
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -26,6 +27,8 @@ _GAMES: dict[str, Any] = {}
 _BUILTIN = "tablectl.controller.engine.games"
 _builtin_loaded = False
 _ENGINE = "tablectl.controller.engine.core"
+#: the game API major before this one, still served (deprecated) for one release
+DEPRECATED_GAME_API_MAJOR = 1
 
 
 class GameNotFound(LookupError):
@@ -127,6 +130,16 @@ def check_game_api(game: Any, where: str) -> None:
     if theirs is None:
         raise GameLoadError(f"game {where}: game_api {declared!r} is not MAJOR.MINOR: refused")
     assert ours is not None
+    if theirs[0] == ours[0] - 1 == DEPRECATED_GAME_API_MAJOR:
+        # game API 1 (hooks as methods of the one class) is served for one more release
+        warnings.warn(
+            f"game {where} is written for game API {declared}, served until tablectl 0.3 "
+            f"(hooks.py adapts its hooks); this tablectl provides {ours_text} (tablectl.games, "
+            "docs/games.md: a game's rules of each family)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return
     if theirs[0] != ours[0] or theirs[1] > ours[1]:
         raise GameLoadError(
             f"game {where} is written for game API {declared}; this tablectl provides "

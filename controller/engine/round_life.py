@@ -79,7 +79,7 @@ class RoundLife:
         self.table.round = rnd
         self.table.rack.round_opened()
         self.table._fire("close_bets", positions)
-        return decisions + self.table._bets_closed(rnd)
+        return decisions + self.table.deal_rules.bets_closed(rnd)
 
     # ------------------------------------------------------------------ deal
 
@@ -95,7 +95,7 @@ class RoundLife:
             rnd.blocked = True
             return [self.table._d("deal_blocked", rule_id, self.table._block_reason(rule_id))]
         rnd.started = True
-        if self.table._shuffles_every_round():
+        if self.table.deck_rules.shuffles_every_round():
             deck.shuffled = False
         decisions: list[Decision] = []
         if self.table.counts_the_stub:
@@ -168,7 +168,7 @@ class RoundLife:
         if self.table.method != "automated_shoe":
             dealt = rnd.cards_tracked
             planned = sum(rnd.expected.values())
-            uncertain = self.table._uncertain_count(
+            uncertain = self.table.deal_rules.uncertain_count(
                 rnd, f"the shoe read {dealt} cards for {planned}"
             )
             if uncertain is not None:
@@ -176,7 +176,7 @@ class RoundLife:
         decisions: list[Decision] = []
         for target, got in wrong:
             rnd.flagged.add(target)
-            decisions += self.table._misdeal(target, got)
+            decisions += self.table.deal_rules.misdeal(target, got)
             if self.table.state != "dealing":
                 break
         return decisions
@@ -197,7 +197,7 @@ class RoundLife:
             return [self.table._rejected(f"cards: {count} is the right number for {target}")]
         rnd.flagged.add(target)
         rnd.check_pending = False  # M7: the dealer answered the check
-        return self.table._misdeal(target, count)
+        return self.table.deal_rules.misdeal(target, count)
 
     # ------------------------------------------------------------------ collect
 
@@ -231,7 +231,7 @@ class RoundLife:
             )
         elif self.table.state != "void":
             # a remedy asked for and not carried out (the chart's game rules on collect)
-            decisions += self.table._unfinished_remedy()
+            decisions += self.table.deal_rules.unfinished_remedy()
         return decisions + self._end_round()
 
     def deal_fulfilled(self) -> bool:
@@ -355,7 +355,7 @@ class RoundLife:
         rnd = self.table.round
         if rnd is None or not (self.table._in_round() or self.table.state == "suspended"):
             return []
-        if not rnd.started or self.table._resumes_after_restart():
+        if not rnd.started or self.table.deal_rules.resumes_after_restart():
             return [
                 self.table._d("continue_play", "X1", "the controller restarted; the round resumes")
             ]

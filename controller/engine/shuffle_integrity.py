@@ -230,7 +230,7 @@ def seat_bias(copies: Mapping[str, int], dealt: Iterable[tuple[int, str]]) -> di
         return None
     statistic = 0.0
     smallest = math.inf
-    for held in counts.values():
+    for _, held in sorted(counts.items()):  # one order whatever the cards' (a float sum)
         total = held.total()
         for rank, n in share.items():
             expected = total * n / size

@@ -29,7 +29,7 @@ class Shuffles:
     def _on_shuffle_started(self, ev: dict[str, Any]) -> list[Decision]:
         if ev.get("deck") is not None and ev["deck"] not in self.table.decks:
             return [self.table._rejected(f"deck: {ev['deck']!r}: this table has one deck, A")]
-        if self.table._shuffler_holds_next_batch():
+        if self.table.deck_rules.holds_next_batch():
             self.table.next_batch = "shuffling"
             return []
         deck = self.table._deck_for_shuffle(ev.get("deck"))
@@ -57,8 +57,8 @@ class Shuffles:
     def _on_shuffle_completed(self, ev: dict[str, Any]) -> list[Decision]:
         if ev.get("deck") is not None and ev["deck"] not in self.table.decks:
             return [self.table._rejected(f"deck: {ev['deck']!r}: this table has one deck, A")]
-        if self.table._shuffler_holds_next_batch():
-            return self.table._next_batch_completed(ev.get("count"))
+        if self.table.deck_rules.holds_next_batch():
+            return self.table.deck_rules.next_batch_completed(ev.get("count"))
         deck = self.table._deck_for_shuffle(ev.get("deck"))
         if deck.removed:
             return [
@@ -105,7 +105,7 @@ class Shuffles:
             # C6: another shuffling method while the ASD is still at the table.
             deck.manual_shuffle_refused = True
             return ended
-        if self.table._rack_reshuffled_mid_round():
+        if self.table.deck_rules.rack_reshuffled_mid_round():
             # G5: the discard rack, reshuffled mid-round, goes back in the shoe.
             deck.ledger.move_all(DISCARD, SHOE)
             if self.table.round is not None:
@@ -132,7 +132,7 @@ class Shuffles:
 
     def _shuffler_failed(self, why: str) -> list[Decision]:
         """C4: a jam, a stop or an incomplete cycle: reshuffle; the batch may not be dealt."""
-        if self.table._shuffler_holds_next_batch():
+        if self.table.deck_rules.holds_next_batch():
             # C4 for the next batch in the shuffler: the shoe in play shuffled fine and deals on.
             self.table.next_batch = "faulted"
             self.table.device_faults["shuffler"] = why
@@ -165,15 +165,15 @@ class Shuffles:
         if not self.table._round_open():
             # between rounds only: a round in play (suspended too) deals on from the shoe it
             # has; the shuffler's next batch is loaded after it (2C.4(i)2)
-            self.table._load_next_batch()
+            self.table.deck_rules.load_next_batch()
         if self.table.asd_removed and self.table.options.shuffler != "none":
             # C6: cards loaded after the ASD left were shuffled by another method.
             self.table._deck().manual_shuffle_refused = not self.table._asd_may_be_replaced()
-        self.table._new_shoe_or_dealer()
+        self.table.deck_rules.new_shoe_or_dealer()
         return []
 
     def _on_dealer_changed(self, ev: dict[str, Any]) -> list[Decision]:
-        self.table._new_shoe_or_dealer()
+        self.table.deck_rules.new_shoe_or_dealer()
         return []
 
     def _on_deck_received(self, ev: dict[str, Any]) -> list[Decision]:
@@ -183,7 +183,7 @@ class Shuffles:
             named = removed[0] if removed else self.table.current
         if named not in self.table.decks:
             return [self.table._rejected(f"deck: {named!r}: this table has one deck, A")]
-        if self.table._shuffler_holds_next_batch():
+        if self.table.deck_rules.holds_next_batch():
             self.table.next_batch = "fresh"  # new cards for the shuffler's next batch
             return []
         if self.table._in_round() and named == self.table.current:

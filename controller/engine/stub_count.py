@@ -38,7 +38,7 @@ class StubCount:
         rnd = self.table.round
         size = self.table.composition.size
         set_aside = deck.ledger.count(DISCARD) + deck.ledger.count(BURNED) if rnd else 0
-        stub = self.table._stub_expected(set_aside) if rnd is not None else None
+        stub = self.table.stub_rules.expected(set_aside) if rnd is not None else None
         if stub is not None:
             expected = stub
         elif rnd is not None and rnd.cards_tracked == 0 and rnd.started:
@@ -87,10 +87,10 @@ class StubCount:
                 assert rnd is not None
                 rnd.flagged.add(target)
                 rnd.check_pending = False  # M7: the hand counts answer the check
-                decisions += self.table._misdeal(target, held)
+                decisions += self.table.deal_rules.misdeal(target, held)
             return decisions
         rule_id = self.table.stub_rule
-        whole = self.table._stub_misdeal_keeps_the_deck(
+        whole = self.table.stub_rules.misdeal_keeps_the_deck(
             bool(misdealt) or over_dealt > 0, count + out == size
         )
         if whole:

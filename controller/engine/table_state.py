@@ -39,7 +39,7 @@ LAYOUT_TARGET_NAMES = {BURNED: "burn", DISCARD: "discard"}
 
 #: The game API this tablectl provides (``tablectl.games``, docs/games.md): MAJOR changes when
 #: a game written for the last one could misbehave, MINOR when something is added a game may use.
-GAME_API_VERSION = "1.0"
+GAME_API_VERSION = "2.0"
 
 
 @dataclass

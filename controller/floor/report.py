@@ -35,18 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from tablectl.controller.engine.gaming_day import (
-    DEFAULT_START,
     gaming_day_of,
     local_wall_clock,
-    parse_start,
 )
 from tablectl.controller.engine.shuffle_integrity import SEAT_BIAS_ALPHA
-from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA
+from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA, SUMMARIES
+from tablectl.controller.floor.summary import FAULT_EVENTS, RoundSummary, SpanCounter, day_start
 from tablectl.controller.record.journal import JournalError, JournalRow, parse_row
 
-FAULT_EVENTS = frozenset(
-    {"shuffler_fault", "shoe_fault", "reader_fault", "rack_fault", "device_lost"}
-)
 COUNTS = ("rounds", "voids", "misdeals", "deck_removals", "device_faults", "stub_counts")
 COUNT_TITLES = {
     "rounds": "Rounds",
@@ -83,6 +79,10 @@ class FloorReport:
     gaming_day: datetime.date
     generated_at: str
     tables: list[TableDay]
+    #: --recompute: each stored summary that differs from the rows it summarises
+    findings: list[str] = field(default_factory=list)
+    #: how each table's day was made: "summaries" (plus any rounds replayed) or "replayed"
+    sources: dict[str, str] = field(default_factory=dict)
 
     def total(self, name: str) -> int:
         return sum(table.counts[name] for table in self.tables)
@@ -106,12 +106,7 @@ class FloorReport:
         return total
 
 
-def _day_start(table_row: Mapping[str, Any]) -> datetime.time:
-    text = str(dict(table_row.get("options", {})).get("gaming_day_start", ""))
-    try:
-        return parse_start(text)
-    except ValueError:
-        return DEFAULT_START  # a report of a table row without one still counts the day
+_day_start = day_start
 
 
 def _local_time(text: object) -> datetime.datetime | None:
@@ -215,11 +210,15 @@ def build_report(
     workers: int = 1,
     dsn: str | None = None,
     passfile: str | Path | None = None,
+    recompute: bool = False,
 ) -> FloorReport:
-    """Every table's gaming day, read from the floor: one pass a table (table_day). The pass
-    is the engine's replay in Python (one core's work a table): with `workers` > 1 and the
-    `dsn` to connect with, the tables are passed out to that many worker processes, each with
-    its own connection (at most the CPUs there are); the report is the same, in table order."""
+    """Every table's gaming day, read from the floor. By default from the per-round
+    summaries the tables shipped (floor/summary.py), aggregated in SQL; the rows no summary
+    covers (a table of an earlier tablectl, a shipper's restart before its next checkpoint)
+    are replayed, those rounds only. With `recompute`, every table's day is replayed from
+    its rows (table_day: the engine in Python, one core's work a table; with `workers` > 1
+    and the `dsn`, that many worker processes) and each stored summary the replay passes is
+    checked against it: one that differs is a finding (FloorReport.findings)."""
     window = day_window(conn, day)
     tables = [
         (str(table_id), str(table_text))
@@ -228,10 +227,18 @@ def build_report(
             " WHERE table_row IS NOT NULL ORDER BY 1"
         ).fetchall()
     ]
+    generated = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    if not recompute and _has_summaries(conn):
+        days, sources = summarized_days(conn, day, window, tables)
+        return FloorReport(day, generated, days, sources=sources)
     workers = max(1, min(workers, os.cpu_count() or 1, len(tables)))
-    days: list[TableDay]
+    check = _has_summaries(conn)
+    results: list[tuple[TableDay, list[str]]]
     if workers == 1 or dsn is None:
-        days = [table_day(conn, tid, json.loads(text), day, window) for tid, text in tables]
+        results = [
+            table_day_checked(conn, tid, json.loads(text), day, window, check=check)
+            for tid, text in tables
+        ]
     else:
         with ProcessPoolExecutor(
             workers,
@@ -239,11 +246,18 @@ def build_report(
             initializer=_open_worker,
             initargs=(dsn, None if passfile is None else str(passfile)),
         ) as pool:
-            days = list(
-                pool.map(_worker_table_day, *zip(*tables, strict=True), *_repeat(day, window))
+            results = list(
+                pool.map(
+                    _worker_table_day, *zip(*tables, strict=True), *_repeat(day, window, check)
+                )
             )
-    generated = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    return FloorReport(day, generated, days)
+    return FloorReport(
+        day,
+        generated,
+        [d for d, _ in results],
+        findings=[f for _, found in results for f in found],
+        sources={d.table_id: "replayed" for d, _ in results},
+    )
 
 
 def _repeat(*values: Any) -> list[Any]:
@@ -266,8 +280,11 @@ def _worker_table_day(
     table_text: str,
     day: datetime.date,
     window: tuple[datetime.datetime, datetime.datetime],
-) -> TableDay:
-    return table_day(_WORKER_CONN, table_id, json.loads(table_text), day, window)
+    check: bool,
+) -> tuple[TableDay, list[str]]:
+    return table_day_checked(
+        _WORKER_CONN, table_id, json.loads(table_text), day, window, check=check
+    )
 
 
 def table_day(
@@ -277,15 +294,49 @@ def table_day(
     day: datetime.date,
     window: tuple[datetime.datetime, datetime.datetime],
 ) -> TableDay:
+    """One table's gaming day replayed from its rows (table_day_checked, no summary check)."""
+    return table_day_checked(conn, table_id, table_row, day, window, check=False)[0]
+
+
+def table_day_checked(
+    conn: Any,
+    table_id: str,
+    table_row: Mapping[str, Any],
+    day: datetime.date,
+    window: tuple[datetime.datetime, datetime.datetime],
+    *,
+    check: bool,
+) -> tuple[TableDay, list[str]]:
     """One table's gaming day in one pass over its rows: those since the engine checkpoint
     before the day's window (day_window) through the window's last, which Q3 replays and
-    the counts read (the rows recorded in the window); never the table's history."""
+    the counts read (the rows recorded in the window); never the table's history. With
+    `check`, the same pass cuts the rows into spans as the shipper did (SpanCounter) and
+    compares every stored summary it passes: the findings name those that differ."""
     low, high = window
     start = _day_start(table_row)
     counter = DayCounter(table_id, day, start)
+    spans = SpanCounter(start) if check else None
+    closed: list[RoundSummary] = []
+    read = counter.window_feed(low, high)
+    rows_read = read
+    if spans is not None:
+        span_counter = spans
+
+        def rows_read(row: JournalRow, recorded_at: datetime.datetime) -> None:
+            read(row, recorded_at)
+            summary = span_counter.feed(row, recorded_at)
+            if summary is not None:
+                closed.append(summary)
+
     try:
         seat = day_seat_bias(
-            conn, table_id, table_row, day, window, rows_read=counter.window_feed(low, high)
+            conn,
+            table_id,
+            table_row,
+            day,
+            window,
+            rows_read=rows_read,
+            ended=None if spans is None else spans.round_ended,
         )
         untested = ""
     except (ValueError, JournalError) as error:
@@ -294,13 +345,341 @@ def table_day(
         # window's rows alone
         seat, untested = (None, 0), f"cannot replay: {error}"
         counter = DayCounter(table_id, day, start)
+        closed = []
         for row in _rows_between(conn, table_id, low, high):
             counter.feed(row)
     summary = counter.finish()
     summary.game = str(table_row.get("game", ""))
     summary.seat_bias, summary.seat_cards = seat
     summary.seat_untested = untested
-    return summary
+    findings = check_summaries(conn, table_id, closed) if check else []
+    return summary, findings
+
+
+def check_summaries(conn: Any, table_id: str, replayed: list[RoundSummary]) -> list[str]:
+    """The stored summaries within the replayed spans, each against the span the replay cut
+    from the rows: a summary that differs, or one whose rows end no round, is a finding.
+    The replay's first span began at its checkpoint, not where the shipper's did: it is
+    compared only where both begin at the same row."""
+    if not replayed:
+        return []
+    by_end = {s.to_seq: s for s in replayed}
+    first = replayed[0]
+    stored = conn.execute(
+        f"SELECT from_seq, to_seq, first_at, last_at, ended_at, summary::text"
+        f" FROM {SCHEMA}.{SUMMARIES} WHERE table_id = %s AND to_seq >= %s AND to_seq <= %s"
+        " ORDER BY to_seq",
+        (table_id, first.to_seq, replayed[-1].to_seq),
+    ).fetchall()
+    findings = []
+    for from_seq, to_seq, first_at, last_at, ended_at, text in stored:
+        mine = by_end.get(int(to_seq))
+        where = f"table {table_id}: the summary of rows {from_seq}-{to_seq}"
+        if mine is None:
+            findings.append(f"{where}: the rows end no round there")
+            continue
+        if mine is first and mine.from_seq != from_seq:
+            continue  # the replay's partial first span
+        differs = [
+            name
+            for name, theirs, ours in (
+                ("from_seq", int(from_seq), mine.from_seq),
+                ("first_at", first_at, mine.first_at),
+                ("last_at", last_at, mine.last_at),
+                ("ended_at", ended_at, mine.ended_at),
+            )
+            if theirs != ours
+        ]
+        body = json.loads(text)
+        differs += [
+            f"{key} on {day_text}"
+            for day_text in sorted(set(body.get("days", {})) | set(mine.body["days"]))
+            for key in sorted(
+                set(body.get("days", {}).get(day_text, {}))
+                | set(mine.body["days"].get(day_text, {}))
+            )
+            if body.get("days", {}).get(day_text, {}).get(key)
+            != mine.body["days"].get(day_text, {}).get(key)
+        ]
+        if body.get("seats") != mine.body["seats"]:
+            differs.append("seat tallies")
+        if set(body) - {"days", "seats"}:
+            differs.append("unknown fields")
+        if differs:
+            findings.append(f"{where} differs from its rows: {', '.join(differs)}")
+    return findings
+
+
+# -- the day from the shipped summaries -----------------------------------------------------
+
+#: the summaries' fields whose values the report sums (per table, the day's bucket)
+SUMMED = ("counts", "decisions", "decision_names", "rounds_by_hour", "faults_by_device")
+#: a span (the rows between two round ends) longer than this is not looked for by its end
+#: time: its rows are then replayed as a gap (a table idle for days between two rounds)
+SPAN_REACH = datetime.timedelta(days=2)
+
+
+def _has_summaries(conn: Any) -> bool:
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.{SUMMARIES}",))
+    row = found.fetchone()
+    return bool(row and row[0])
+
+
+def _aggregate_sql() -> str:
+    """One statement over the day's summaries (those whose span meets the window): the sums
+    per table, the first citation of each rule, the voided rounds, the first and last event,
+    Q3's tallies of the rounds that ended on the floor's day, and where the spans leave a
+    gap. Rows of (what, table_id, key, value, a, b)."""
+    picked = f"{SCHEMA}.{SUMMARIES}"
+    summed = ", ".join(f"'{name}'" for name in SUMMED)
+    return f"""
+WITH picked AS MATERIALIZED (
+    SELECT table_id, from_seq, to_seq, ended_at, summary->'days'->%(day)s AS b,
+           summary->'seats' AS seats
+        FROM {picked}
+        WHERE last_at >= %(low)s AND last_at < %(far)s AND first_at < %(high)s
+)
+SELECT 'sum:' || f.name, p.table_id, k.key, NULL::text, sum(k.value::bigint), NULL::bigint
+    FROM picked AS p, unnest(ARRAY[{summed}]) AS f(name), jsonb_each_text(p.b->f.name) AS k
+    WHERE p.b IS NOT NULL GROUP BY f.name, p.table_id, k.key
+UNION ALL
+SELECT 'rule', table_id, key, value, to_seq, NULL FROM (
+    SELECT DISTINCT ON (p.table_id, k.key) p.table_id, k.key, k.value, p.to_seq
+        FROM picked AS p, jsonb_each_text(p.b->'rule_names') AS k
+        WHERE p.b IS NOT NULL ORDER BY p.table_id, k.key, p.to_seq) AS rules
+UNION ALL
+SELECT 'void', p.table_id, v.value, NULL, p.to_seq, NULL
+    FROM picked AS p, jsonb_array_elements_text(p.b->'voided_rounds') AS v
+    WHERE p.b IS NOT NULL AND p.b ? 'voided_rounds'
+UNION ALL
+SELECT 'first', table_id, stamp, NULL, to_seq, NULL FROM (
+    SELECT DISTINCT ON (table_id) table_id, b->>'first_event' AS stamp, to_seq
+        FROM picked WHERE b->>'first_event' IS NOT NULL ORDER BY table_id, to_seq) AS firsts
+UNION ALL
+SELECT 'last', table_id, stamp, NULL, to_seq, NULL FROM (
+    SELECT DISTINCT ON (table_id) table_id, b->>'last_event' AS stamp, to_seq
+        FROM picked WHERE b->>'last_event' IS NOT NULL ORDER BY table_id, to_seq DESC) AS lasts
+UNION ALL
+SELECT 'seat', p.table_id, q.key, r.key, sum(r.value::bigint), NULL
+    FROM picked AS p, {SCHEMA}.settings AS s, jsonb_each(p.seats) AS q,
+         jsonb_each_text(q.value) AS r
+    WHERE p.ended_at IS NOT NULL
+      AND ((p.ended_at AT TIME ZONE s.time_zone) - s.gaming_day_start)::date = %(day)s::date
+    GROUP BY p.table_id, q.key, r.key
+UNION ALL
+SELECT 'gap', table_id, NULL, NULL, prev_to, from_seq - 1 FROM (
+    SELECT table_id, from_seq, lag(to_seq) OVER (PARTITION BY table_id ORDER BY to_seq) AS prev_to
+        FROM picked) AS spans
+    WHERE prev_to IS NOT NULL AND prev_to <> from_seq - 1
+UNION ALL
+SELECT 'ends', table_id, NULL, NULL, min(from_seq), max(to_seq) FROM picked GROUP BY table_id
+"""
+
+
+@dataclass
+class _Gathered:
+    """One table's day as the summaries gave it, and where in its rows each piece lies."""
+
+    day: TableDay
+    first: tuple[int, str] | None = None
+    last: tuple[int, str] | None = None
+    rules: dict[str, tuple[int, str]] = field(default_factory=dict)
+    voided: list[tuple[int, int]] = field(default_factory=list)
+    seats: list[tuple[int, str]] = field(default_factory=list)
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    ends: tuple[int, int] | None = None
+
+
+def summarized_days(
+    conn: Any,
+    day: datetime.date,
+    window: tuple[datetime.datetime, datetime.datetime],
+    tables: list[tuple[str, str]],
+) -> tuple[list[TableDay], dict[str, str]]:
+    """Every table's day from its summaries (one SQL statement for the floor), the rows
+    they leave uncovered replayed (those rounds only); a table with no summary in the
+    window replayed whole (table_day), as before summaries."""
+    low, high = window
+    gathered: dict[str, _Gathered] = {}
+    params = {"day": day.isoformat(), "low": low, "high": high, "far": high + SPAN_REACH}
+    for what, table_id, key, value, a, b in conn.execute(_aggregate_sql(), params):
+        one = gathered.get(table_id)
+        if one is None:
+            one = gathered[table_id] = _Gathered(TableDay(table_id, ""))
+        if what.startswith("sum:"):
+            name = what[4:]
+            if name == "counts":
+                one.day.counts[key] += int(a)
+            elif name == "decisions":
+                one.day.decisions[key] += int(a)
+            elif name == "decision_names":
+                one.day.decision_names[key] += int(a)
+            elif name == "rounds_by_hour":
+                one.day.rounds_by_hour[int(key)] += int(a)
+            elif name == "faults_by_device":
+                one.day.faults_by_device[key] += int(a)
+        elif what == "rule":
+            one.rules[key] = (int(a), value)
+        elif what == "void":
+            one.voided.append((int(a), int(key)))
+        elif what == "first":
+            one.first = (int(a), key)
+        elif what == "last":
+            one.last = (int(a), key)
+        elif what == "seat":
+            one.seats += [(int(key), value)] * int(a)
+        elif what == "gap":
+            one.gaps.append((int(a), int(b)))
+        elif what == "ends":
+            one.ends = (int(a), int(b))
+    days: list[TableDay] = []
+    sources: dict[str, str] = {}
+    for table_id, table_text in tables:
+        table_row = json.loads(table_text)
+        one = gathered.get(table_id)
+        if one is None or one.ends is None:
+            days.append(table_day(conn, table_id, table_row, day, window))
+            sources[table_id] = "replayed"
+            continue
+        result, replayed = _from_summaries(conn, table_id, table_row, day, window, one)
+        days.append(result)
+        sources[table_id] = f"summaries, {replayed} rows replayed" if replayed else "summaries"
+    return days, sources
+
+
+def _from_summaries(
+    conn: Any,
+    table_id: str,
+    table_row: Mapping[str, Any],
+    day: datetime.date,
+    window: tuple[datetime.datetime, datetime.datetime],
+    one: _Gathered,
+) -> tuple[TableDay, int]:
+    """A table's day: its summaries' share (one) and its uncovered rows' (replayed), merged
+    in seq order as the replay would have met them. Returns it and the rows replayed."""
+    assert one.ends is not None
+    first_from, last_to = one.ends
+    before = conn.execute(
+        f"SELECT max(to_seq) FROM {SCHEMA}.{SUMMARIES} WHERE table_id = %s AND to_seq < %s",
+        (table_id, first_from),
+    ).fetchone()
+    released = conn.execute(
+        f"SELECT released_seq FROM {SCHEMA}.tables WHERE table_id = %s", (table_id,)
+    ).fetchone()
+    gaps = [
+        ((before[0] if before and before[0] is not None else 0), first_from - 1),
+        *one.gaps,
+        (last_to, int(released[0]) if released else last_to),
+    ]
+    result = one.day
+    result.game = str(table_row.get("game", ""))
+    firsts = [one.first] if one.first else []
+    lasts = [one.last] if one.last else []
+    rules = dict(one.rules)
+    voided = list(one.voided)
+    dealt = list(one.seats)
+    replayed = 0
+    for after, upto in gaps:
+        if upto <= after:
+            continue
+        part, part_dealt, untested, count = _replay_gap(
+            conn, table_id, table_row, day, window, after, upto
+        )
+        replayed += count
+        if untested:
+            result.seat_untested = untested
+        at = after + 1  # the gap lies between the summaries: its rows are in this order
+        result.counts.update(part.counts)
+        result.decisions.update(part.decisions)
+        result.decision_names.update(part.decision_names)
+        result.rounds_by_hour.update(part.rounds_by_hour)
+        result.faults_by_device.update(part.faults_by_device)
+        for rule, name in part.rule_names.items():
+            if rule not in rules or rules[rule][0] > at:
+                rules[rule] = (at, name)
+        voided += [(at, r) for r in part.voided_rounds]
+        if part.first_event:
+            firsts.append((at, part.first_event))
+        if part.last_event:
+            lasts.append((at, part.last_event))
+        dealt += part_dealt
+    result.first_event = min(firsts)[1] if firsts else None
+    result.last_event = max(lasts)[1] if lasts else None
+    result.rule_names = {rule: name for rule, (_, name) in sorted(rules.items())}
+    result.voided_rounds = [r for _, r in sorted(voided)]
+    if not result.seat_untested:
+        from tablectl.controller.engine.shuffle_integrity import seat_bias
+        from tablectl.controller.record.journal import ReplayedDraws, engine_from_table_row
+
+        try:
+            copies = engine_from_table_row(table_row, ReplayedDraws(())).composition.copies
+        except ValueError as error:
+            result.seat_untested = f"cannot replay: {error}"
+        else:
+            result.seat_bias, result.seat_cards = seat_bias(copies, dealt), len(dealt)
+    return result, replayed
+
+
+def _replay_gap(
+    conn: Any,
+    table_id: str,
+    table_row: Mapping[str, Any],
+    day: datetime.date,
+    window: tuple[datetime.datetime, datetime.datetime],
+    after: int,
+    upto: int,
+) -> tuple[TableDay, list[tuple[int, str]], str, int]:
+    """The rows (after, upto] no summary covers, recorded in the window: counted; and, when
+    a round ends among them (an accepted collection: the floor releases rows only at one),
+    replayed through the engine from the checkpoint before them for Q3 (those rounds only).
+    Returns the counts, Q3's (position, card), why Q3 could not run, the rows replayed."""
+    low, high = window
+    start = _day_start(table_row)
+    rows = list(_rows_between(conn, table_id, low, high, after=after, upto=upto))
+    counter = DayCounter(table_id, day, start)
+    for row in rows:
+        counter.feed(row)
+    part = counter.finish()
+    if not rows or not any(
+        row.kind == "event" and row.body.get("type") == "hands_collected" for row in rows
+    ):
+        return part, [], "", 0  # counted; no round ended among them: nothing to replay
+    from tablectl.controller.floor.shuffle import EndedRound, TableReplay, replay_table
+
+    dealt: list[tuple[int, str]] = []
+    seen = [0]
+
+    def heard(row: JournalRow, recorded_at: datetime.datetime) -> None:
+        seen[0] = row.seq
+
+    reach = low + WINDOW_MARGIN - CHECKPOINT_REACH
+    replay = replay_table(
+        conn,
+        table_id,
+        _moment(rows[0].recorded_at),
+        info=TableReplay(table_id),
+        reach=reach,
+        until=high,
+        rows_read=heard,
+    )
+    try:
+        for item in replay:
+            if seen[0] > upto:
+                break
+            if isinstance(item, EndedRound) and after < seen[0] and item.gaming_day == day:
+                dealt += [
+                    (e["to"], str(e["card"])) for e in item.dealt if isinstance(e.get("to"), int)
+                ]
+    except (ValueError, JournalError) as error:
+        return part, [], f"cannot replay: {error}", len(rows)
+    finally:
+        replay.close()
+    return part, dealt, "", len(rows)
+
+
+def _moment(text: str) -> datetime.datetime:
+    moment = datetime.datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
 
 
 def day_seat_bias(
@@ -311,6 +690,7 @@ def day_seat_bias(
     window: tuple[datetime.datetime, datetime.datetime],
     *,
     rows_read: Callable[[JournalRow, datetime.datetime], None] | None = None,
+    ended: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> tuple[dict[str, Any] | None, int]:
     """Q3 for one table's gaming day: the players' (position, card) of the rounds that ended
     on that day, replayed from the last checkpoint before the day's `window` (within
@@ -328,6 +708,8 @@ def day_seat_bias(
         conn, table_id, low, info=info, reach=reach, until=high, rows_read=rows_read
     )
     for item in replay:  # to its end: the counts hear every row
+        if isinstance(item, EndedRound) and ended is not None:
+            ended(item.dealt)
         if isinstance(item, EndedRound) and item.gaming_day == day:
             dealt += [(e["to"], str(e["card"])) for e in item.dealt if isinstance(e.get("to"), int)]
     return seat_bias(copies, dealt), len(dealt)
@@ -356,11 +738,19 @@ def day_window(conn: Any, day: datetime.date) -> tuple[datetime.datetime, dateti
 
 
 def _rows_between(
-    conn: Any, table_id: str, low: datetime.datetime, high: datetime.datetime
+    conn: Any,
+    table_id: str,
+    low: datetime.datetime,
+    high: datetime.datetime,
+    *,
+    after: int = 0,
+    upto: int | None = None,
 ) -> Iterable[JournalRow]:
     from tablectl.controller.floor.store import table_rows_sql
 
-    source, where, params = table_rows_sql(conn, table_id, low=low, high=high)
+    source, where, params = table_rows_sql(
+        conn, table_id, low=low, high=high, after=after, upto=upto
+    )
     with conn.transaction(), conn.cursor(name=f"report_{table_id}") as cursor:
         cursor.itersize = 2000
         cursor.execute(

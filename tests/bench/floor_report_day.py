@@ -2,18 +2,24 @@
 
 The floor holds one gaming day of 400 tables as busy tables deal it (the rows of real rounds
 of three games, repeated with each table's own seqs, times and hash chain, as in
-tests/bench/floor_scale.py: ~31 rows a round, ~12.4 M rows), from each table's first row at
-the day's start (so Q3's replay starts at row 1 within its reach). Then the day's report,
-as `tablectl floor report` builds it: the tables replayed in one process (`--workers 1`)
-and in one worker process a CPU (`--workers N`, each its own connection), timed each; the
-two reports must be equal. The fill is set-up (triggers off, as floor_scale's _grow).
+tests/bench/floor_scale.py), from each table's first row at the day's start (so Q3's replay
+starts at row 1 within its reach): 31,000 rows a table by default (a real table-day: 1,000
+rounds of ~31 rows; the templates' rounds are ~23 rows, so ~1,360 of them), 12.4 M rows.
+Each table's per-round summaries are computed as its shipper computes them (ShipperSummaries
+over every row, timed: `summaries_cpu_us_per_row`, what the summaries add to a table PC's
+shipping) and stored beside the rows. Then the day's report, as `tablectl floor report`
+builds it: from the summaries (the default), and replayed from the rows with a worker process
+a CPU (`--recompute --workers N`); the two reports must be byte for byte the same (their CSV
+and HTML) and the recompute must find no summary that differs. The fill is set-up (triggers
+off, as floor_scale's _grow).
 
-    floor_report_seconds_real_day   the report with a worker a CPU, at the size run
+    floor_report_seconds_real_day   the report (from the summaries), at the size run
+    floor_report_recompute_seconds  the same day replayed from the rows (--recompute)
 
-A real day is ~12.4 M rows and takes a while to fill; `--rounds N` runs a smaller day (the
-harness's --quick: 20 rounds a table), and its figure is then that size's, not a real day's.
+`--rows N` runs a smaller day (the harness's --quick: 700 rows a table), and its figure is
+then that size's, not a real day's.
 
-    python -m tests.bench.floor_report_day [--rounds 1000] [--tables 400]
+    python -m tests.bench.floor_report_day [--rows 31000] [--tables 400]
 """
 
 from __future__ import annotations
@@ -26,22 +32,84 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.floor.report import build_report, day_window
+from tablectl.controller.floor.report import build_report, day_window, write_csv, write_html
 from tablectl.controller.floor.retention import ensure_days
-from tablectl.controller.floor.schema import SCHEMA, add_table, create_schema
+from tablectl.controller.floor.schema import SCHEMA, SUMMARIES, add_table, create_schema
+from tablectl.controller.floor.shipper import floor_time
 from tablectl.controller.floor.store import connect
+from tablectl.controller.floor.summary import RoundSummary, ShipperSummaries
+from tablectl.controller.record.journal import parse_row
 from tablectl.simulators.pgserver import ThrowawayPostgres
 from tests.bench.floor_scale import FLOOR_SERVER, SyntheticTable, _grow, templates
 
-RESULT_KEYS = ("floor_report_seconds_real_day",)
+RESULT_KEYS = ("floor_report_seconds_real_day", "floor_report_recompute_seconds")
 DATABASE = "floor_report_day"
 DAY = datetime.date(2026, 3, 2)
+#: a real table-day's rows: 1,000 rounds of ~31 rows (docs/floor.md, "A year, by arithmetic")
+REAL_ROWS_PER_TABLE = 31_000
+#: summaries held before they are written (a second connection: the fill's COPY is open)
+SUMMARY_FLUSH = 20_000
 
 
-def measure(rounds: int = 1000, tables: int = 400) -> dict[str, Any]:
+class SummarizedTable(SyntheticTable):
+    """A synthetic table whose rows also go through its shipper's summaries, as shipped."""
+
+    def __init__(self, sink: SummarySink, *args: Any) -> None:
+        super().__init__(*args)
+        self.sink = sink
+        self.summaries = ShipperSummaries()
+
+    def rows(self, count: int, first_at: datetime.datetime, spacing: float) -> Iterator[tuple]:
+        for raw in super().rows(count, first_at, spacing):
+            began = time.process_time()
+            closed = self.summaries.feed(parse_row(raw), floor_time(raw[3])[0])
+            self.sink.cpu += time.process_time() - began
+            if closed is not None:
+                self.sink.add(self.table_id, closed)
+            yield raw
+
+
+class SummarySink:
+    """Summaries into floor.round_summaries by COPY on their own connection."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.held: list[tuple[Any, ...]] = []
+        self.cpu = 0.0
+        self.count = 0
+
+    def add(self, table_id: str, s: RoundSummary) -> None:
+        self.held.append(
+            (table_id, s.from_seq, s.to_seq, s.first_at, s.last_at, s.ended_at, s.text())
+        )
+        if len(self.held) >= SUMMARY_FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        columns = "(table_id, from_seq, to_seq, first_at, last_at, ended_at, summary)"
+        with (
+            self.conn.cursor() as cursor,
+            cursor.copy(f"COPY {SCHEMA}.{SUMMARIES} {columns} FROM STDIN") as copy,
+        ):
+            for row in self.held:
+                copy.write_row(row)
+        self.count += len(self.held)
+        self.held = []
+
+
+def _files(report: Any, directory: Path) -> tuple[bytes, bytes]:
+    report.generated_at = "-"
+    return (
+        write_csv(report, directory / "r.csv").read_bytes(),
+        write_html(report, directory / "r.html").read_bytes(),
+    )
+
+
+def measure(rows: int = REAL_ROWS_PER_TABLE, tables: int = 400) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-report-day-"))
     server = ThrowawayPostgres(settings=FLOOR_SERVER)
     try:
@@ -51,50 +119,63 @@ def measure(rounds: int = 1000, tables: int = 400) -> dict[str, Any]:
         made = templates(workdir)
         rows_per_round = statistics.fmean(len(t.rows) / t.rounds for t in made)
         dsn = server.admin_dsn(DATABASE)
-        with connect(dsn) as admin:
+        with connect(dsn) as admin, connect(dsn) as side:
             create_schema(admin)
             ensure_days(admin, DAY - datetime.timedelta(days=2), 5)
+            sink = SummarySink(side)
             synthetic = [
-                SyntheticTable(f"r{i:03d}", made[i % len(made)], 37 * i) for i in range(tables)
+                SummarizedTable(sink, f"r{i:03d}", made[i % len(made)], 37 * i)
+                for i in range(tables)
             ]
             for table in synthetic:
                 add_table(admin, table.table_id, passfile=workdir / "pgpass", dbname=DATABASE)
             low, _ = day_window(admin, DAY)
             # the day's play: from a minute after the gaming day starts to before it ends
             first_at = low + datetime.timedelta(hours=1, minutes=1)
-            rows_each = int(rounds * rows_per_round)
             began = time.perf_counter()
-            _grow(admin, synthetic, rows_each, first_at, days=0.95)
+            _grow(admin, synthetic, rows, first_at, days=0.95)
+            sink.flush()
             fill_seconds = time.perf_counter() - began
+            stopped = [t.table_id for t in synthetic if t.summaries.failure]
             # the table row, as the trigger (off for the fill) takes it from a table's row 1
             admin.execute(
                 f"UPDATE {SCHEMA}.tables AS t SET table_row = r.body FROM {SCHEMA}.journal_rows"
                 " AS r WHERE r.table_id = t.table_id AND r.seq = 1"
             )
             admin.execute("VACUUM ANALYZE")
-            timed: dict[int, float] = {}
-            reports = {}
-            for workers in sorted({1, os.cpu_count() or 1}):
-                began = time.perf_counter()
-                report = build_report(admin, DAY, workers=workers, dsn=dsn)
-                timed[workers] = time.perf_counter() - began
-                reports[workers] = [
-                    (t.table_id, dict(t.counts), t.seat_cards, t.seat_untested)
-                    for t in report.tables
-                ]
-        parallel = max(timed)
-        rows = rows_each * tables
+            workers = os.cpu_count() or 1
+            began = time.perf_counter()
+            summed = build_report(admin, DAY)
+            summed_seconds = time.perf_counter() - began
+            began = time.perf_counter()
+            replayed = build_report(admin, DAY, workers=workers, dsn=dsn, recompute=True)
+            replayed_seconds = time.perf_counter() - began
+            (workdir / "summed").mkdir()
+            (workdir / "replayed").mkdir()
+            equal = _files(summed, workdir / "summed") == _files(replayed, workdir / "replayed")
+        total = rows * tables
         return {
             "tables": tables,
-            "rounds_per_table": rounds,
-            "rows": rows,
-            "real_day": rounds >= 1000 and tables >= 400,
+            "rows_per_table": rows,
+            "rounds_per_table": round(rows / rows_per_round),
+            "rows": total,
+            "real_day": rows >= REAL_ROWS_PER_TABLE and tables >= 400,
             "fill_seconds": round(fill_seconds, 1),
-            "report_seconds_by_workers": {str(k): round(v, 2) for k, v in timed.items()},
-            "rows_per_second_by_workers": {str(k): round(rows / v) for k, v in timed.items()},
-            "reports_equal": len({json.dumps(r, sort_keys=True) for r in reports.values()}) == 1,
-            "seat_tested_tables": sum(1 for t in report.tables if t.seat_bias is not None),
-            "floor_report_seconds_real_day": round(timed[parallel], 2),
+            "summaries": sink.count,
+            "summaries_cpu_seconds": round(sink.cpu, 1),
+            "summaries_cpu_us_per_row": round(sink.cpu / total * 1e6, 1),
+            "summaries_stopped_tables": len(stopped),
+            "tables_from_summaries": sum(1 for v in summed.sources.values() if v == "summaries"),
+            "tables_with_rows_replayed": sum(
+                1 for v in summed.sources.values() if v != "summaries"
+            ),
+            "recompute_workers": workers,
+            "recompute_findings": len(replayed.findings),
+            "reports_equal": equal,
+            "seat_tested_tables": sum(1 for t in summed.tables if t.seat_bias is not None),
+            "floor_report_seconds_real_day": round(summed_seconds, 2),
+            "floor_report_recompute_seconds": round(replayed_seconds, 2),
+            "rows_per_second_recompute": round(total / replayed_seconds),
         }
     finally:
         server.destroy()
@@ -103,10 +184,12 @@ def measure(rounds: int = 1000, tables: int = 400) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=1000, help="rounds a table (default 1000)")
+    parser.add_argument(
+        "--rows", type=int, default=REAL_ROWS_PER_TABLE, help="rows a table (default 31000)"
+    )
     parser.add_argument("--tables", type=int, default=400)
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.rounds, args.tables), indent=2))
+    print(json.dumps(measure(args.rows, args.tables), indent=2))
     return 0
 
 

@@ -384,7 +384,11 @@ SHIPPER_PROCESSES = 4
 
 
 def _fleet_worker(
-    pipe: Any, slice_: list[tuple[str, str, str]], passfile: str, batch_rows: int | None
+    pipe: Any,
+    slice_: list[tuple[str, str, str]],
+    passfile: str,
+    batch_rows: int | None,
+    summaries: bool = True,
 ) -> None:
     """One process of the load generator: real FloorShippers for its tables, driven by the
     parent: "start" (connect, resume, catch up), "notify" (rows committed: ship them), "stop".
@@ -403,6 +407,7 @@ def _fleet_worker(
             else FloorConfig(dsn=dsn, passfile=Path(passfile)),
             publish_metrics=False,
             linger=0.0,
+            summaries=summaries,
         )
         for table_id, journal, dsn in slice_
     }
@@ -439,6 +444,7 @@ class ShipperFleet:
         passfile: Path,
         batch_rows: int | None = None,
         processes: int = SHIPPER_PROCESSES,
+        summaries: bool = True,
     ) -> None:
         import multiprocessing
 
@@ -448,7 +454,7 @@ class ShipperFleet:
             parent, child = context.Pipe()
             process = context.Process(
                 target=_fleet_worker,
-                args=(child, tables[n::processes], str(passfile), batch_rows),
+                args=(child, tables[n::processes], str(passfile), batch_rows, summaries),
             )
             process.start()
             self.workers.append((parent, process, tables[n::processes]))
@@ -518,12 +524,13 @@ def measure(
     ingest_only: bool = False,
     batch_rows: int | None = None,
     processes: int = SHIPPER_PROCESSES,
+    summaries: bool = True,
 ) -> dict[str, Any]:
     base_rows = base_rows or 900_000  # 1x: the two hours (756,000 rows) and ~4 h of play
     workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-scale-"))
     server = ThrowawayPostgres(settings=FLOOR_SERVER)
     bouncer: ThrowawayPgBouncer | None = None
-    timings: dict[str, Any] = {"tables": TABLES, "base_rows": base_rows}
+    timings: dict[str, Any] = {"tables": TABLES, "base_rows": base_rows, "summaries": summaries}
     try:
         server.init()
         server.start()
@@ -568,6 +575,7 @@ def measure(
             passfile,
             batch_rows,
             processes,
+            summaries,
         )
         try:
             catch_up, _, _ = fleet.run("start")
@@ -741,6 +749,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-rows", type=int, default=None, help="the shippers' batch_rows")
     parser.add_argument("--processes", type=int, default=SHIPPER_PROCESSES)
     parser.add_argument(
+        "--no-summaries",
+        action="store_true",
+        help="the shippers ship rows only (no per-round summaries), as before them",
+    )
+    parser.add_argument(
         "--pooler",
         action="store_true",
         help="the 400 tables through PgBouncer (20 server connections) rather than one "
@@ -770,6 +783,7 @@ def main(argv: list[str] | None = None) -> int:
                 ingest_only=args.ingest_only,
                 batch_rows=args.batch_rows,
                 processes=args.processes,
+                summaries=not args.no_summaries,
             ),
             indent=2,
         )

@@ -23,6 +23,14 @@ survived, the daemon restarted, and `check` holds the table to its promises:
    the sealing key file holds one key only (the slot of the key it replaced overwritten).
 
 Each failure is a `Finding` naming the cut, so a run reports them all rather than the first.
+
+A table may run its daemon as an unprivileged user (`user`: the package's `tablectl` user, else
+`nobody`, through setpriv with the unit's UMask=0077), its state directory 0700 and every file
+in it owned by that user, as the unit's StateDirectory= leaves them; lossyfs then mounts with
+`allow_other` and the kernel checks each access against the modes and owners it reports.
+
+Every cut made in a session is tallied by mode and site (`tally`), printed at the session's
+end and written beside its temporary directories (tests/powercut/conftest.py).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import os
 import random
 import select
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -59,10 +68,15 @@ from tablectl.controller.record.merkle_log import MerkleLog
 from tablectl.controller.record.note import NoteError, create_identity_key
 from tablectl.controller.record.sealing import KEY_FILE_SIZE, VerificationKey, setup_keys
 from tablectl.controller.service.daemon import Interlocks
+from tests.journal.history import ServiceUser
+from tests.journal.service_user import hand_over
 from tests.powercut.lossyfs import LossyMount
 from tests.powercut.player import event_digest
 
 T = TypeVar("T")
+
+#: every table made in this session, for the tally of its cuts (`tally`)
+TABLES: list[PoweredTable] = []
 
 ROOT = Path(__file__).resolve().parents[2]
 GAMES = ("three_card_21", "five_card_hilo", "heads_up_holdem", "asia_poker")
@@ -165,6 +179,17 @@ ROLLOVER_TRIGGERS: tuple[Trigger, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class Floor:
+    """A floor store the table ships its journal to: a throwaway PostgreSQL's database with
+    the schema and this table's INSERT-only role (its password in `passfile`)."""
+
+    admin_dsn: str
+    table_dsn: str
+    passfile: Path
+    table_id: str = "demo"  # the demo's table id
+
+
 @dataclass
 class Finding:
     game: str
@@ -180,7 +205,7 @@ class Finding:
 class CutRecord:
     game: str
     number: int
-    trigger: str
+    trigger: str  # the site and what came of it (a trigger that did not fire says so)
     fired: bool  # the armed operation came (False: cut at the patience's end)
     dropped_files: int
     dropped_dirs: int
@@ -191,6 +216,13 @@ class CutRecord:
     #: partial persistence: the seed and what survived of each ("k/n": the first k of n
     #: unsynced changes, a torn write's blocks), by path; empty when every change was dropped
     kept: dict[str, Any] = field(default_factory=dict)
+    #: the trigger's name (the tally's site) and the table's mode (`PoweredTable.mode`)
+    site: str = ""
+    mode: str = ""
+    #: the check after this cut: the acknowledged events it looked for in the journal and the
+    #: ones it found missing (None: not checked, e.g. the daemon did not start again)
+    looked_for: int | None = None
+    lost: int | None = None
 
     @property
     def dropped_beyond_shm(self) -> list[str]:
@@ -212,12 +244,19 @@ class PoweredTable:
     partial: int | None = None
     pause: float = 0.0  # the dealer's seconds between rounds (player.py --pause)
     group_commit: bool = False  # player.py --group-commit: acknowledgements before the fsync
+    #: the daemon run as this unprivileged user (tests/journal/service_user.py); None: as root
+    user: ServiceUser | None = None
+    floor: Floor | None = None  # the journal shipped there (the demo's --floor-dsn)
     cuts: list[CutRecord] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.mount = LossyMount(
-            self.base / "disk", self.base / "mnt", ext4=self.ext4, partial=self.partial
+            self.base / "disk",
+            self.base / "mnt",
+            ext4=self.ext4,
+            partial=self.partial,
+            allow_other=self.user is not None,
         )
         self.state = self.mount.mountpoint / "state"
         self.acks = self.base / "acks.jsonl"
@@ -227,6 +266,28 @@ class PoweredTable:
         self.acks_offset = 0
         self.trigger = "first start"
         self.stuck: str | None = None
+        #: the state directory on the disk after the last roll-over cut: file name -> mode
+        self.after_cut: dict[str, int] = {}
+        #: the floor checks made: (cut, rows on the floor, events on the floor)
+        self.floor_checks: list[tuple[int, int, int]] = []
+        TABLES.append(self)
+
+    @property
+    def mode(self) -> str:
+        """lossyfs's mode and who runs the daemon: the tally's first key."""
+        mode = (
+            "partial persistence"
+            if self.partial is not None
+            else "ext4-like"
+            if self.ext4
+            else "strict POSIX"
+        )
+        mode += ", the service user" if self.user is not None else ", root"
+        if self.floor is not None:
+            mode += ", shipping to a floor"
+        if self.group_commit:  # acknowledgements before the fsync: the proof a check can fail
+            mode += ", group commit (a proof: must lose)"
+        return mode
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -242,6 +303,14 @@ class PoweredTable:
         self.identity = create_identity_key(
             self.mount.backing / "state" / IDENTITY_KEY_NAME, default_origin("powercut")
         )
+        if self.user is not None:
+            # the unit's StateDirectory= (0700, the user's) with its keys the user's, 0600; the
+            # player's records (off the mount) the user's to append to
+            self.mount.backing.chmod(0o755)
+            hand_over(self.mount.backing / "state", self.user)
+            for record in (self.acks, self.log):
+                record.touch(mode=0o600)
+                os.chown(record, self.user.uid, self.user.gid)
         self.mount.mount()
 
     def start(self, arm: Trigger | None = None, nth: int = 1) -> str | None:
@@ -249,10 +318,23 @@ class PoweredTable:
         the process starts (before the daemon opens its journal)."""
         self.acks_offset = self.acks.stat().st_size if self.acks.exists() else 0
         env = {**os.environ, **self.faketime}
+        python, prefix = sys.executable, ()
+        if self.user is not None:
+            # the system Python with this checkout on its path; a preload (libfaketime) goes in
+            # after the change of user (tests/journal/history.py says why)
+            env = {
+                **self.user.environment(),
+                **self.faketime,
+                "PYTHONPATH": f"{ROOT}:{self.user.path}",
+            }
+            preload = env.pop("LD_PRELOAD", None)
+            python = self.user.python
+            prefix = (*self.user.prefix(), *(("env", f"LD_PRELOAD={preload}") if preload else ()))
         out = open(self.output, "a")  # noqa: SIM115 (the child's stdout, closed below)
         self.process = subprocess.Popen(
             [
-                sys.executable,
+                *prefix,
+                python,
                 "-m",
                 "tests.powercut.player",
                 "--game",
@@ -268,12 +350,23 @@ class PoweredTable:
                 "--pause",
                 str(self.pause),
                 *(["--group-commit"] if self.group_commit else []),
+                *(
+                    [
+                        "--floor-dsn",
+                        self.floor.table_dsn,
+                        "--floor-passfile",
+                        str(self.floor.passfile),
+                    ]
+                    if self.floor is not None
+                    else []
+                ),
             ],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
             stderr=out,
             text=True,
+            umask=0o077 if self.user is not None else -1,  # the unit's UMask=
         )
         out.close()
         self.seed += 1
@@ -336,11 +429,18 @@ class PoweredTable:
             self.trigger = trigger.name
             self.fail(number, f"the daemon exited {code} by itself before the cut: {tail}")
         (cut,) = self.mount.cuts()
+        said = trigger.name + ("" if fired else " (did not come: cut anyway)")
+        return self.record_cut(number, trigger, fired, said, cut)
+
+    def record_cut(
+        self, number: int, trigger: Trigger, fired: bool, said: str, cut: dict[str, Any]
+    ) -> CutRecord:
+        """The cut lossyfs made (its answer `cut`) at `trigger`, described as `said`."""
         dropped = cut["dropped"] or {"files": [], "directories": [], "blocks": 0}
         record = CutRecord(
             self.game,
             number,
-            trigger.name + ("" if fired else " (did not come: cut anyway)"),
+            said,
             fired,
             len(dropped["files"]),
             len(dropped["directories"]),
@@ -348,6 +448,8 @@ class PoweredTable:
             len(self.acknowledged()),
             (*dropped["files"], *dropped["directories"]),
             cut.get("kept") or {},
+            site=trigger.name,
+            mode=self.mode,
         )
         self.cuts.append(record)
         self.trigger = record.trigger
@@ -546,6 +648,9 @@ class PoweredTable:
             self.fail(number, f"the journal cannot be read: {error}")
             return
         lost = [digest for digest in acknowledged if digest not in journaled]
+        for cut in self.cuts:
+            if cut.number == number:
+                cut.looked_for, cut.lost = len(acknowledged), len(lost)
         if lost:
             self.fail(number, f"{len(lost)} of {len(acknowledged)} acknowledged events lost")
         code, said = self.verify(command=command)
@@ -575,6 +680,77 @@ class PoweredTable:
         if devices["shuffler"] and not expected["shuffler_deck_locked"]:
             self.fail(number, f"the shuffler's deck is locked, the journal holds {expected}")
 
+    def floor_rows(self) -> list[tuple[int, str, str, str]]:
+        """The floor's copy of this table: (seq, kind, body, hash) in seq order."""
+        from tablectl.controller.floor.store import connect, table_rows_sql
+
+        assert self.floor is not None
+        with connect(self.floor.admin_dsn) as conn:
+            source, where, params = table_rows_sql(conn, self.floor.table_id)
+            rows = conn.execute(
+                f"SELECT r.seq, r.kind, r.body, r.hash FROM {source} WHERE {where} ORDER BY r.seq",
+                params,
+            ).fetchall()
+        return [(int(seq), kind, body, digest) for seq, kind, body, digest in rows]
+
+    def floor_caught_up(self, seq: int, timeout: float = 90.0) -> bool:
+        """Whether the floor holds row `seq` of this table in time (the shipper runs on)."""
+        from tablectl.controller.floor.store import connect, table_rows_sql
+
+        assert self.floor is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with connect(self.floor.admin_dsn) as conn:
+                source, where, params = table_rows_sql(conn, self.floor.table_id, after=seq - 1)
+                if conn.execute(f"SELECT 1 FROM {source} WHERE {where} LIMIT 1", params).fetchone():
+                    return True
+            if self.process is None or self.process.poll() is not None:
+                return False
+            time.sleep(0.2)
+        return False
+
+    def check_floor(self, number: int) -> None:
+        """After a restart, with a floor: once the floor has caught up with the journal's last
+        row (read now), every row on it is the journal's row of that seq (no row the cut took
+        from the journal is on the floor), every acknowledged event is on it, none twice, and
+        the floor's own verify of the table passes."""
+        from tablectl.controller.floor.store import connect, verify_table
+
+        assert self.floor is not None
+        journal = self._settled(self.journal_row_hashes)
+        last = max(journal)
+        if not self.floor_caught_up(last):
+            self.fail(number, f"the floor did not reach row {last} of the journal")
+            return
+        journal = self._settled(self.journal_row_hashes)
+        rows = self.floor_rows()
+        differ = [seq for seq, _kind, _body, digest in rows if journal.get(seq, digest) != digest]
+        if differ:
+            self.fail(number, f"floor rows {differ[:5]} differ from the journal's rows")
+        bodies = [body for _seq, kind, body, _hash in rows if kind == "event"]
+        twice = len(bodies) - len(set(bodies))
+        if twice:
+            self.fail(number, f"{twice} events are on the floor twice")
+        # every event acknowledged before the cut is in the journal's rows up to `last` (or the
+        # journal check failed already) and so on the floor, by its row's hash, once it caught
+        # up with them (the floor's body text is its own: the row's hash names it)
+        before = next((c.acknowledged for c in self.cuts if c.number == number), 0)
+        hash_of = {
+            event_digest(row.body): row.hash
+            for path in live_segments(self.state / "journal.sqlite")
+            for row in read_rows(path)
+            if row.kind == "event"
+        }
+        on_floor = {digest for _seq, _kind, _body, digest in rows}
+        missing = [d for d in self.acknowledged()[:before] if hash_of.get(d) not in on_floor]
+        if missing:
+            self.fail(number, f"{len(missing)} acknowledged events are not on the floor")
+        with connect(self.floor.admin_dsn) as conn:
+            verified = verify_table(conn, self.floor.table_id, from_start=True)
+        if verified.exit_code != 0:
+            self.fail(number, f"floor verify: {verified.message}")
+        self.floor_checks.append((number, len(rows), len(bodies)))
+
 
 def play_with_cuts(
     game: str,
@@ -586,6 +762,7 @@ def play_with_cuts(
     ext4: bool = False,
     partial: bool = False,
     command: bool = True,
+    user: ServiceUser | None = None,
 ) -> list[PoweredTable]:
     """`cuts` power cuts, each followed by a restart and the checks (the verify command after
     each cut when `command`, else its function, and the command at each table's end). A table
@@ -599,6 +776,7 @@ def play_with_cuts(
             seed=rng.randrange(1, 2**31),
             ext4=ext4,
             partial=rng.randrange(1, 2**31) if partial else None,
+            user=user,
         )
         tables.append(table)
         table.install()
@@ -648,10 +826,12 @@ FIRST_START_TRIGGERS: tuple[Trigger, ...] = (
 )
 
 
-def cut_at_the_first_start(game: str, base: Path, trigger: Trigger, nth: int) -> PoweredTable:
+def cut_at_the_first_start(
+    game: str, base: Path, trigger: Trigger, nth: int, user: ServiceUser | None = None
+) -> PoweredTable:
     """A cut while the daemon opens a new journal for the first time (its `nth` operation
     matching `trigger`); then a restart and the checks."""
-    table = PoweredTable(game, base)
+    table = PoweredTable(game, base, user=user)
     table.install()
     try:
         why = table.start(arm=trigger, nth=nth)
@@ -663,21 +843,8 @@ def cut_at_the_first_start(game: str, base: Path, trigger: Trigger, nth: int) ->
             table._drain()
             table.process = None
         (cut,) = table.mount.cuts()
-        dropped = cut["dropped"] or {"files": [], "directories": [], "blocks": 0}
-        table.trigger = f"{trigger.name} #{nth}" + ("" if fired else " (READY first)")
-        table.cuts.append(
-            CutRecord(
-                game,
-                1,
-                table.trigger,
-                fired,
-                len(dropped["files"]),
-                len(dropped["directories"]),
-                int(dropped["blocks"]),
-                len(table.acknowledged()),
-                (*dropped["files"], *dropped["directories"]),
-            )
-        )
+        said = f"{trigger.name} #{nth}" + ("" if fired else " (READY first)")
+        table.record_cut(1, trigger, fired, said, cut)
         table.mount.remount()
         why = table.start()
         if why is not None:
@@ -712,13 +879,18 @@ def faketime_before_six(lead_seconds: float) -> tuple[dict[str, str], float]:
 
 
 def cut_in_a_rollover(
-    game: str, base: Path, trigger: Trigger, rng: random.Random, number: int = 1
+    game: str,
+    base: Path,
+    trigger: Trigger,
+    rng: random.Random,
+    number: int = 1,
+    user: ServiceUser | None = None,
 ) -> PoweredTable:
     """A fresh table whose clock reaches 06:00 ROLLOVER_LEAD seconds after its install (a
     start takes seconds under load; the cut, armed at READY, waits until then and a little
     more); the cut lands in the roll-over to the next gaming day (armed on its operations);
     restart; the checks. The trigger must fire: its operation is the roll-over's own."""
-    table = PoweredTable(game, base, seed=rng.randrange(1, 2**31), pause=0.1)
+    table = PoweredTable(game, base, seed=rng.randrange(1, 2**31), pause=0.1, user=user)
     table.faketime, fake_now = faketime_before_six(ROLLOVER_LEAD)
     six_at = time.monotonic() + ROLLOVER_LEAD
     table.install(now=fake_now)
@@ -729,6 +901,10 @@ def cut_in_a_rollover(
             return table
         patience = max(0.0, six_at - time.monotonic()) + ARMED_PATIENCE
         table.cut_once(number, trigger, rng, patience)
+        table.after_cut = {
+            p.name: stat.S_IMODE(p.lstat().st_mode)
+            for p in (table.mount.backing / "state").iterdir()
+        }
         closed = [p.name for p in (table.mount.backing / "state").glob("journal-*.sqlite")]
         table.mount.remount()
         why = table.start()
@@ -807,25 +983,8 @@ def double_cut_in_a_rollover(
             table._drain()
             table.process = None
         cuts = table.mount.cuts()
-        dropped = (cuts[-1]["dropped"] if cuts else None) or {
-            "files": [],
-            "directories": [],
-            "blocks": 0,
-        }
-        table.trigger = recovery.name + ("" if fired else " (READY first: cut then)")
-        table.cuts.append(
-            CutRecord(
-                game,
-                number + 1,
-                table.trigger,
-                fired,
-                len(dropped["files"]),
-                len(dropped["directories"]),
-                int(dropped["blocks"]),
-                len(table.acknowledged()),
-                (*dropped["files"], *dropped["directories"]),
-            )
-        )
+        said = recovery.name + ("" if fired else " (READY first: cut then)")
+        table.record_cut(number + 1, recovery, fired, said, cuts[-1] if cuts else {"dropped": None})
         table.mount.remount()
         why = table.start()
         if why is not None:
@@ -835,3 +994,63 @@ def double_cut_in_a_rollover(
     finally:
         table.stop()
     return table
+
+
+def tally(tables: list[PoweredTable]) -> list[dict[str, Any]]:
+    """The cuts by mode and site: how many were made, how many fired at their armed operation
+    (a random instant's always does), how many were checked after a restart, the acknowledged
+    events those checks looked for in the journal (each check looks for every event the
+    table acknowledged so far: an event is counted at each cut after it) and the ones they
+    found lost, the events acknowledged since the table's previous cut (`new`: what the
+    daemon did between the restart and this cut), and the findings (of any kind) made at
+    them."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for table in tables:
+        before = 0
+        for cut in table.cuts:
+            row = rows.setdefault(
+                (cut.mode, cut.site),
+                {
+                    "mode": cut.mode,
+                    "site": cut.site,
+                    "cuts": 0,
+                    "fired": 0,
+                    "checked": 0,
+                    "acknowledged": 0,
+                    "lost": 0,
+                    "new": 0,
+                    "findings": 0,
+                },
+            )
+            row["new"] += max(cut.acknowledged - before, 0)
+            before = cut.acknowledged
+            row["cuts"] += 1
+            row["fired"] += int(cut.fired)
+            if cut.lost is not None and cut.looked_for is not None:
+                row["checked"] += 1
+                row["acknowledged"] += cut.looked_for
+                row["lost"] += cut.lost
+            row["findings"] += sum(1 for f in table.findings if f.cut == cut.number)
+    return [rows[key] for key in sorted(rows)]
+
+
+def tally_text(rows: list[dict[str, Any]]) -> str:
+    """The tally as lines: one a mode and site, a total a mode, the total."""
+    lines = ["cuts fired checked acknowledged lost    new findings  mode: site"]
+
+    def line(row: dict[str, Any], label: str) -> str:
+        numbers = ("cuts", "fired", "checked", "acknowledged", "lost", "new", "findings")
+        widths = (4, 5, 7, 12, 4, 6, 8)
+        cells = " ".join(f"{row[n]:>{w}}" for n, w in zip(numbers, widths, strict=True))
+        return f"{cells}  {label}"
+
+    def total(selected: list[dict[str, Any]]) -> dict[str, Any]:
+        keys = ("cuts", "fired", "checked", "acknowledged", "lost", "new", "findings")
+        return {key: sum(r[key] for r in selected) for key in keys}
+
+    for mode in sorted({r["mode"] for r in rows}):
+        of_mode = [r for r in rows if r["mode"] == mode]
+        lines += [line(r, f"{mode}: {r['site']}") for r in of_mode]
+        lines.append(line(total(of_mode), f"{mode}: all sites"))
+    lines.append(line(total(rows), "every mode"))
+    return "\n".join(lines)

@@ -30,7 +30,9 @@ Mounting again on the same backing directory gives what survived: what was fsync
 files left in the backing directory's `.lossyfs/` (a cut between a file's fsync and its
 directory's) are removed at mount, as fsck would.
 
-A `chmod` or `chown` is durable only once its file is fsynced (like its bytes).
+A `chmod` or `chown` is durable only once its file is fsynced (like its bytes): a
+directory's fsync makes a renamed file's entry durable, not a mode it was given since its own
+last fsync (a new file's entry carries the mode and owner it was created with).
 Unsynced writes are all dropped (the harshest outcome of a real cut, where some of them may
 also have reached the disk); a write is never torn inside an fsync. By default a directory
 entry needs its directory's fsync (POSIX); `--ext4` models ext4's one journal instead, where
@@ -42,7 +44,9 @@ links and no rename of a directory (EXDEV, so `mv` copies): nothing here needs t
 
     python -m tests.powercut.lossyfs BACKING MOUNTPOINT --control SOCKET
 
-runs it in the foreground; `LossyMount` below starts, drives and unmounts it from a test.
+runs it in the foreground (`--allow-other`: other users may use the mount, each access
+checked by the kernel against the modes and owners lossyfs reports, as for the daemon run as
+its service user); `LossyMount` below starts, drives and unmounts it from a test.
 """
 
 from __future__ import annotations
@@ -81,6 +85,10 @@ class Node:
         self.mode = mode
         self.uid = uid
         self.gid = gid
+        #: the mode and owner it was created with: what its entry carries to the disk when
+        #: its directory is fsynced before the file itself (a later chmod/chown needs the
+        #: file's own fsync)
+        self.born = (mode, uid, gid)
         now = time.time_ns()
         self.atime = self.mtime = self.ctime = now
         #: backing paths (relative) holding this inode's durable copy: hard links to one file
@@ -139,6 +147,16 @@ def _apply(content: bytearray, op: tuple[Any, ...]) -> tuple[int, int, int] | No
 
 def _error(code: int) -> OSError:
     return OSError(code, os.strerror(code))
+
+
+def _as_born(real: str, node: Node) -> None:
+    """A backing entry made for a node without a durable copy: the mode and owner it was
+    created with (its entry carries them; lossyfs runs as root in the tests)."""
+    mode, uid, gid = node.born
+    if not stat.S_ISLNK(mode):
+        os.chmod(real, stat.S_IMODE(mode))
+    with contextlib.suppress(PermissionError):
+        os.lchown(real, uid, gid)
 
 
 def _chown(real: str, node: Node) -> None:
@@ -429,6 +447,7 @@ class LossyOperations:
     def _sync_file(self, node: Node) -> None:
         if node.is_dir:
             self._sync_dir(node)
+            self._sync_dir_meta(node)
             return
         if not node.is_file:
             return
@@ -457,6 +476,14 @@ class LossyOperations:
         _chown(real, node)  # an owner, like a mode, is durable only once the file is fsynced
         node.meta_dirty = False
 
+    def _sync_dir_meta(self, directory: Node) -> None:
+        """A directory's own mode and owner, durable at its fsync (like a file's)."""
+        where = self._link(directory)
+        if directory.meta_dirty and where is not None:
+            os.chmod(self._real(where), stat.S_IMODE(directory.mode))
+            _chown(self._real(where), directory)
+            directory.meta_dirty = False
+
     def _sync_dir(self, directory: Node) -> None:
         """The backing directory made to hold exactly the visible entries."""
         if directory.children is None:
@@ -464,7 +491,8 @@ class LossyOperations:
         where = self._link(directory)
         if where is None:  # a directory not yet durable itself: its entries go with it
             where = f"{PRIVATE}/inode-{directory.ino}"
-            os.mkdir(self._real(where), stat.S_IMODE(directory.mode))
+            os.mkdir(self._real(where), 0o700)
+            _as_born(self._real(where), directory)
             directory.links = {where}
         children, durable = directory.children, directory.durable_children
         staged: list[tuple[str, Node, str]] = []
@@ -479,18 +507,20 @@ class LossyOperations:
                     os.rename(self._real(source), real_stage)
                     self._move_links(source, stage)
                 else:
-                    os.mkdir(real_stage, stat.S_IMODE(child.mode))
+                    os.mkdir(real_stage, 0o700)
+                    _as_born(real_stage, child)
             elif stat.S_ISLNK(child.mode):
                 os.symlink(child.target, real_stage)
+                _as_born(real_stage, child)
             elif child.is_file:
-                if source is not None:
+                if source is not None:  # its durable inode, with its durable mode and owner
                     os.link(self._real(source), real_stage)
-                else:  # the entry without its unsynced bytes: an empty file
-                    Path(real_stage).touch(mode=stat.S_IMODE(child.mode))
-                    _chown(real_stage, child)
-                os.chmod(real_stage, stat.S_IMODE(child.mode))
+                else:  # the entry without its unsynced bytes: an empty file, as created
+                    Path(real_stage).touch(mode=0o600)
+                    _as_born(real_stage, child)
             else:  # a socket or a fifo
-                os.mknod(real_stage, child.mode)
+                os.mknod(real_stage, stat.S_IFMT(child.mode) | 0o600)
+                _as_born(real_stage, child)
             staged.append((name, child, stage))
         for name, child in durable.items():
             if children.get(name) is child:
@@ -859,6 +889,7 @@ class LossyOperations:
             self._enter("fsyncdir", node or "")
             assert node is not None
             self._sync_dir(node)
+            self._sync_dir_meta(node)
             self._leave("fsyncdir", node)
             return 0
 
@@ -948,6 +979,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a cut keeps a random prefix of each file's and directory's unsynced changes "
         "(drawn from SEED) instead of dropping them all",
     )
+    parser.add_argument(
+        "--allow-other",
+        action="store_true",
+        help="let users other than the one mounting use the mount (root mounts it: no "
+        "user_allow_other needed in /etc/fuse.conf)",
+    )
     args = parser.parse_args(argv)
     import mfusepy
 
@@ -960,6 +997,9 @@ def main(argv: list[str] | None = None) -> int:
         nothreads=False,
         hard_remove=True,
         default_permissions=True,
+        # other users reach the mount (the daemon as its service user); the kernel checks
+        # each access against the modes and owners lossyfs reports (default_permissions)
+        **({"allow_other": True} if args.allow_other else {}),
         fsname="lossyfs",
         subtype="lossyfs",
     )
@@ -994,9 +1034,12 @@ class LossyMount:
         *,
         ext4: bool = False,
         partial: int | None = None,
+        allow_other: bool = False,
     ) -> None:
         self.backing = backing
         self.ext4 = ext4
+        #: other users may use the mount (the daemon run as an unprivileged user)
+        self.allow_other = allow_other
         #: partial persistence's seed for the next mount (None: a cut drops every unsynced
         #: change); a test may change it before `remount`
         self.partial = partial
@@ -1022,6 +1065,7 @@ class LossyMount:
                     "--control",
                     str(self.control),
                     *(["--ext4"] if self.ext4 else []),
+                    *(["--allow-other"] if self.allow_other else []),
                     *(["--partial", str(self.partial)] if self.partial is not None else []),
                 ],
                 cwd=root,

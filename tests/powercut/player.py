@@ -127,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         "acknowledgement): only to show that the harness catches a lost acknowledged event",
     )
     parser.add_argument("--log", type=Path, required=True, help="the daemon's log (off the mount)")
+    parser.add_argument(
+        "--floor-dsn", default=None, help="the demo's --floor-dsn: ship the journal"
+    )
+    parser.add_argument("--floor-passfile", default=None, help="the demo's --floor-passfile")
     ours = parser.parse_args(argv)
     RECORD = Record(ours.acks)
     SEEN["pause"] = ours.pause
@@ -139,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     demo_argv += ["--faults", ours.faults]
     if ours.rounds is not None:
         demo_argv += ["--rounds", ours.rounds]
+    if ours.floor_dsn is not None:
+        demo_argv += ["--floor-dsn", ours.floor_dsn]
+    if ours.floor_passfile is not None:
+        demo_argv += ["--floor-passfile", ours.floor_passfile]
     args = demo_parser.parse_args(demo_argv)
 
     demo.EventFeed = RecordingFeed  # type: ignore[misc]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.journal.service_user import shared_dir  # noqa: F401 (a fixture)
 from tests.powercut.conftest import need_fuse
 from tests.powercut.lossyfs import LossyMount
 
@@ -255,6 +257,90 @@ def test_a_chmod_and_chown_are_durable_only_after_the_files_fsync(lossy: LossyMo
         65534,
     )
     assert (unsynced.stat().st_mode & 0o777, unsynced.stat().st_uid) == (0o644, 0)
+
+
+def test_a_directory_fsync_after_a_rename_does_not_make_the_files_new_mode_durable(
+    lossy: LossyMount,
+):
+    """The roll-over's order: chmod 0400, rename, fsync the directory. Without the file's own
+    fsync the rename survives the cut and the mode does not (POSIX makes the entry durable,
+    not the inode's change); a new file's entry carries the mode it was created with. Before,
+    the directory's fsync wrote the file's current mode onto its durable inode."""
+    path = durable_file(lossy, "live", b"x")
+    os.chmod(path, 0o400)
+    os.chown(path, 65534, 65534)
+    os.rename(path, lossy.mountpoint / "closed")
+    fd = os.open(lossy.mountpoint / "new", os.O_WRONLY | os.O_CREAT, 0o640)
+    os.close(fd)
+    os.chmod(lossy.mountpoint / "new", 0o444)
+    sync_dir(lossy.mountpoint)
+    cut_and_remount(lossy)
+    closed = (lossy.mountpoint / "closed").stat()
+    assert not (lossy.mountpoint / "live").exists()
+    assert (closed.st_mode & 0o777, closed.st_uid) == (0o644, 0)
+    assert (lossy.mountpoint / "new").stat().st_mode & 0o777 == 0o640
+
+
+def test_other_users_reach_an_allow_other_mount_as_its_modes_say(shared_dir: Path):  # noqa: F811
+    """`--allow-other` (the daemon as its service user): another user uses the mount, the
+    kernel checking each access against the modes and owners lossyfs reports; without it,
+    the mount is root's alone. A directory and a socket that user makes keep their owner
+    and mode on the disk once their directory is fsynced (before, they came back root's:
+    the restarted daemon could not replace its device links)."""
+    need_fuse()
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+
+    NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--")
+
+    def as_nobody(mount: LossyMount, name: str, script: str = "") -> int:
+        script = script or f"open({str(mount.mountpoint / name)!r}).read()"
+        done = subprocess.run(
+            [*NOBODY, sys.executable, "-I", "-c", script],
+            capture_output=True,
+            check=False,
+        )
+        return done.returncode
+
+    for allow in (True, False):
+        mount = LossyMount(
+            shared_dir / f"disk{allow}", shared_dir / f"mnt{allow}", allow_other=allow
+        ).mount()
+        try:
+            mount.backing.chmod(0o755)
+            public = durable_file(mount, "public", b"x")
+            os.chmod(public, 0o644)
+            private = durable_file(mount, "private", b"x")
+            os.chmod(private, 0o600)
+            theirs = durable_file(mount, "theirs", b"x")
+            os.chmod(theirs, 0o600)
+            os.chown(theirs, 65534, 65534)
+            if allow:
+                assert (as_nobody(mount, "public"), as_nobody(mount, "theirs")) == (0, 0)
+                assert as_nobody(mount, "private") != 0
+                shared = mount.mountpoint / "shared"
+                shared.mkdir(mode=0o777)
+                shared.chmod(0o777)
+                sync_dir(shared)
+                sync_dir(mount.mountpoint)
+                made = f"""
+import os, socket
+os.mkdir({str(shared / "sub")!r}, 0o750)
+socket.socket(socket.AF_UNIX).bind({str(shared / "sock")!r})
+fd = os.open({str(shared)!r}, os.O_RDONLY | os.O_DIRECTORY)
+os.fsync(fd)
+"""
+                assert as_nobody(mount, "", made) == 0
+                mount.cut()
+                mount.remount()
+                for name, mode in (("sub", 0o750), ("sock", None)):
+                    found = (shared / name).lstat()
+                    assert (found.st_uid, found.st_gid) == (65534, 65534), name
+                    assert mode is None or found.st_mode & 0o777 == mode, name
+            else:
+                assert as_nobody(mount, "public") != 0
+        finally:
+            mount.unmount()
 
 
 # -- partial persistence (lossyfs --partial SEED) ----------

@@ -28,6 +28,7 @@ need strip binutils
 need debootstrap debootstrap
 need unshare util-linux
 need nsenter util-linux
+need setpriv util-linux  # the daemon as its service user (tests/journal, tests/powercut)
 need systemd-nspawn systemd-container  # the booted check of the package
 [ -x /usr/bin/python3.11 ] || missing="$missing python3.11"  # the package's venv interpreter
 need faketime faketime  # the daemon's clock across a gaming-day boundary (tests/journal)

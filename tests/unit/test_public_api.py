@@ -87,15 +87,22 @@ def test_a_game_of_another_major_game_api_is_refused_naming_both() -> None:
     from tablectl.games import Engine
 
     class Later(Engine):
-        game_api = "2.0"
+        game_api = "3.0"
 
-    with pytest.raises(GameLoadError, match=r"game API 2.0; this tablectl provides 1.0"):
+    with pytest.raises(GameLoadError, match=r"game API 3.0; this tablectl provides 2.0"):
         check_game_api(Later, "'later'")
-    Later.game_api = "1.9"
-    with pytest.raises(GameLoadError, match=r"game API 1.9"):
+    Later.game_api = "2.9"
+    with pytest.raises(GameLoadError, match=r"game API 2.9"):
+        check_game_api(Later, "'later'")
+    Later.game_api = "0.9"
+    with pytest.raises(GameLoadError, match=r"game API 0.9"):
         check_game_api(Later, "'later'")
     Later.game_api = "one"
     with pytest.raises(GameLoadError, match=r"not MAJOR.MINOR"):
+        check_game_api(Later, "'later'")
+    # game API 1 is served for one release more, deprecated
+    Later.game_api = "1.0"
+    with pytest.warns(DeprecationWarning, match=r"game API 1.0, served until tablectl 0.3"):
         check_game_api(Later, "'later'")
 
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from tablectl.controller.engine.cards import Composition, deck_with_joker
 from tablectl.controller.engine.core import Engine, Round
 from tablectl.controller.engine.decisions import Decision
+from tablectl.controller.engine.hooks import DealRules, DeckRules, StubRules
 from tablectl.controller.engine.ledger import DEALER
 from tablectl.controller.engine.machine import MachineDefinition, chart
 from tablectl.controller.engine.rules import Citation, Rule
@@ -134,33 +135,6 @@ class AsiaPoker(Engine):
             and not rnd.blocked
         )
 
-    def _shuffles_every_round(self) -> bool:
-        return self.interp.asia_poker_shuffles_every_round  # D3 (interpretation)
-
-    def _bets_closed(self, rnd: Round) -> list[Decision]:
-        if self.options.ap_start == "computer":
-            number = self._draw_number()
-            return self._set_start("number", number, f"number {number} drawn by the controller")
-        return []  # the deal waits for the dealer's starting_position (A1)
-
-    def _stub_expected(self, set_aside: int) -> int | None:
-        # S4: 53 - 7 x 7 = 4, less any card set aside this round (a C1 discard).
-        return self.composition.size - 49 - set_aside
-
-    def _stub_misdeal_keeps_the_deck(self, misdealt: bool, adds_up: bool) -> bool:
-        return misdealt  # S4 (31.8(d)2): a misdeal voids, no misdeal removes
-
-    def _misdeal(self, target: str, count: int) -> list[Decision]:
-        """S4 (31.8(d)2, 31.14): a position with more or less than seven voids all."""
-        rnd = self.round
-        assert rnd is not None
-        if rnd.void_rule is not None:
-            return []
-        return self._void_round("S4", f"{target} holds {count} cards, not seven", reshuffle=False)
-
-    def _uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
-        return self._void_round("S4", counted, reshuffle=False)  # 31.8(d)2, whoever holds it
-
     def _on_starting_position(self, ev: dict[str, Any]) -> list[Decision]:
         key = "dice" if "dice" in ev else "number"
         value: int = ev[key]
@@ -231,3 +205,44 @@ class AsiaPoker(Engine):
     def _draw_number(self) -> int:
         assert self._random_source is not None  # checked when the engine was built
         return self._random_source(7) + 1
+
+    class Deal(DealRules["AsiaPoker"]):
+        """Asia Poker's deal: the starting position first (A1), seven hands of seven (S4)."""
+
+        def bets_closed(self, rnd: Round) -> list[Decision]:
+            if self.game.options.ap_start == "computer":
+                number = self.game._draw_number()
+                return self.game._set_start(
+                    "number", number, f"number {number} drawn by the controller"
+                )
+            return []  # the deal waits for the dealer's starting_position (A1)
+
+        def misdeal(self, target: str, count: int) -> list[Decision]:
+            """S4 (31.8(d)2, 31.14): a position with more or less than seven voids all."""
+            rnd = self.game.round
+            assert rnd is not None
+            if rnd.void_rule is not None:
+                return []
+            return self.game._void_round(
+                "S4", f"{target} holds {count} cards, not seven", reshuffle=False
+            )
+
+        def uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
+            # 31.8(d)2, whoever holds it
+            return self.game._void_round("S4", counted, reshuffle=False)
+
+    class Stub(StubRules["AsiaPoker"]):
+        """Asia Poker's stub: four cards left of the 53 (S4), whoever holds a wrong count."""
+
+        def expected(self, set_aside: int) -> int | None:
+            # S4: 53 - 7 x 7 = 4, less any card set aside this round (a C1 discard).
+            return self.game.composition.size - 49 - set_aside
+
+        def misdeal_keeps_the_deck(self, misdealt: bool, adds_up: bool) -> bool:
+            return misdealt  # S4 (31.8(d)2): a misdeal voids, no misdeal removes
+
+    class Decks(DeckRules["AsiaPoker"]):
+        """Asia Poker's decks: shuffled after every round unless configured otherwise."""
+
+        def shuffles_every_round(self) -> bool:
+            return self.game.interp.asia_poker_shuffles_every_round  # D3 (interpretation)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tablectl.controller.engine.core import Engine, Round
 from tablectl.controller.engine.decisions import Decision
+from tablectl.controller.engine.hooks import DealRules, StubRules
 from tablectl.controller.engine.ledger import DEALER
 from tablectl.controller.engine.machine import MachineDefinition, chart
 from tablectl.controller.engine.rules import METHODS, Citation, Rule
@@ -94,65 +95,76 @@ class FiveCardHiLo(Engine):
         # a fifth card dealt from the hand unread cannot be seen: only a read deal's counts
         return not (rnd.check_pending or (rnd.extra_dealer_cards and rnd.cards_tracked))
 
-    def _unfinished_remedy(self) -> list[Decision]:
-        rnd = self.round
-        if self.M7_misdeal_remedy_done() or rnd is None:
-            return []
-        # M7: no one can say now whose hand was wrong (or the dealer's hand holds four):
-        # 40.12(d)'s remedy that needs no answer, all hands void and the cards reshuffled
-        what = (
-            "the misdeal check was never answered"
-            if rnd.check_pending
-            else "the dealer's fifth card (M2) was never dealt"
-        )
-        return self._void_round("M7", f"round {rnd.number} was collected but {what}")
+    class Deal(DealRules["FiveCardHiLo"]):
+        """5 Card Hi-Lo's deal: five cards each and the dealer's; M1-M3, M7."""
 
-    def _plan(self, rnd: Round) -> None:
-        players = [str(p) for p in rnd.positions]
-        rnd.order = [*players, DEALER] * 5  # 40.7(d), 40.8(c)
-        rnd.stacks = [(p, 5) for p in players] + [(DEALER, 5)]  # 40.9(c)
-        rnd.expected = dict.fromkeys(players, 5)
-        rnd.expected[DEALER] = 5
-        rnd.planned_cards = sum(rnd.expected.values())
-
-    def _misdeal(self, target: str, count: int) -> list[Decision]:
-        """40.12(d): a player's wrong count voids that hand (M1); the dealer's four cards
-        get a fifth (M2); any other misdeal to the dealer voids all and reshuffles (M3)."""
-        rnd = self.round
-        assert rnd is not None
-        if target == DEALER:
-            if count == 4:
-                # M2: the dealer's fifth card completes the hand; no void.
-                rnd.extra_dealer_cards = 1
-                return [self._d("deal_dealer_card", "M2", "the dealer was dealt four cards")]
-            # M3: any other misdeal to the dealer voids every hand.
-            return self._void_round("M3", f"the dealer was dealt {count} cards, not five")
-        # M1: only that player's hand is void.
-        position = int(target)
-        rnd.void_hands.add(position)
-        return [
-            self._d(
-                "void_hand",
-                "M1",
-                f"position {position} was dealt {count} cards, not five",
-                position=position,
+        def unfinished_remedy(self) -> list[Decision]:
+            rnd = self.game.round
+            if self.game.M7_misdeal_remedy_done() or rnd is None:
+                return []
+            # M7: no one can say now whose hand was wrong (or the dealer's hand holds four):
+            # 40.12(d)'s remedy that needs no answer, all hands void and the cards reshuffled
+            what = (
+                "the misdeal check was never answered"
+                if rnd.check_pending
+                else "the dealer's fifth card (M2) was never dealt"
             )
-        ]
+            return self.game._void_round("M7", f"round {rnd.number} was collected but {what}")
 
-    def _uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
-        # M1/M2/M3 (40.12(d)) depend on whose hand is wrong, which a count cannot tell
-        # (a skipped position and a short dealer give the same count): never an order on
-        # a guess; the dealer checks the hands and misdeal_reported decides.
-        rnd.order = []  # nor is a later card placed by what is left of the order
-        rnd.check_pending = True  # M7: answered by misdeal_reported before the collection
-        return [
-            self._d(
-                "misdeal_check_required",
-                "M1",
-                f"{counted}: check the hands and report the misdealt one",
+        def plan(self, rnd: Round) -> None:
+            players = [str(p) for p in rnd.positions]
+            rnd.order = [*players, DEALER] * 5  # 40.7(d), 40.8(c)
+            rnd.stacks = [(p, 5) for p in players] + [(DEALER, 5)]  # 40.9(c)
+            rnd.expected = dict.fromkeys(players, 5)
+            rnd.expected[DEALER] = 5
+            rnd.planned_cards = sum(rnd.expected.values())
+
+        def misdeal(self, target: str, count: int) -> list[Decision]:
+            """40.12(d): a player's wrong count voids that hand (M1); the dealer's four cards
+            get a fifth (M2); any other misdeal to the dealer voids all and reshuffles (M3)."""
+            rnd = self.game.round
+            assert rnd is not None
+            if target == DEALER:
+                if count == 4:
+                    # M2: the dealer's fifth card completes the hand; no void.
+                    rnd.extra_dealer_cards = 1
+                    return [
+                        self.game._d("deal_dealer_card", "M2", "the dealer was dealt four cards")
+                    ]
+                # M3: any other misdeal to the dealer voids every hand.
+                return self.game._void_round("M3", f"the dealer was dealt {count} cards, not five")
+            # M1: only that player's hand is void.
+            position = int(target)
+            rnd.void_hands.add(position)
+            return [
+                self.game._d(
+                    "void_hand",
+                    "M1",
+                    f"position {position} was dealt {count} cards, not five",
+                    position=position,
+                )
+            ]
+
+        def uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
+            # M1/M2/M3 (40.12(d)) depend on whose hand is wrong, which a count cannot tell
+            # (a skipped position and a short dealer give the same count): never an order on
+            # a guess; the dealer checks the hands and misdeal_reported decides.
+            rnd.order = []  # nor is a later card placed by what is left of the order
+            rnd.check_pending = True  # M7: answered by misdeal_reported before the collection
+            return [
+                self.game._d(
+                    "misdeal_check_required",
+                    "M1",
+                    f"{counted}: check the hands and report the misdealt one",
+                )
+            ]
+
+    class Stub(StubRules["FiveCardHiLo"]):
+        """5 Card Hi-Lo's stub count: the counting shuffler's exemption (S2)."""
+
+        def count_exempts(self) -> bool:
+            """S2 (40.9(f)): a counting shuffler exempts only when dealing from an ADS."""
+            return (
+                self.game.method == "automated_shoe"
+                or not self.game.interp.hilo_counting_exemption_needs_ads
             )
-        ]
-
-    def _count_exempts(self) -> bool:
-        """S2 (40.9(f)): a counting shuffler exempts only when dealing from an ADS."""
-        return self.method == "automated_shoe" or not self.interp.hilo_counting_exemption_needs_ads

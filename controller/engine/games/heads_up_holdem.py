@@ -12,6 +12,7 @@ from typing import Any
 
 from tablectl.controller.engine.core import Engine, Round
 from tablectl.controller.engine.decisions import Decision
+from tablectl.controller.engine.hooks import DealRules, StubRules
 from tablectl.controller.engine.ledger import COMMUNITY, DEALER
 from tablectl.controller.engine.rules import METHODS, Citation, Rule
 from tablectl.controller.engine.table import GameProfile
@@ -81,28 +82,34 @@ class HeadsUpHoldem(Engine):
     counts_the_stub = True
     misdeal_rule = "M4"  # 39.12(c): any wrong count, a player's, the dealer's or the board's
 
-    def _plan(self, rnd: Round) -> None:
-        players = [str(p) for p in rnd.positions]
-        expected = dict.fromkeys(players, 2)
-        expected[DEALER] = 2
-        holes = [*players, DEALER] * 2
-        if self.method == "hand":
-            rnd.order = [*holes, *[COMMUNITY] * 5]  # 39.8(c), 39.10(c): board as play goes
-        else:
-            rnd.order = [*[COMMUNITY] * 5, *holes]  # 39.10(c), 39.7(d)
-            expected[COMMUNITY] = 5
-        rnd.stacks = [(COMMUNITY, 5)] + [(p, 2) for p in players] + [(DEALER, 2)]  # 39.9(c)
-        rnd.expected = expected
-        rnd.planned_cards = sum(expected.values()) + (0 if COMMUNITY in expected else 5)
-
-    def _uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
-        return self._void_round("M4", counted)  # 39.12(c): whoever's hand it is, all void
-
-    def _count_exempts(self) -> bool:
-        return True  # S2 (39.7(g), 39.8(f), 39.9(f)): with every dealing method
-
     def _on_dealer_card_exposed(self, ev: dict[str, Any]) -> list[Decision]:
         if not self._in_round():
             return [self._rejected("dealer_card_exposed: no round is in play")]
         # M5: a dealer card exposed before the reveal voids every hand.
         return self._void_round("M5", "a dealer card was exposed before the reveal")
+
+    class Deal(DealRules["HeadsUpHoldem"]):
+        """Heads Up Hold'em's deal: two cards each and the dealer's, the board of five (M4)."""
+
+        def plan(self, rnd: Round) -> None:
+            players = [str(p) for p in rnd.positions]
+            expected = dict.fromkeys(players, 2)
+            expected[DEALER] = 2
+            holes = [*players, DEALER] * 2
+            if self.game.method == "hand":
+                rnd.order = [*holes, *[COMMUNITY] * 5]  # 39.8(c), 39.10(c): board as play goes
+            else:
+                rnd.order = [*[COMMUNITY] * 5, *holes]  # 39.10(c), 39.7(d)
+                expected[COMMUNITY] = 5
+            rnd.stacks = [(COMMUNITY, 5)] + [(p, 2) for p in players] + [(DEALER, 2)]  # 39.9(c)
+            rnd.expected = expected
+            rnd.planned_cards = sum(expected.values()) + (0 if COMMUNITY in expected else 5)
+
+        def uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
+            return self.game._void_round("M4", counted)  # 39.12(c): whoever's hand it is, all void
+
+    class Stub(StubRules["HeadsUpHoldem"]):
+        """Heads Up Hold'em's stub count: exempt with a counting shuffler (S2)."""
+
+        def count_exempts(self) -> bool:
+            return True  # S2 (39.7(g), 39.8(f), 39.9(f)): with every dealing method

@@ -2,7 +2,8 @@
 shoe of 6 to 8 decks, with a bonus step, insurance on an ace, a hole-card reader, the
 dealer's turn, burn cards (G2, G5, G6), a cut card (G3) and Bart Carter (G4).
 
-Everything this game adds to the core engine is here, as hooks the core calls by name.
+Everything this game adds to the core engine is here: its rules of each family (``Deal``,
+``Decks``, ``Rack``, ``Reader``), its chart's conditions and the handlers of its own steps.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tablectl.controller.engine.cards import (
 from tablectl.controller.engine.core import Engine, Round
 from tablectl.controller.engine.decisions import Decision
 from tablectl.controller.engine.deck import Deck
+from tablectl.controller.engine.hooks import DealRules, DeckRules, RackRules, ReaderRules
 from tablectl.controller.engine.ledger import BURNED, DEALER, DISCARD, SHOE
 from tablectl.controller.engine.machine import MachineDefinition, chart
 from tablectl.controller.engine.rules import Citation, Rule
@@ -144,130 +146,10 @@ class ThreeCard21(Engine):
 
     # ------------------------------------------------------------------ the deal
 
-    def _plan(self, rnd: Round) -> None:
-        """2C.6(d): a card to each, the up card, a second each, the hole card, a third each."""
-        players = [str(p) for p in rnd.positions]
-        rnd.order = [*players, DEALER, *players, DEALER, *players]
-        rnd.expected = dict.fromkeys(players, 3)
-        rnd.expected[DEALER] = 2
-        rnd.planned_cards = sum(rnd.expected.values())
-
-    def _early_card_is_violation(self) -> bool:
-        return self.interp.three_card_21_early_card_is_violation
-
-    def _next_target(self, rnd: Round) -> str:
-        if not rnd.extra_dealer_cards and self.state == "dealer_turn":
-            return DEALER
-        target = super()._next_target(rnd)
-        return PLAYER_HIT if target == "unassigned" else target
-
-    def _burned_instead(self, target: str, card: str) -> list[Decision] | None:
-        if target == DEALER and self.state == "dealer_turn" and self._dealer_stands():
-            # G6: a card drawn on a standing total is burned, not part of the hand.
-            self._deck().ledger.move(card, SHOE, BURNED)
-            self._record(card, BURNED, True)
-            return [self._d("burn_card", "G6", "the dealer drew on a standing total")]
-        return None
-
-    def _card_dealt(self, target: str, card: str) -> list[Decision]:
-        rnd = self.round
-        assert rnd is not None
-        if target == DEALER:
-            rnd.dealer_cards.append(card)
-            if rnd.up_card is None:
-                rnd.up_card = card
-            elif rnd.hole_card is None:
-                rnd.hole_card = card
-        if self._deck().ledger.count(SHOE) == 0:
-            return self._shoe_ran_out() or []
-        return []
-
-    def _misdeal(self, target: str, count: int) -> list[Decision]:
-        """M6 (2C.14(g)): a player with no initial cards is dead; short hands get theirs later."""
-        rnd = self.round
-        assert rnd is not None
-        if target != DEALER and count == 0:
-            # M6: a player with no initial cards is dead and joins the next deal.
-            position = int(target)
-            rnd.void_hands.add(position)
-            return [
-                self._d(
-                    "void_hand",
-                    "M6",
-                    f"position {position} was dealt no initial cards: dead this round",
-                    position=position,
-                )
-            ]
-        # M6: one or two cards, or the dealer short: no void, the rest come later.
-        missing = rnd.expected.get(target, 0) - count
-        if missing > 0:
-            rnd.order.extend([target] * missing)
-        return []
-
     def _on_stub_counted(self, ev: dict[str, Any]) -> list[Decision]:
         return [self._rejected("stub_counted: Three Card 21 has no stub count")]
 
     # ------------------------------------------------------------------ shoe and shuffler
-
-    def _new_shoe_or_dealer(self) -> None:
-        if self.burn_pending == "G5":
-            return  # G5 (2C.14(f)): the reshuffled rack loaded mid-round; its burn is G5's
-        if not self.options.bart_carter:
-            self.burn_pending = "G2"  # G2: a new shoe's or a new dealer's first card is burned
-
-    def _mid_round_block(self) -> str | None:
-        """C4 after G5: the rack's reshuffle mid-round jammed; no card (not even the burn) is
-        drawn from it until a reshuffle completes (the chart's burn_rack_card)."""
-        if self.burn_pending != "G5" or self._model.trigger("burn_rack_card"):
-            return None
-        return "C4"
-
-    def _manual_shoe_fault(self, fault: str) -> list[Decision]:
-        """I6: the manual shoe jammed or stopped mid-round with partial hands."""
-        if not self._in_round() or self.round is None or not self.round.started:
-            return []  # no hand holds a card yet: nothing to decide
-        why = f"the dealing shoe reported {fault} mid-round"
-        if self.interp.three_card_21_manual_shoe_jam_voids_round:
-            return self._void_round("C5", why)  # as an automated shoe's (configured)
-        # G9: the cards dealt lie face up and stand; the missing ones come once the shoe
-        # deals again, after the others (2C.14(e), (g) by analogy); a supervisor is told
-        return [self._notify("G9", f"{why}: the dealt cards stand; the round goes on")]
-
-    def _rack_reshuffled_mid_round(self) -> bool:
-        return self._in_round()
-
-    def _resumes_after_restart(self) -> bool:
-        state = self.suspended_from if self.state == "suspended" else self.state
-        if state == "insurance" and not self.interp.restart_with_insurance_open_resumes:
-            return False  # I8 (configured): insurance open at the restart voids the round
-        return self.interp.restart_resumes_three_card_21  # X1: dealt face up
-
-    def _rack_rules(self, level: int) -> list[Decision]:
-        decisions: list[Decision] = []
-        size = self.composition.size
-        if level > size:
-            # G7: more cards in the rack than the shoe's decks hold.
-            decisions.append(
-                self._notify(
-                    "G7", f"the discard rack reads {level} cards, more than the {size} of the shoe"
-                )
-            )
-        if (
-            self.options.bart_carter
-            and level > self.interp.bart_carter_rack_threshold
-            and not self.bart_carter_flagged
-        ):
-            # G4: Bart Carter reshuffles once the rack holds about one deck.
-            self.bart_carter_flagged = True
-            self._deck().reshuffle_rule = "G4"
-            decisions.append(
-                self._d(
-                    "reshuffle",
-                    "G4",
-                    "the discard rack holds more than about one deck: reshuffle after the round",
-                )
-            )
-        return decisions
 
     # ------------------------------------------------------------------ play, reader, batches
 
@@ -277,26 +159,6 @@ class ThreeCard21(Engine):
         if rnd is None or len(rnd.dealer_cards) < 2:
             return False
         return dealer_stands(rnd.dealer_cards, self.options.dealer_hits_soft_17)
-
-    def _shoe_ran_out(self) -> list[Decision] | None:
-        """G5: no void; the discard rack is reshuffled, its first card burned."""
-        if self.burn_pending == "G5":
-            # the same run-out, told again (the last card dealt, then the shoe's own `empty`)
-            return []
-        deck = self._deck()
-        deck.ledger.move_all(DISCARD, SHOE)
-        self.rack_baseline = None  # R1: the rack was emptied into the shoe; no baseline left
-        self.burn_pending = "G5"
-        if self.round is not None:
-            self.round.rack_reshuffled = False  # its reshuffle is still to come
-        return [
-            self._d(
-                "reshuffle",
-                "G5",
-                "the shoe ran out: reshuffle the discard rack, burn "
-                "one card and complete the round",
-            )
-        ]
 
     def _on_bonus_settled(self, ev: dict[str, Any]) -> list[Decision]:
         decisions: list[Decision] = []
@@ -457,7 +319,7 @@ class ThreeCard21(Engine):
             # I5: an answer with no hole card inserted is no reading: a malfunction (H5), as
             # a contradicting one is (H6)
             return [
-                *self._reader_down("the reader answered with no hole card inserted", "H6"),
+                *self.reader_rules.down("the reader answered with no hole card inserted", "H6"),
                 self._notify("H6", "the hole-card reader answered with nothing inserted"),
             ]
         if rnd is None or rnd.reader_ignored:
@@ -468,7 +330,7 @@ class ThreeCard21(Engine):
         if actual != ev["blackjack"] and self.interp.reader_contradiction_is_malfunction:
             # H6: the answer contradicts the shoe's reading: treated as a malfunction (H5).
             return [
-                *self._reader_down(
+                *self.reader_rules.down(
                     "the reader's answer contradicts the card the shoe read", rule_id="H6"
                 ),
                 self._notify("H6", "the hole-card reader contradicted the shoe"),
@@ -478,17 +340,7 @@ class ThreeCard21(Engine):
     def _on_reader_fault(self, ev: dict[str, Any]) -> list[Decision]:
         if self.options.reader == "none":
             return super()._on_reader_fault(ev)
-        return self._reader_down(f"the reader reported {ev['fault']}")
-
-    def _reader_down(self, why: str, rule_id: str = "H5") -> list[Decision]:
-        """H5: a malfunctioning reader is out for the day or until re-inspected."""
-        if self.options.reader == "none":
-            return []
-        self.reader.went_out(self._gaming_day(self._time))  # H5 (I4): out for that day
-        self.device_faults["hole_card_reader"] = why
-        if self.round is not None:
-            self.round.reader_ignored = True
-        return [self._d("reader_disabled", rule_id, f"{why}: play continues without the reader")]
+        return self.reader_rules.down(f"the reader reported {ev['fault']}")
 
     def _on_cut_card_reached(self, ev: dict[str, Any]) -> list[Decision]:
         # G3: complete the round in play, then reshuffle; no new deal before it.
@@ -496,76 +348,252 @@ class ThreeCard21(Engine):
         when = "after this round" if self._in_round() else "before the next round"
         return [self._d("reshuffle", "G3", f"the cut card came out: reshuffle {when}")]
 
-    def _shuffler_holds_next_batch(self) -> bool:
-        """2C.4(i)2: a shuffle while a round is dealt from the shoe is the next batch's.
+    class Deal(DealRules["ThreeCard21"]):
+        """Three Card 21's deal and play: the order of 2C.6(d), the dealer's draw (G6), M6."""
 
-        "The cards shall be stacked and placed into the automated shuffling device to be
-        shuffled. The batch of cards already in the shuffler shall then be removed": the
-        shuffler holds a batch of its own while the shoe deals. Its C4 fault or C7 count
-        concerns that batch, not the round in play; only the shoe running out (G5) makes
-        a mid-round shuffle the shoe's. The one place that tells the two apart.
-        """
-        return (
-            self.options.shuffler != "none"
-            and self._round_open()  # the shoe suspended too: the batch is the shuffler's
-            and self.round is not None
-            and self.round.started
-            # G5: until the rack's reshuffle completes, a shuffle is of the shoe's cards
-            and not (self.burn_pending == "G5" and not self.round.rack_reshuffled)
-        )
+        def plan(self, rnd: Round) -> None:
+            """2C.6(d): a card to each, the up card, a second each, the hole card, a third each."""
+            players = [str(p) for p in rnd.positions]
+            rnd.order = [*players, DEALER, *players, DEALER, *players]
+            rnd.expected = dict.fromkeys(players, 3)
+            rnd.expected[DEALER] = 2
+            rnd.planned_cards = sum(rnd.expected.values())
 
-    def _next_batch_completed(self, count: int | None) -> list[Decision]:
-        """The shuffler finished the next batch while the shoe deals (2C.4(i)2)."""
-        size = self.composition.size
-        if (
-            count is not None
-            and count != size
-            and self.interp.count_mismatch_removes_deck_everywhere
-        ):
-            # C7 for the batch: remove it; the round in play goes on (C10 blocks the batch).
-            self.next_batch = "removed"
+        def early_card_is_violation(self) -> bool:
+            return self.game.interp.three_card_21_early_card_is_violation
+
+        def next_target(self, rnd: Round) -> str:
+            if not rnd.extra_dealer_cards and self.game.state == "dealer_turn":
+                return DEALER
+            target = super().next_target(rnd)
+            return PLAYER_HIT if target == "unassigned" else target
+
+        def burned_instead(self, target: str, card: str) -> list[Decision] | None:
+            if target == DEALER and self.game.state == "dealer_turn" and self.game._dealer_stands():
+                # G6: a card drawn on a standing total is burned, not part of the hand.
+                self.game._deck().ledger.move(card, SHOE, BURNED)
+                self.game._record(card, BURNED, True)
+                return [self.game._d("burn_card", "G6", "the dealer drew on a standing total")]
+            return None
+
+        def card_dealt(self, target: str, card: str) -> list[Decision]:
+            rnd = self.game.round
+            assert rnd is not None
+            if target == DEALER:
+                rnd.dealer_cards.append(card)
+                if rnd.up_card is None:
+                    rnd.up_card = card
+                elif rnd.hole_card is None:
+                    rnd.hole_card = card
+            if self.game._deck().ledger.count(SHOE) == 0:
+                return self.game.deck_rules.ran_out() or []
+            return []
+
+        def misdeal(self, target: str, count: int) -> list[Decision]:
+            """M6 (2C.14(g)): a player with no initial cards is dead; short hands get theirs
+            later."""
+            rnd = self.game.round
+            assert rnd is not None
+            if target != DEALER and count == 0:
+                # M6: a player with no initial cards is dead and joins the next deal.
+                position = int(target)
+                rnd.void_hands.add(position)
+                return [
+                    self.game._d(
+                        "void_hand",
+                        "M6",
+                        f"position {position} was dealt no initial cards: dead this round",
+                        position=position,
+                    )
+                ]
+            # M6: one or two cards, or the dealer short: no void, the rest come later.
+            missing = rnd.expected.get(target, 0) - count
+            if missing > 0:
+                rnd.order.extend([target] * missing)
+            return []
+
+        def mid_round_block(self) -> str | None:
+            """C4 after G5: the rack's reshuffle mid-round jammed; no card (not even the burn) is
+            drawn from it until a reshuffle completes (the chart's burn_rack_card)."""
+            if self.game.burn_pending != "G5" or self.game._model.trigger("burn_rack_card"):
+                return None
+            return "C4"
+
+        def resumes_after_restart(self) -> bool:
+            state = self.game.suspended_from if self.game.state == "suspended" else self.game.state
+            if state == "insurance" and not self.game.interp.restart_with_insurance_open_resumes:
+                return False  # I8 (configured): insurance open at the restart voids the round
+            return self.game.interp.restart_resumes_three_card_21  # X1: dealt face up
+
+        def dealt_face_up(self, target: str, rnd: Round) -> bool:
+            if target == DEALER:
+                # the up card and the dealer's draws are face up; the hole card is not (until
+                # the dealer's turn reveals it).
+                return rnd.up_card is None or rnd.hole_card is not None
+            return True
+
+    class Decks(DeckRules["ThreeCard21"]):
+        """Three Card 21's shoe: a batch in the shuffler while the shoe deals, burn cards
+        (G2, G5), the shoe run out or jammed (G5, G9)."""
+
+        def new_shoe_or_dealer(self) -> None:
+            if self.game.burn_pending == "G5":
+                return  # G5 (2C.14(f)): the reshuffled rack loaded mid-round; its burn is G5's
+            if not self.game.options.bart_carter:
+                self.game.burn_pending = (
+                    "G2"  # G2: a new shoe's or a new dealer's first card is burned
+                )
+
+        def manual_shoe_fault(self, fault: str) -> list[Decision]:
+            """I6: the manual shoe jammed or stopped mid-round with partial hands."""
+            if not self.game._in_round() or self.game.round is None or not self.game.round.started:
+                return []  # no hand holds a card yet: nothing to decide
+            why = f"the dealing shoe reported {fault} mid-round"
+            if self.game.interp.three_card_21_manual_shoe_jam_voids_round:
+                return self.game._void_round("C5", why)  # as an automated shoe's (configured)
+            # G9: the cards dealt lie face up and stand; the missing ones come once the shoe
+            # deals again, after the others (2C.14(e), (g) by analogy); a supervisor is told
+            return [self.game._notify("G9", f"{why}: the dealt cards stand; the round goes on")]
+
+        def rack_reshuffled_mid_round(self) -> bool:
+            return self.game._in_round()
+
+        def ran_out(self) -> list[Decision] | None:
+            """G5: no void; the discard rack is reshuffled, its first card burned."""
+            if self.game.burn_pending == "G5":
+                # the same run-out, told again (the last card dealt, then the shoe's own `empty`)
+                return []
+            deck = self.game._deck()
+            deck.ledger.move_all(DISCARD, SHOE)
+            self.game.rack_baseline = (
+                None  # R1: the rack was emptied into the shoe; no baseline left
+            )
+            self.game.burn_pending = "G5"
+            if self.game.round is not None:
+                self.game.round.rack_reshuffled = False  # its reshuffle is still to come
             return [
-                self._d(
-                    "remove_deck",
-                    "C7",
-                    f"the batch in the shuffler counted {count} cards, not {size}: removed; "
-                    "the round in play goes on",
-                    deck=self.current,
+                self.game._d(
+                    "reshuffle",
+                    "G5",
+                    "the shoe ran out: reshuffle the discard rack, burn "
+                    "one card and complete the round",
                 )
             ]
-        self.next_batch = "ready"
-        self.device_faults.pop("shuffler", None)
-        return []
 
-    def _shoe_shuffled_whole(self) -> bool:
-        # the Bart Carter shuffle (2C.4(h)2) reshuffles about a deck into the shoe, never all
-        return not self.options.bart_carter
+        def holds_next_batch(self) -> bool:
+            """2C.4(i)2: a shuffle while a round is dealt from the shoe is the next batch's.
 
-    def _load_next_batch(self) -> None:
-        """The shuffler's batch goes into the shoe; a faulted or removed one blocks."""
-        batch, self.next_batch = self.next_batch, None
-        deck = self._deck()
-        if batch == "ready":
-            # a whole shuffled batch: the reshuffle the shoe was due (G3, G4) is done
-            deck.ledger.gather(SHOE)
-            self._new_shoe_order(deck.name, whole=True)
-            deck.shuffled, deck.faulted, deck.reshuffle_rule = True, False, None
-            self.bart_carter_flagged = False
-        elif batch == "fresh":
-            self.decks[deck.name] = Deck.received(deck.name, self.composition)
-        elif batch == "faulted":
-            deck.faulted = True  # C4: the batch never completed its shuffle
-            deck.shuffled = False
-        elif batch == "removed":
-            deck.removed = True  # C10: the removed batch is not dealt; new cards first
-            deck.shuffled = False
+            "The cards shall be stacked and placed into the automated shuffling device to be
+            shuffled. The batch of cards already in the shuffler shall then be removed": the
+            shuffler holds a batch of its own while the shoe deals. Its C4 fault or C7 count
+            concerns that batch, not the round in play; only the shoe running out (G5) makes
+            a mid-round shuffle the shoe's. The one place that tells the two apart.
+            """
+            return (
+                self.game.options.shuffler != "none"
+                and self.game._round_open()  # the shoe suspended too: the batch is the shuffler's
+                and self.game.round is not None
+                and self.game.round.started
+                # G5: until the rack's reshuffle completes, a shuffle is of the shoe's cards
+                and not (self.game.burn_pending == "G5" and not self.game.round.rack_reshuffled)
+            )
 
-    def _dealt_face_up(self, target: str, rnd: Round) -> bool:
-        if target == DEALER:
-            # the up card and the dealer's draws are face up; the hole card is not (until
-            # the dealer's turn reveals it).
-            return rnd.up_card is None or rnd.hole_card is not None
-        return True
+        def next_batch_completed(self, count: int | None) -> list[Decision]:
+            """The shuffler finished the next batch while the shoe deals (2C.4(i)2)."""
+            size = self.game.composition.size
+            if (
+                count is not None
+                and count != size
+                and self.game.interp.count_mismatch_removes_deck_everywhere
+            ):
+                # C7 for the batch: remove it; the round in play goes on (C10 blocks the batch).
+                self.game.next_batch = "removed"
+                return [
+                    self.game._d(
+                        "remove_deck",
+                        "C7",
+                        f"the batch in the shuffler counted {count} cards, not {size}: removed; "
+                        "the round in play goes on",
+                        deck=self.game.current,
+                    )
+                ]
+            self.game.next_batch = "ready"
+            self.game.device_faults.pop("shuffler", None)
+            return []
 
-    def _reader_state(self) -> str:
-        return "none" if self.options.reader == "none" else self.reader.state()
+        def shuffled_whole(self) -> bool:
+            # the Bart Carter shuffle (2C.4(h)2) reshuffles about a deck into the shoe, never all
+            return not self.game.options.bart_carter
+
+        def load_next_batch(self) -> None:
+            """The shuffler's batch goes into the shoe; a faulted or removed one blocks."""
+            batch, self.game.next_batch = self.game.next_batch, None
+            deck = self.game._deck()
+            if batch == "ready":
+                # a whole shuffled batch: the reshuffle the shoe was due (G3, G4) is done
+                deck.ledger.gather(SHOE)
+                self.game._new_shoe_order(deck.name, whole=True)
+                deck.shuffled, deck.faulted, deck.reshuffle_rule = True, False, None
+                self.game.bart_carter_flagged = False
+            elif batch == "fresh":
+                self.game.decks[deck.name] = Deck.received(deck.name, self.game.composition)
+            elif batch == "faulted":
+                deck.faulted = True  # C4: the batch never completed its shuffle
+                deck.shuffled = False
+            elif batch == "removed":
+                deck.removed = True  # C10: the removed batch is not dealt; new cards first
+                deck.shuffled = False
+
+    class Rack(RackRules["ThreeCard21"]):
+        """Three Card 21's rules on the discard rack's level (G4, G7)."""
+
+        def level(self, level: int) -> list[Decision]:
+            decisions: list[Decision] = []
+            size = self.game.composition.size
+            if level > size:
+                # G7: more cards in the rack than the shoe's decks hold.
+                decisions.append(
+                    self.game._notify(
+                        "G7",
+                        f"the discard rack reads {level} cards, more than the {size} of the shoe",
+                    )
+                )
+            if (
+                self.game.options.bart_carter
+                and level > self.game.interp.bart_carter_rack_threshold
+                and not self.game.bart_carter_flagged
+            ):
+                # G4: Bart Carter reshuffles once the rack holds about one deck.
+                self.game.bart_carter_flagged = True
+                self.game._deck().reshuffle_rule = "G4"
+                decisions.append(
+                    self.game._d(
+                        "reshuffle",
+                        "G4",
+                        "the discard rack holds more than about one deck: "
+                        "reshuffle after the round",
+                    )
+                )
+            return decisions
+
+    class Reader(ReaderRules["ThreeCard21"]):
+        """Three Card 21's hole-card reader: out of service (H5), and its state."""
+
+        def down(self, why: str, rule_id: str = "H5") -> list[Decision]:
+            """H5: a malfunctioning reader is out for the day or until re-inspected."""
+            if self.game.options.reader == "none":
+                return []
+            self.game.reader.went_out(
+                self.game._gaming_day(self.game._time)
+            )  # H5 (I4): out for that day
+            self.game.device_faults["hole_card_reader"] = why
+            if self.game.round is not None:
+                self.game.round.reader_ignored = True
+            return [
+                self.game._d(
+                    "reader_disabled", rule_id, f"{why}: play continues without the reader"
+                )
+            ]
+
+        def state(self) -> str:
+            return "none" if self.game.options.reader == "none" else self.game.reader.state()

@@ -1,7 +1,7 @@
 """A toy game defined here, in the tests only, plays through the whole engine: the table
 spec accepts it, Engine(spec) builds it, its rules decide, its chart is drawn, its state
 snapshots. Nothing outside this file was edited for it (issue #10: one module per game,
-hooks found by name, a core that knows no game)."""
+its rules of the deal a family's subclass, a core that knows no game)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from tablectl.controller.commands import cli
 from tablectl.controller.engine.core import Engine, Round
 from tablectl.controller.engine.decisions import Decision
+from tablectl.controller.engine.hooks import DealRules
 from tablectl.controller.engine.ledger import DEALER
 from tablectl.controller.engine.machine import MachineDefinition, chart
 from tablectl.controller.engine.registry import game_names
@@ -32,14 +33,17 @@ class HighCard(Engine):
     def chart(cls) -> MachineDefinition:
         return chart(cls.name, cls.round_states, [("complete_deal", ("dealing",), "showdown", ())])
 
-    def _plan(self, rnd: Round) -> None:
-        players = [str(p) for p in rnd.positions]
-        rnd.order = [*players, DEALER]
-        rnd.expected = {**dict.fromkeys(players, 1), DEALER: 1}
-        rnd.planned_cards = len(rnd.order)
+    class Deal(DealRules["HighCard"]):
+        """The toy's deal: one card each, then the dealer's."""
 
-    def _uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
-        return self._void_round(self.misdeal_rule, counted)
+        def plan(self, rnd: Round) -> None:
+            players = [str(p) for p in rnd.positions]
+            rnd.order = [*players, DEALER]
+            rnd.expected = {**dict.fromkeys(players, 1), DEALER: 1}
+            rnd.planned_cards = len(rnd.order)
+
+        def uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
+            return self.game._void_round(self.game.misdeal_rule, counted)
 
 
 def feed(engine, *events):

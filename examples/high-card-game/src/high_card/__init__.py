@@ -14,7 +14,9 @@ Everything the game adds to tablectl is in this module (docs/games.md, "The cont
 - ``game_options``: its own options, checked with the table's configuration;
 - ``rules``: its own rules (K1), found by ID in tablectl's catalogue;
 - ``citations``: its own citations of the core's rules (C1, C2, C11 ...);
-- ``chart()`` and the hooks it overrides (``_plan``, ``_uncertain_count``).
+- ``chart()``, and its rules of the deal where they differ from the default: ``Deal``, a
+  subclass of ``DealRules`` (``plan``, ``uncertain_count``) that reaches the table as
+  ``self.game``.
 
 The core (faces found up, decks, shuffles, devices, the journal, the daemon) is tablectl's.
 """
@@ -26,6 +28,7 @@ from typing import ClassVar
 from tablectl.games import (
     DEALER,
     Citation,
+    DealRules,
     Decision,
     Engine,
     GameOption,
@@ -62,7 +65,7 @@ class HighCard(Engine):
 
     name = "high_card"
     #: the game API this module is written for (tablectl.games.GAME_API_VERSION)
-    game_api = "1.0"
+    game_api = "2.0"
     profile = GameProfile(
         "high_card", "High Card (example game)", 5, 1, 1, 0, ("manual_shoe",), False
     )
@@ -82,13 +85,16 @@ class HighCard(Engine):
     def chart(cls) -> MachineDefinition:
         return chart(cls.name, cls.round_states, [("complete_deal", ("dealing",), "showdown", ())])
 
-    def _plan(self, rnd: Round) -> None:
-        players = [str(p) for p in rnd.positions]
-        dealer = [DEALER] if self.options.dealer_card else []
-        rnd.order = [*players, *dealer]
-        rnd.expected = dict.fromkeys([*players, *dealer], 1)
-        rnd.planned_cards = len(rnd.order)
+    class Deal(DealRules["HighCard"]):
+        """High Card's deal: one card each (and the dealer's); any wrong count is K1."""
 
-    def _uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
-        # K1: whoever's hand it is, a wrong count voids every hand
-        return self._void_round("K1", counted)
+        def plan(self, rnd: Round) -> None:
+            players = [str(p) for p in rnd.positions]
+            dealer = [DEALER] if self.game.options.dealer_card else []
+            rnd.order = [*players, *dealer]
+            rnd.expected = dict.fromkeys([*players, *dealer], 1)
+            rnd.planned_cards = len(rnd.order)
+
+        def uncertain_count(self, rnd: Round, counted: str) -> list[Decision] | None:
+            # K1: whoever's hand it is, a wrong count voids every hand
+            return self.game._void_round("K1", counted)

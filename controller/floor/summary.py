@@ -1,0 +1,332 @@
+"""Per-round summaries: a gaming day's counts and Q3's seat tallies, computed once.
+
+The day's report (floor/report.py) needs, per table, the day's counts (rounds, voids,
+misdeals, decisions by rule ...) and the players' cards of the rounds that ended on the day,
+by position and rank (Q3). Replaying every row through the engine at report time costs
+minutes for a real day; so the table's shipper, which reads every row anyway, computes them as
+it ships, one summary per *span*: the rows from just after one round's end to the last row
+the floor releases with the next (the round-ending event and its decisions), which is the
+floor's own release rule (schema.check_batch). A summary is shipped only once its last row is
+released (floor.add_round_summaries refuses to store it earlier): nothing of a round in play.
+
+One piece of code counts a span on both sides: SpanCounter here, fed by the shipper's engine
+(ShipperSummaries) and, for `floor report --recompute`, by the floor's replay; a summary that
+differs from its rows is named there (report.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from tablectl.controller.engine.gaming_day import (
+    DEFAULT_START,
+    gaming_day_of,
+    local_wall_clock,
+    parse_start,
+)
+from tablectl.controller.engine.shuffle_integrity import ShuffleWatch
+from tablectl.controller.record.journal import (
+    RANDOM_DRAW,
+    JournalRow,
+    ReplayedDraws,
+    engine_from_checkpoint,
+    engine_from_table_row,
+)
+
+#: summaries a shipper holds while the floor has not released their rows (a round voided and
+#: no collection since): past this the oldest are dropped (the report replays those rounds)
+PENDING_MAX = 200
+#: the events counted as device faults in the day's report
+FAULT_EVENTS = frozenset(
+    {"shuffler_fault", "shoe_fault", "reader_fault", "rack_fault", "device_lost"}
+)
+
+
+@dataclass(frozen=True)
+class RoundSummary:
+    """A span's counts per gaming day (the table's event-time day) and its ended round's
+    players' cards by position and rank; `ended_at` is the recorded time of the row that ended
+    the round (the floor's partition day of it is Q3's day)."""
+
+    from_seq: int
+    to_seq: int
+    first_at: datetime.datetime
+    last_at: datetime.datetime
+    ended_at: datetime.datetime | None
+    body: dict[str, Any]
+
+    def text(self) -> str:
+        """The summary as stored (canonical JSON: what --recompute compares)."""
+        return canonical(self.body)
+
+
+def canonical(body: Any) -> str:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def day_start(table_row: Any) -> datetime.time:
+    """A table's gaming day start, from its table row's options (default 06:00)."""
+    text = str(dict(table_row.get("options", {})).get("gaming_day_start", ""))
+    try:
+        return parse_start(text)
+    except ValueError:
+        return DEFAULT_START  # a table row without one still counts the day
+
+
+def _local_time(text: object) -> datetime.datetime | None:
+    try:
+        moment = datetime.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return local_wall_clock(moment)
+
+
+class _DayBucket:
+    """One gaming day's share of a span: what report.DayCounter counts, as JSON."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.decisions: Counter[str] = Counter()
+        self.decision_names: Counter[str] = Counter()
+        self.rule_names: dict[str, str] = {}
+        self.rounds_by_hour: Counter[str] = Counter()
+        self.faults_by_device: Counter[str] = Counter()
+        self.voided_rounds: list[int] = []
+        self.first_event: str | None = None
+        self.last_event: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            name: dict(value)
+            for name, value in (
+                ("counts", self.counts),
+                ("decisions", self.decisions),
+                ("decision_names", self.decision_names),
+                ("rule_names", self.rule_names),
+                ("rounds_by_hour", self.rounds_by_hour),
+                ("faults_by_device", self.faults_by_device),
+            )
+            if value
+        }
+        if self.voided_rounds:
+            out["voided_rounds"] = self.voided_rounds
+        out["first_event"] = self.first_event
+        out["last_event"] = self.last_event
+        return out
+
+
+class SpanCounter:
+    """Counts rows fed in seq order into spans; `round_ended` marks the row just fed as the
+    end of a round; the span closes at the next row that is not a decision (the floor's
+    release rule). The counting rules are report.DayCounter's (FAULT_EVENTS, accepted
+    events, decisions by rule), applied per event to the event's own gaming day."""
+
+    def __init__(self, start: datetime.time) -> None:
+        self.start = start
+        self._reset()
+
+    def _reset(self) -> None:
+        self._first: tuple[int, datetime.datetime] | None = None
+        self._last: tuple[int, datetime.datetime] | None = None
+        self._days: dict[datetime.date, _DayBucket] = {}
+        self._event: JournalRow | None = None
+        self._event_day: datetime.date | None = None
+        self._decisions: list[dict[str, Any]] = []
+        self._seats: dict[int, Counter[str]] = {}
+        self._ended_at: datetime.datetime | None = None
+        self._ended = False
+
+    def feed(self, row: JournalRow, recorded_at: datetime.datetime) -> RoundSummary | None:
+        """Count a row; the span it closed, if it closed one (the row then begins the next)."""
+        closed = None
+        if self._ended and row.kind != "decision":
+            closed = self.close()
+        if self._first is None:
+            self._first = (row.seq, recorded_at)
+        self._last = (row.seq, recorded_at)
+        if row.kind == "event":
+            self._close_event()
+            self._event, self._decisions = row, []
+            when = _local_time(row.body.get("time"))
+            self._event_day = None if when is None else gaming_day_of(when, self.start)
+            if self._event_day is not None:
+                bucket = self._bucket(self._event_day)
+                stamp = str(row.body.get("time"))
+                bucket.first_event = bucket.first_event or stamp
+                bucket.last_event = stamp
+        elif row.kind == "decision" and self._event is not None:
+            self._decisions.append(row.body)
+        return closed
+
+    def round_ended(self, dealt: list[dict[str, Any]]) -> None:
+        """The row just fed ended a round with these cards dealt (the engine's dealt_cards)."""
+        for entry in dealt:
+            position = entry.get("to")
+            if isinstance(position, int) and not isinstance(position, bool):
+                card = str(entry.get("card"))
+                rank = card if card == "JK" else card[0]
+                self._seats.setdefault(position, Counter())[rank] += 1
+        self._ended = True
+        if self._last is not None:
+            self._ended_at = self._last[1]
+
+    def close(self) -> RoundSummary | None:
+        """The span so far as a summary (None: no row fed); the counter starts afresh."""
+        self._close_event()
+        if self._first is None or self._last is None:
+            self._reset()
+            return None
+        body: dict[str, Any] = {
+            "days": {day.isoformat(): b.as_json() for day, b in sorted(self._days.items())},
+            "seats": {
+                str(position): dict(sorted(ranks.items()))
+                for position, ranks in sorted(self._seats.items())
+            },
+        }
+        summary = RoundSummary(
+            self._first[0], self._last[0], self._first[1], self._last[1], self._ended_at, body
+        )
+        self._reset()
+        return summary
+
+    def _bucket(self, day: datetime.date) -> _DayBucket:
+        bucket = self._days.get(day)
+        if bucket is None:
+            bucket = self._days[day] = _DayBucket()
+        return bucket
+
+    def _close_event(self) -> None:
+        event, decisions, day = self._event, self._decisions, self._event_day
+        self._event, self._decisions, self._event_day = None, [], None
+        if event is None or day is None:
+            return
+        bucket = self._bucket(day)
+        kind = event.body.get("type")
+        accepted = not any(d.get("decision") == "rejected" for d in decisions)
+        when = _local_time(event.body.get("time"))
+        if kind == "bets_closed" and accepted:
+            bucket.counts["rounds"] += 1
+            if when is not None:
+                bucket.rounds_by_hour[str(when.hour)] += 1
+        elif kind == "misdeal_reported" and accepted:
+            bucket.counts["misdeals"] += 1
+        elif kind == "stub_counted" and accepted:
+            bucket.counts["stub_counts"] += 1
+        if kind in FAULT_EVENTS:
+            bucket.counts["device_faults"] += 1
+            device = str(event.body.get("device") or str(kind).split("_")[0])
+            bucket.faults_by_device[device] += 1
+        for decision in decisions:
+            name = str(decision.get("decision"))
+            rule_id = str(decision.get("rule_id") or "none")
+            bucket.decisions[rule_id] += 1
+            bucket.decision_names[name] += 1
+            bucket.rule_names.setdefault(rule_id, str(decision.get("rule") or ""))
+            if name == "void_round":
+                bucket.counts["voids"] += 1
+                if event.round is not None:
+                    bucket.voided_rounds.append(int(event.round))
+            elif name == "remove_deck":
+                bucket.counts["deck_removals"] += 1
+
+
+class ShipperSummaries:
+    """The table side: the engine replayed over the rows as they are shipped (as the floor's
+    replay runs it: floor/shuffle.replay_table), its round ends marking the spans.
+
+    It begins at the table row (row 1) or, after a restart (the shipper resumes mid-journal),
+    at the next engine checkpoint row it ships (a journal writes one every few rounds and at
+    each gaming day's start): the rows before it have no summary and the report replays them.
+    An engine that cannot follow the rows (a game not installed here) stops the summaries
+    until the next checkpoint: the report replays those rounds too; the rows ship as ever."""
+
+    def __init__(self) -> None:
+        self._engine: Any = None
+        self._table: dict[str, Any] | None = None
+        self._draws = ReplayedDraws(())
+        self._counter: SpanCounter | None = None
+        self._fresh = True
+        self.failure: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._counter is not None
+
+    def feed(self, row: JournalRow, recorded_at: datetime.datetime) -> RoundSummary | None:
+        if row.kind == "table" and row.seq == 1:
+            self._table = dict(row.body)
+            self._begin(lambda draws: engine_from_table_row(row.body, draws))
+        elif row.kind == "checkpoint" and self._table is not None and not self.active:
+            table = self._table  # the engine is set from the checkpoint in _replay (fresh)
+            self._begin(lambda draws: engine_from_table_row(table, draws))
+        counter = self._counter
+        if counter is None:
+            return None
+        try:
+            closed = counter.feed(row, recorded_at)
+            self._replay(row)
+        except Exception as error:  # the engine refused a row it should take: stop here
+            self.failure = f"row {row.seq}: {type(error).__name__}: {error}"
+            self._counter = None
+            return None
+        return closed
+
+    def set_table_row(self, table_row: dict[str, Any]) -> None:
+        """After a restart: the table row (the floor's copy of row 1), for the checkpoints."""
+        self._table = dict(table_row)
+
+    def _begin(self, make: Any) -> None:
+        self._draws = ReplayedDraws(())
+        try:
+            self._engine = make(self._draws)
+        except Exception as error:
+            self.failure = f"{type(error).__name__}: {error}"
+            self._counter = None
+            return
+        self._engine.shuffle_watch = _EndWatch(self._engine)
+        start = day_start(self._table or {})
+        self._counter = SpanCounter(start)
+        self._fresh = True
+        self.failure = None
+
+    def _replay(self, row: JournalRow) -> None:
+        if row.kind == "checkpoint" and self._fresh and self._table is not None:
+            self._engine = engine_from_checkpoint(self._table, row.body["engine"], self._draws)
+            self._engine.shuffle_watch = _EndWatch(self._engine)
+            return
+        if row.kind == "note" and row.body.get("type") == RANDOM_DRAW:
+            self._draws.extend([row.body])
+            return
+        if row.kind != "event":
+            return
+        self._fresh = False
+        self._engine.handle(row.body, row.seq)
+        watch: _EndWatch = self._engine.shuffle_watch
+        for dealt in watch.ended:
+            assert self._counter is not None
+            self._counter.round_ended(dealt)
+        watch.ended.clear()
+
+
+class _EndWatch(ShuffleWatch):
+    """Stands in the engine for the table's shuffle watch: hears which rounds ended with
+    which cards (as floor/shuffle._Marks does), and detects nothing."""
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__(engine.composition.copies)
+        self._engine = engine
+        self.ended: list[list[dict[str, Any]]] = []
+
+    def shuffled(self, deck: str) -> None:
+        return None
+
+    def partial_shuffle(self, deck: str) -> None:
+        return None
+
+    def round_ended(self, deck: str, round_number: int, cards: Any) -> list[Any]:
+        self.ended.append(list(self._engine.dealt_cards()))
+        return []

@@ -1,0 +1,212 @@
+"""Per-round summaries (docs/floor.md, "The day's report from summaries"), on a real server:
+the report from the summaries the shipper shipped is byte for byte the report replayed from
+the rows; a table that shipped none (an earlier tablectl) is replayed, and so are the rounds
+a shipper left without summaries; a summary edited on the floor is named by
+`floor report --recompute`."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tablectl.controller.engine.gaming_day import gaming_day_of
+from tablectl.controller.floor.report import FloorReport, build_report, write_csv, write_html
+from tablectl.controller.floor.schema import READER_GROUP, SCHEMA
+from tablectl.controller.floor.shipper import FloorShipper
+from tablectl.controller.floor.store import connect
+from tablectl.simulators import demo
+from tests.floor.floorkit import FloorDb, truncate_journal, unique_table_id, wait_for
+from tests.floor.test_floor_shipping import assert_floor_equals_local, demo_args
+
+ROUNDS = 8
+
+
+def _play(floor_db: FloorDb, state: Path, table_id: str, game: str, seed: int) -> Path:
+    """A real table (the demo's daemon) dealing ROUNDS rounds, shipping as it deals."""
+    floor_db.provision(table_id)
+    args = demo_args(state, ROUNDS, floor_db, table_id)
+    args.game = game
+    args.faults = 0.5 if game == "heads_up_holdem" else 0.0
+    args.fault_kind = ["ads_jam"] if game == "heads_up_holdem" else []
+    assert asyncio.run(demo.play_demo(args, seed, "127.0.0.1", 0)) == 0
+    journal = state / "journal.sqlite"
+    assert_floor_equals_local(floor_db, table_id, journal)
+    return journal
+
+
+def _today() -> datetime.date:
+    return gaming_day_of(datetime.datetime.now(), datetime.time(6, 0))
+
+
+def _written(report: FloorReport, directory: Path) -> tuple[bytes, bytes]:
+    """The report's two files, made at one fixed time (so two reports compare byte for byte)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    report.generated_at = "2026-01-01T00:00:00+00:00"
+    return (
+        write_csv(report, directory / "r.csv").read_bytes(),
+        write_html(report, directory / "r.html").read_bytes(),
+    )
+
+
+def _reports(floor_db: FloorDb, tmp_path: Path) -> tuple[FloorReport, FloorReport]:
+    with connect(floor_db.admin_dsn) as conn:
+        summed = build_report(conn, _today())
+        replayed = build_report(conn, _today(), recompute=True)
+    assert _written(summed, tmp_path / "summed") == _written(replayed, tmp_path / "replayed")
+    assert replayed.findings == []
+    return summed, replayed
+
+
+def _summaries(floor_db: FloorDb, table_id: str) -> list[tuple[Any, ...]]:
+    with floor_db.admin() as conn:
+        return list(
+            conn.execute(
+                f"SELECT from_seq, to_seq, summary FROM {SCHEMA}.round_summaries"
+                " WHERE table_id = %s ORDER BY to_seq",
+                (table_id,),
+            )
+        )
+
+
+@pytest.mark.long
+def test_the_report_from_summaries_is_the_replayed_report(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """Three games dealt by real daemons shipping as they deal (voided rounds included): the
+    shipper shipped a summary a round, within the released rows only, and the report made
+    from them in SQL is byte for byte the report replayed from the rows."""
+    tables = {}
+    for number, game in enumerate(("heads_up_holdem", "five_card_hilo", "three_card_21")):
+        table_id = unique_table_id()
+        _play(floor_db, tmp_path / table_id, table_id, game, 21 + number)
+        tables[table_id] = game
+    with floor_db.admin() as conn:
+        released = dict(conn.execute(f"SELECT table_id, released_seq FROM {SCHEMA}.tables"))
+    for table_id in tables:
+        shipped = _summaries(floor_db, table_id)
+        rounds = sum(
+            s[2]["days"].get(_today().isoformat(), {}).get("counts", {}).get("rounds", 0)
+            for s in shipped
+        )
+        assert len(shipped) >= ROUNDS - 1 and rounds >= ROUNDS - 1, shipped
+        assert all(s[1] <= released[table_id] for s in shipped)  # never a round in play
+        # one chain of spans: each begins where the last ended
+        assert [s[0] for s in shipped[1:]] == [s[1] + 1 for s in shipped[:-1]]
+    summed, replayed = _reports(floor_db, tmp_path)
+    assert {t: summed.sources[t] for t in tables} == dict.fromkeys(tables, "summaries")
+    # a reader (surveillance) makes the same report from the summaries, released state only
+    reader = unique_table_id("reader_")
+    with floor_db.admin() as conn:
+        conn.execute(f"CREATE ROLE {reader} LOGIN IN ROLE {READER_GROUP}")
+    local = f"host={floor_db.server.sockets} port={floor_db.server.port} dbname={floor_db.name}"
+    with psycopg.connect(f"{local} user={reader}", autocommit=True) as conn:
+        as_reader = build_report(conn, _today())
+    assert as_reader.sources == summed.sources
+    assert _written(as_reader, tmp_path / "reader") == _written(replayed, tmp_path / "replayed")
+    voids = {t.table_id: t.counts["voids"] for t in summed.tables}
+    assert sum(voids[t] for t in tables) > 0  # the jams voided rounds: counted from summaries
+
+
+@pytest.mark.long
+def test_rows_without_summaries_are_replayed(floor_db: FloorDb, tmp_path: Path) -> None:
+    """A table of an earlier tablectl (its shipper ships rows only) is replayed whole; a
+    table whose shipper restarted mid-day (its summaries begin again at the next checkpoint
+    row: none in this short day) has the rounds after the restart replayed; both reports
+    equal the replayed one."""
+    source = unique_table_id()
+    journal = _play(floor_db, tmp_path / "played", source, "five_card_hilo", 5)
+    rows = sqlite3.connect(journal).execute("SELECT count(*) FROM journal").fetchone()[0]
+
+    older = unique_table_id()
+    config = floor_db.provision(older)
+    copy = tmp_path / "older" / "journal.sqlite"
+    copy.parent.mkdir()
+    shutil.copy(journal, copy)
+    _ship(older, copy, config, summaries=False)
+
+    mixed = unique_table_id()
+    config = floor_db.provision(mixed)
+    half = tmp_path / "mixed" / "journal.sqlite"
+    half.parent.mkdir()
+    shutil.copy(journal, half)
+    truncate_journal(half, rows // 2)
+    _ship(mixed, half, config, summaries=True)
+    partly = _summaries(floor_db, mixed)
+    assert partly
+    shutil.copy(journal, half)  # the rest of the day, by a restarted shipper: it resumes at
+    _ship(mixed, half, config, summaries=True)  # the floor's head, summaries from a checkpoint
+    assert _summaries(floor_db, mixed)[: len(partly)] == partly
+
+    summed, replayed = _reports(floor_db, tmp_path)
+    assert _summaries(floor_db, older) == []
+    assert summed.sources[older] == "replayed"
+    assert (
+        summed.sources[mixed].startswith("summaries, ") and "rows replayed" in summed.sources[mixed]
+    )
+    by_table = {t.table_id: t for t in summed.tables}
+    assert by_table[older].counts == by_table[source].counts == by_table[mixed].counts
+    assert by_table[mixed].counts["rounds"] == ROUNDS
+    assert by_table[mixed].seat_cards == by_table[source].seat_cards > 0
+    assert {t.table_id: t.seat_cards for t in replayed.tables}[mixed] == by_table[mixed].seat_cards
+
+
+def test_a_summary_edited_on_the_floor_is_named_by_recompute(
+    floor_db: FloorDb, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The DBA (or an intruder with the owner's rights) disables the guard and adds a round
+    to one summary: the report from summaries shows it (it reads them), `floor report
+    --recompute` replays the rows, reports the true count and names that summary (exit 1)."""
+    table_id = unique_table_id()
+    _play(floor_db, tmp_path / "t", table_id, "five_card_hilo", 9)
+    day = _today().isoformat()
+    with floor_db.admin() as conn:
+        with psycopg.ClientCursor(conn) as cursor:
+            cursor.execute(f"ALTER TABLE {SCHEMA}.round_summaries DISABLE TRIGGER append_only")
+        edited = conn.execute(
+            f"UPDATE {SCHEMA}.round_summaries SET summary = jsonb_set(summary,"
+            " ARRAY['days', %s, 'counts', 'rounds'],"
+            " to_jsonb((summary->'days'->%s->'counts'->>'rounds')::int + 1))"
+            " WHERE table_id = %s AND to_seq = (SELECT min(to_seq) FROM"
+            f" {SCHEMA}.round_summaries WHERE table_id = %s AND from_seq > 1"
+            " AND summary->'days'->%s->'counts' ? 'rounds') RETURNING from_seq, to_seq",
+            (day, day, table_id, table_id, day),
+        ).fetchone()
+        conn.execute(f"ALTER TABLE {SCHEMA}.round_summaries ENABLE TRIGGER append_only")
+    assert edited is not None
+    with connect(floor_db.admin_dsn) as conn:
+        summed = build_report(conn, _today())
+        replayed = build_report(conn, _today(), recompute=True)
+    rounds = {t.table_id: t.counts["rounds"] for t in summed.tables}
+    assert rounds[table_id] == ROUNDS + 1  # what the edited summaries say
+    assert {t.table_id: t.counts["rounds"] for t in replayed.tables}[table_id] == ROUNDS
+    assert replayed.findings == [
+        f"table {table_id}: the summary of rows {edited[0]}-{edited[1]} differs from its"
+        f" rows: counts on {day}"
+    ]
+    from tablectl.controller.commands.cli import main as tablectl
+
+    code = tablectl(
+        [
+            "floor", "report", "--dsn", floor_db.admin_dsn, "--gaming-day", day,
+            "--recompute", "--output", str(tmp_path / "out"), "--workers", "1",
+        ]
+    )  # fmt: skip
+    said = capsys.readouterr()
+    assert code == 1, said.out + said.err
+    assert f"SUMMARY DIFFERS: table {table_id}: the summary of rows {edited[0]}-" in said.err
+
+
+def _ship(table_id: str, journal: Path, config: Any, *, summaries: bool) -> None:
+    shipper = FloorShipper(table_id, journal, config, publish_metrics=False, summaries=summaries)
+    shipper.start()
+    try:
+        wait_for(lambda: shipper.head_known and shipper.rows_behind == 0, 60, "the rows shipped")
+    finally:
+        shipper.stop()
