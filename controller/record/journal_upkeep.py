@@ -830,8 +830,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archive-same-filesystem", action="store_true")
     parser.add_argument("--floor-confirmed-seq", type=int)
     args = parser.parse_args(argv)
-    with contextlib.suppress(OSError):
-        os.nice(RETENTION_NICENESS)
     confirmed: int | None = args.floor_confirmed_seq
     try:
         outcome = apply_retention(
@@ -859,4 +857,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    with contextlib.suppress(OSError):
+        os.nice(RETENTION_NICENESS)  # here, not in main(): a caller in process keeps its own
     sys.exit(main())

@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tablectl.controller.common.config import load_config
+from tablectl.controller.record import journal_upkeep
 from tablectl.controller.record.journal import Journal, read_rows, verify_journal
-from tablectl.controller.record.journal_upkeep import JournalUpkeep
+from tablectl.controller.record.journal_upkeep import JournalUpkeep, read_rows_tail
 from tablectl.controller.record.sealing import Sealer, setup_keys
 from tablectl.controller.service.service import TableService
 from tests.journal.history import SAME_DISK_SAID, build_history, write_config
@@ -154,3 +158,49 @@ def test_an_event_is_acknowledged_while_retention_waits_on_a_locked_segment(tmp_
     rows = {row.seq: row for row in read_rows(directory / "journal.sqlite")}
     assert rows[event_seq].kind == "event"
     assert rows[event_seq].body["type"] == "reader_inspected"
+
+
+def test_retentions_child_keeps_what_the_floor_has_not_confirmed_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """The child's command line (what the daemon runs): without an archive, the floor's
+    acknowledged seq, read by the daemon and passed on, decides; below the segment's last row
+    nothing is removed, at it the segment goes; each outcome is one JSON line."""
+    config_path = write_config(tmp_path / "t", journal_extra="retain_days = 1")
+    build_history(config_path, 3)
+    directory = config_path.parent
+    setup_keys(directory / "sealing-key", interval=3600)
+    first_day = datetime.date.today()
+
+    async def three_days() -> None:
+        config = load_config(config_path)
+        service = TableService(config, Journal(config.journal_path))
+        await service.start()
+        service.sealer = Sealer(directory / "sealing-key")
+        upkeep = JournalUpkeep(service, asyncio.Lock())
+        upkeep.segment_day = first_day
+        for offset in (1, 2):
+            day = first_day + datetime.timedelta(days=offset)
+            upkeep.step(_moment(day), retention_inline=False)  # retention: the child's, below
+        service.close()
+
+    asyncio.run(three_days())
+    (oldest,) = directory.glob(f"journal-{first_day.isoformat()}-*.sqlite")
+    last = read_rows_tail(oldest, 1)[-1].seq
+    arguments = [
+        "retire",
+        str(directory / "journal.sqlite"),
+        "--today",
+        (first_day + datetime.timedelta(days=2)).isoformat(),
+        "--live-day",
+        (first_day + datetime.timedelta(days=2)).isoformat(),
+        "--retain-days",
+        "1",
+    ]
+    assert journal_upkeep.main([*arguments, "--floor-confirmed-seq", str(last - 1)]) == 0
+    said = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert said["retired"] == [] and oldest.exists()
+    assert f"rows up to {last - 1} only" in dict(said["kept"])[str(oldest)]
+    assert journal_upkeep.main([*arguments, "--floor-confirmed-seq", str(last)]) == 0
+    said = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [path for path, _ in said["retired"]] == [str(oldest)] and not oldest.exists()
