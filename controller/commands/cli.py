@@ -66,7 +66,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "floor": Command(
         "tablectl.controller.commands.floor",
-        "the floor store in PostgreSQL: init, verify, compare, round, report",
+        "the floor store in PostgreSQL: init, verify, compare, round, prove, report",
     ),
     "witness": Command(
         "tablectl.controller.commands.witness",

@@ -4,13 +4,15 @@
     floor verify  --dsn DSN [--table ID]
     floor compare --dsn DSN --journal PATH [--table ID]
     floor round   --dsn DSN --table ID --round N [--json]
+    floor prove   --dsn DSN --table ID --round N --output BUNDLE
     floor report  --dsn DSN --gaming-day YYYY-MM-DD [--out DIR] [--recompute]
     floor shuffle-check --dsn DSN [--days N (7)] [--json]
     floor backup-check --stanza NAME [--pgbackrest-config FILE] [--max-age-hours H (26)]
 
 Exit status: 0 good, 1 a finding (a broken chain, a local journal that left the floor's copy),
 2 cannot say (unreachable store, unknown table, bad arguments); `shuffle-check`: 1 a replayed
-order (Q1) found; `report --recompute`: 1 a per-round summary that differs from its rows.
+order (Q1) found; `report --recompute`: 1 a per-round summary that differs from its rows;
+`prove`: 1 the round cannot be proved from the floor (the reason said).
 """
 
 from __future__ import annotations
@@ -105,6 +107,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rnd.add_argument("--table", required=True, metavar="ID")
     rnd.add_argument("--round", required=True, type=int, metavar="N")
     rnd.add_argument("--json", action="store_true", help="cards and decisions as JSON")
+    prove = command(
+        "prove",
+        "a round's proof from the floor: its rows, their inclusion proofs and a cosigned "
+        "checkpoint, for `tablectl proof verify` (ended rounds only; any floor reader)",
+    )
+    prove.add_argument("--table", required=True, metavar="ID")
+    prove.add_argument("--round", required=True, type=int, metavar="N")
+    prove.add_argument(
+        "--output", "-o", required=True, type=Path, metavar="BUNDLE", help="the bundle (JSON)"
+    )
     retire = command(
         "retire",
         "archive a verified gaming day's partition (a proved COPY and its hashes), then drop it",
@@ -241,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
             "verify": _verify,
             "compare": _compare,
             "round": _round,
+            "prove": _prove,
             "report": _report,
             "retire": _retire,
             "maintain": _maintain,
@@ -430,6 +443,41 @@ def _round(args: argparse.Namespace) -> int:
     print(f"decisions ({len(decisions)}):")
     for decision in decisions:
         print(f"  seq {decision.get('at')}: {render_decision(decision)}")
+    return EXIT_OK
+
+
+def _prove(args: argparse.Namespace) -> int:
+    import psycopg
+
+    from tablectl.controller.floor.proof import prove_round_on_floor
+    from tablectl.controller.record.durable import write_private_file
+    from tablectl.controller.record.round_proof import ProofError
+
+    conn = _connect(args)
+    try:
+        bundle = prove_round_on_floor(conn, args.table, args.round)
+    except ProofError as error:
+        print(f"tablectl floor prove: {error}", file=sys.stderr)
+        return EXIT_FINDING
+    except psycopg.errors.InsufficientPrivilege as error:
+        print(
+            f"tablectl floor prove: this login may not read the floor's released state "
+            f"({str(error).strip()}): floor prove is a reader's, the auditor's or the DBA's",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    except psycopg.Error as error:
+        print(f"tablectl floor prove: the floor store: {str(error).strip()}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        conn.close()
+    write_private_file(args.output, json.dumps(bundle, indent=1) + "\n")
+    held = bundle["held_back"]
+    print(
+        f"{args.output}: table {args.table}, round {args.round}: {len(bundle['rows'])} rows "
+        f"from the floor under the cosigned checkpoint of {bundle['origin']}"
+        + (f" ({held} later rows of the round wait for the next collection)" if held else "")
+    )
     return EXIT_OK
 
 

@@ -33,55 +33,52 @@ class Dealing:
         self.round_life = round_life
 
     def _on_card_drawn(self, ev: dict[str, Any]) -> list[Decision]:
+        table = self.table
         card: str = ev["card"]
         face_up: bool = ev.get("face_up", False)
-        state = self.table.state
-        if state == "deck_removed" or self.table._deck().removed or self._due_deck_removed():
+        state = table.state
+        if state == "deck_removed" or table._deck().removed or self._due_deck_removed():
             return self._blocked_c10()
         if state == "void":
             self._discard_unusable(card)
-            rule_id = (self.table.round.void_rule if self.table.round else None) or "C2"
-            return [self.table._d("deal_blocked", rule_id, "the round is void: no more cards")]
+            rule_id = (table.round.void_rule if table.round else None) or "C2"
+            return [table._d("deal_blocked", rule_id, "the round is void: no more cards")]
         if state == "suspended":
-            return [self.table._rejected("card_drawn: the shoe is suspended until it reconnects")]
-        if self.table._another_method(stack=False):
+            return [table._rejected("card_drawn: the shoe is suspended until it reconnects")]
+        if table._another_method(stack=False):
             self._discard_unusable(card)
-            return [self.table._d("deal_blocked", "C6", self.table._block_reason("C6"))]
-        if self.table.round is None or state not in self.table._definition.round_states:
+            return [table._d("deal_blocked", "C6", table._block_reason("C6"))]
+        if table.round is None or state not in table._definition.round_states:
             foreign = self._foreign_card(card, ev.get("deck"))
             return foreign if foreign is not None else self._card_outside_round(card, face_up)
         if state == "starting_position":
             # A1: the deal starts only once the starting position is known.
             self._discard_unusable(card)
             return [
-                self.table._d(
-                    "procedure_violation", "A1", "a card dealt before the starting position"
-                ),
-                self.table._notify(
-                    "A1", "a card was dealt before the starting position was chosen"
-                ),
+                table._d("procedure_violation", "A1", "a card dealt before the starting position"),
+                table._notify("A1", "a card was dealt before the starting position was chosen"),
             ]
         decisions: list[Decision] = []
-        if not self.table.round.started:
+        if not table.round.started:
             decisions = self.round_life._start_deal()
-            if not self.table.round.started:
+            if not table.round.started:
                 self._discard_unusable(card)
                 return decisions
-        blocked = self.table.deal_rules.mid_round_block()
+        blocked = table.deal_rules.mid_round_block()
         if blocked is not None:
             # a game's rule that stops the round's later cards too (C4 after a mid-round
             # reshuffle that jammed): the card is not dealt, nor taken for the burn card
             self._discard_unusable(card)
             return [
                 *decisions,
-                self.table._d("deal_blocked", blocked, self.table._block_reason(blocked)),
+                table._d("deal_blocked", blocked, table._block_reason(blocked)),
             ]
         foreign = self._foreign_card(card, ev.get("deck"))
         if foreign is not None:
             return decisions + foreign
         if face_up:
             return decisions + self._face_up_card(card)
-        if self.table.burn_pending is not None:
+        if table.burn_pending is not None:
             return decisions + self._burn(card)
         return decisions + self._deal_one(card)
 
@@ -153,19 +150,20 @@ class Dealing:
         return [self.table._d("burn_card", rule_id, why)]
 
     def _deal_one(self, card: str) -> list[Decision]:
-        rnd = self.table.round
+        table = self.table
+        rnd = table.round
         assert rnd is not None
-        deck = self.table._deck()
+        deck = table._deck()
         decisions: list[Decision] = []
-        target = self.table.deal_rules.next_target(rnd)
-        burned = self.table.deal_rules.burned_instead(target, card)
+        target = table.deal_rules.next_target(rnd)
+        burned = table.deal_rules.burned_instead(target, card)
         if burned is not None:
             return burned
         deck.ledger.move(card, SHOE, target)
         rnd.cards_tracked += 1
         rnd.tally[target] = rnd.tally.get(target, 0) + 1
-        self.table._record(card, target, self.table.deal_rules.dealt_face_up(target, rnd))
-        decisions += self.table.deal_rules.card_dealt(target, card)
+        table._record(card, target, table.deal_rules.dealt_face_up(target, rnd))
+        decisions += table.deal_rules.card_dealt(target, card)
         return decisions
 
     def _on_stack_dispensed(self, ev: dict[str, Any]) -> list[Decision]:
@@ -231,9 +229,10 @@ class Dealing:
         self, card: str, deck_field: str | None, copies: int = 1
     ) -> list[Decision] | None:
         """C8: a card not in the composition, of the other deck, or one copy too many."""
+        table = self.table
         # C8: the ledger knows every card left in the shoe; a draw it cannot make is foreign.
-        deck = self.table._deck()
-        if card == JOKER and not self.table.composition.holds(JOKER):
+        deck = table._deck()
+        if card == JOKER and not table.composition.holds(JOKER):
             why = "a joker in a 52-card game"
         elif deck_field is not None and deck_field != deck.name:
             why = f"a card of deck {deck_field} while deck {deck.name} is in play"

@@ -33,6 +33,15 @@ AUDITOR_GROUP = "tablectl_floor_auditor"
 RELEASED_ROWS = "released_rows"
 #: what readers read of rounds: the spans of ended rounds only, written at each release
 ENDED_ROUNDS = "ended_rounds"
+#: what a table's shipper calls with each cosigned checkpoint (floor prove's anchors)
+SHIP_CHECKPOINT = "ship_checkpoint"
+#: what `floor prove` reads: cosigned checkpoints and leaf hashes, released rows only
+RELEASED_CHECKPOINTS = "released_checkpoints"
+RELEASED_LEAVES = "released_leaves"
+#: a signed note of a checkpoint with a few cosignatures is ~300-600 bytes; larger is refused
+MAX_CHECKPOINT_NOTE_BYTES = 8192
+#: notes kept per table and tree size (one per witness that cosigned it, or a merge of them)
+MAX_NOTES_PER_SIZE = 16
 #: the columns of floor.tables a reader may read: none moves while a round is played
 READER_TABLE_COLUMNS = (
     "table_id",
@@ -555,6 +564,121 @@ END
 $$;
 REVOKE ALL ON FUNCTION {SCHEMA}.{RELEASED_ROWS}(text, bigint, bigint, timestamptz, timestamptz,
     text) FROM PUBLIC;
+
+-- A table's cosigned checkpoints (C2SP signed notes: the table's signature and its witnesses'
+-- cosignatures over origin, tree size and root), shipped by the table's shipper through
+-- ship_checkpoint() only once every row of the tree is released (H7): what `floor prove`
+-- proves a round against. Append-only like the rows; nobody reads the table itself but the
+-- DBA and the auditor: readers call released_checkpoints().
+CREATE TABLE IF NOT EXISTS {SCHEMA}.checkpoints (
+    table_id text NOT NULL,
+    tree_size bigint NOT NULL CHECK (tree_size >= 1),
+    note_sha256 bytea NOT NULL,
+    note text NOT NULL,
+    shipped_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (table_id, tree_size, note_sha256)
+);
+DROP TRIGGER IF EXISTS append_only ON {SCHEMA}.checkpoints;
+CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON {SCHEMA}.checkpoints
+    FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.refuse_change();
+DROP TRIGGER IF EXISTS append_only_truncate ON {SCHEMA}.checkpoints;
+CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON {SCHEMA}.checkpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.refuse_change();
+REVOKE ALL ON {SCHEMA}.checkpoints FROM PUBLIC;
+
+-- A table's login ships its own table's cosigned checkpoints only: each a signed note of a
+-- checkpoint (origin, tree size, base64 root, a blank line, signature lines), bounded
+-- (MAX_CHECKPOINT_NOTE_BYTES, MAX_NOTES_PER_SIZE per tree size). One whose tree reaches past the
+-- table's release mark is not stored ('held': the shipper offers it again after later rows),
+-- so no checkpoint on the floor covers a row of a round in play. 'stored', or 'known' when
+-- the floor holds that note already. The signatures are checked by `proof verify`, not here.
+CREATE OR REPLACE FUNCTION {SCHEMA}.{SHIP_CHECKPOINT}(tid text, signed_note text) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    own text;
+    released bigint;
+    body text[];
+    size bigint;
+    digest bytea;
+BEGIN
+    SELECT table_id INTO own FROM {SCHEMA}.tables WHERE writer_role = session_user;
+    IF session_user::text LIKE 'tablectl\\_table\\_%' AND own IS DISTINCT FROM tid THEN
+        RAISE EXCEPTION 'a table''s role ships its own table''s checkpoints only'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF signed_note IS NULL OR octet_length(signed_note) > {MAX_CHECKPOINT_NOTE_BYTES} THEN
+        RAISE EXCEPTION 'table %: a checkpoint note of at most {MAX_CHECKPOINT_NOTE_BYTES} bytes',
+            tid USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    body := regexp_match(signed_note, '^([^\n]+)\n([1-9][0-9]{{0,17}})\n([A-Za-z0-9+/]{{43}}=)\n'
+        '(?:[^\n]*\n)*?\n(?:\u2014 [^\n]+\n)+$');
+    IF body IS NULL THEN
+        RAISE EXCEPTION 'table %: not a signed checkpoint note (origin, tree size, root, a'
+            ' blank line, signature lines)', tid USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    size := body[2]::bigint;
+    SELECT t.released_seq INTO released FROM {SCHEMA}.tables AS t WHERE t.table_id = tid;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table %: not registered on the floor (tablectl floor init --table)',
+            tid USING ERRCODE = '{SQLSTATE_CHAIN}';
+    END IF;
+    IF size > released THEN
+        RETURN 'held';
+    END IF;
+    digest := sha256(convert_to(signed_note, 'UTF8'));
+    IF EXISTS (SELECT 1 FROM {SCHEMA}.checkpoints AS c
+               WHERE c.table_id = tid AND c.tree_size = size AND c.note_sha256 = digest) THEN
+        RETURN 'known';
+    END IF;
+    IF (SELECT count(*) FROM {SCHEMA}.checkpoints AS c
+        WHERE c.table_id = tid AND c.tree_size = size) >= {MAX_NOTES_PER_SIZE} THEN
+        RAISE EXCEPTION 'table %: {MAX_NOTES_PER_SIZE} notes of the tree of % rows held already',
+            tid, size USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    INSERT INTO {SCHEMA}.checkpoints (table_id, tree_size, note_sha256, note)
+        VALUES (tid, size, digest, signed_note) ON CONFLICT DO NOTHING;
+    RETURN 'stored';
+END
+$$;
+REVOKE ALL ON FUNCTION {SCHEMA}.{SHIP_CHECKPOINT}(text, text) FROM PUBLIC;
+
+-- What `floor prove` reads (any reader: nothing here is past the release mark): a table's
+-- cosigned checkpoints whose tree lies within its released rows, smallest tree first ...
+CREATE OR REPLACE FUNCTION {SCHEMA}.{RELEASED_CHECKPOINTS}(tid text, covering bigint DEFAULT 1)
+    RETURNS TABLE (tree_size bigint, note text)
+    LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+    SELECT c.tree_size, c.note FROM {SCHEMA}.checkpoints AS c, {SCHEMA}.tables AS t
+        WHERE t.table_id = tid AND c.table_id = tid AND c.tree_size >= covering
+          AND c.tree_size <= t.released_seq
+        ORDER BY c.tree_size, c.shipped_at, c.note_sha256
+$$;
+REVOKE ALL ON FUNCTION {SCHEMA}.{RELEASED_CHECKPOINTS}(text, bigint) FROM PUBLIC;
+
+-- ... and the hashes of its rows 1..upto (the Merkle log's leaves; NULL: every released row),
+-- released rows only. As released_rows: the bound is computed first and goes into the index
+-- scan, so no row of a round in play is read (a join's filter read them: a reader's EXPLAIN
+-- counted their pages).
+CREATE OR REPLACE FUNCTION {SCHEMA}.{RELEASED_LEAVES}(tid text, upto bigint DEFAULT NULL)
+    RETURNS TABLE (seq bigint, hash text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, {SCHEMA}
+AS $$
+DECLARE
+    upper bigint;
+BEGIN
+    SELECT t.released_seq INTO upper FROM {SCHEMA}.tables AS t WHERE t.table_id = tid;
+    IF upper IS NULL THEN
+        RETURN;
+    END IF;
+    upper := least(upper, coalesce(upto, upper));
+    RETURN QUERY
+        SELECT r.seq, r.hash FROM {SCHEMA}.journal_rows AS r
+            WHERE r.table_id = tid AND r.seq <= upper
+            ORDER BY r.seq;
+END
+$$;
+REVOKE ALL ON FUNCTION {SCHEMA}.{RELEASED_LEAVES}(text, bigint) FROM PUBLIC;
 """
 
 #: `floor shuffle-check` (Q1 across the floor) keeps each run's fingerprint here, not in the
@@ -811,6 +935,12 @@ GRANT SELECT (table_id, writer_role, head_seq, head_hash, table_row) ON {SCHEMA}
 GRANT EXECUTE ON FUNCTION {SCHEMA}.ensure_partitions_ahead(integer) TO {WRITER_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.durable_elsewhere(text) TO {WRITER_GROUP}, {AUDITOR_GROUP};
 GRANT EXECUTE ON FUNCTION {SCHEMA}.record_verified(text, bigint, text) TO {AUDITOR_GROUP};
+-- writers ship their own table's cosigned checkpoints (bounded: ship_checkpoint above);
+-- `floor prove` is any reader's, the auditor's and the DBA's (released rows only)
+GRANT EXECUTE ON FUNCTION {SCHEMA}.{SHIP_CHECKPOINT}(text, text) TO {WRITER_GROUP};
+GRANT EXECUTE ON FUNCTION {SCHEMA}.{RELEASED_CHECKPOINTS}(text, bigint),
+    {SCHEMA}.{RELEASED_LEAVES}(text, bigint) TO {READER_GROUP}, {AUDITOR_GROUP};
+GRANT SELECT ON {SCHEMA}.checkpoints TO {AUDITOR_GROUP};
 -- readers (surveillance, the pit, reports): released state only (H7): the released rows
 -- (a function), the spans of ended rounds, of floor.tables the columns that move only when a
 -- round ends (never the head, the pending collection or the verified mark past the release),

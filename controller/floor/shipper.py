@@ -37,6 +37,7 @@ from tablectl.controller.floor.schema import (
     DAYS_AHEAD,
     OWN_TABLE_CHECK,
     SCHEMA,
+    SHIP_CHECKPOINT,
     SQLSTATE_CHAIN,
     SQLSTATE_DIVERGED,
     STATEMENT_TIMEOUT_MS,
@@ -44,6 +45,7 @@ from tablectl.controller.floor.schema import (
 )
 from tablectl.controller.floor.summary import PENDING_MAX, RoundSummary, ShipperSummaries
 from tablectl.controller.record.journal import parse_row
+from tablectl.controller.record.witnessed import WITNESSED_SUFFIX, witnessed_dir
 
 #: seconds between attempts after a failure: doubling from RETRY_MIN up to RETRY_MAX
 RETRY_MIN = 0.25
@@ -79,6 +81,73 @@ ACK_HINT_SUFFIX = ".floor-acked"
 #: (floor.durable_elsewhere: a synchronous standby flushed them, or the WAL archive holds
 #: them): what retention without an archive may remove locally
 DURABLE_CHECK_SECONDS = 5.0
+
+#: cosigned checkpoints waiting for the floor's release mark to pass their tree (the newest
+#: kept when more wait: a larger tree proves every round a smaller one does)
+MAX_PENDING_CHECKPOINTS = 256
+#: of a witness's history (every checkpoint it cosigned, ~300 bytes a line), what a shipper
+#: reads at its start: the last few hundred (the newest covers every earlier round anyway)
+HISTORY_TAIL_BYTES = 128 * 1024
+#: a checkpoint the floor held (its tree past the release mark) is offered again only after
+#: more rows were shipped (the mark moves with them alone), and while a backlog or a round's
+#: rows stream, after this long at the soonest: not one more statement per batch
+HELD_CHECKPOINT_RETRY_SECONDS = 1.0
+
+
+class CosignedFeed:
+    """The cosigned checkpoints the table's witness client keeps beside the journal
+    (`JOURNAL.witnessed/`: each witness's newest, `*.checkpoint`, and every one it cosigned,
+    `*.history`, a JSON line each), read by the shipper as they come: at its start the
+    newest of each witness (it covers every earlier one) and the last HISTORY_TAIL_BYTES of
+    its history, then each line appended to a history: `new()` reads only what was appended
+    since (a note offered twice is 'known' to the floor)."""
+
+    def __init__(self, journal_path: Path) -> None:
+        self.directory = witnessed_dir(journal_path)
+        self._offsets: dict[Path, int] = {}
+
+    def new(self) -> list[str]:
+        notes: list[str] = []
+        try:
+            paths = sorted(self.directory.glob("*.history"))
+        except OSError:
+            return notes
+        for path in paths:
+            offset = self._offsets.get(path)
+            try:
+                size = path.stat().st_size
+                first_read = offset is None
+                if offset is None:  # first seen: its last HISTORY_TAIL_BYTES, and the newest
+                    offset = max(0, size - HISTORY_TAIL_BYTES)
+                    newest = path.with_suffix(".checkpoint")
+                    with contextlib.suppress(OSError, UnicodeError):
+                        notes.append(newest.read_text())
+                if size <= offset:
+                    self._offsets[path] = offset
+                    continue
+                with path.open("rb") as stream:
+                    stream.seek(offset)
+                    chunk = stream.read(size - offset)
+            except OSError:
+                continue
+            if first_read and offset:  # begun inside a line: from the next one
+                start = chunk.find(b"\n") + 1
+                offset, chunk = offset + start, chunk[start:]
+            complete = chunk.rfind(b"\n") + 1  # a line still being written waits
+            self._offsets[path] = offset + complete
+            for line in chunk[:complete].splitlines():
+                with contextlib.suppress(ValueError, KeyError, TypeError, UnicodeError):
+                    note = json.loads(line)["note"]
+                    if isinstance(note, str):
+                        notes.append(note)
+        return list(dict.fromkeys(notes))
+
+
+def note_tree_size(note: str) -> int | None:
+    """A checkpoint note's tree size (its second line), None when it has none."""
+    lines = note.split("\n", 2)
+    return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else None
+
 
 #: One COPY per batch, binary (no escaping of bodies, and the server's multi-row insert path:
 #: an INSERT of the same rows, even as arrays unnested by the server, ran at half a COPY's
@@ -298,6 +367,14 @@ class FloorShipper:
         self._pending: list[RoundSummary] = []
         self._summary_failure_told: str | None = None
         self.summaries_shipped = 0
+        #: cosigned checkpoints read from beside the journal, not yet on the floor: by note,
+        #: its tree size (shipped once the floor's release mark passes it: `floor prove`)
+        self._cosigned = CosignedFeed(self.journal_path)
+        self._pending_checkpoints: dict[str, int] = {}
+        self._checkpoints_unsupported = False
+        self._held_until = 0.0
+        self._held_at_seq = -1
+        self.shipped_checkpoints = 0
 
     # -- the table's side ---------------------------------------------------------------------
 
@@ -445,6 +522,7 @@ class FloorShipper:
                     batch = self._read_batch(local)
                     if not batch:
                         self._set_state("caught_up")
+                        self._ship_checkpoints(conn, caught_up=True)
                         self._check_durable(conn)
                         self._publish()
                         if self._stopping.is_set():
@@ -461,6 +539,7 @@ class FloorShipper:
                         self.committed_seq = max(self.committed_seq, self.acknowledged_seq)
                         self.shipped_rows += len(batch)
                     self._write_ack_hint(self.acknowledged_seq)
+                    self._ship_checkpoints(conn)
                     self._check_durable(conn)
                     self._publish()
                     if len(batch) < self.floor.batch_rows and self.linger:
@@ -679,6 +758,67 @@ class FloorShipper:
             self._in_flight = None
         with self._lock:
             self.durable_elsewhere_seq = int(row[0]) if row and row[0] is not None else 0
+
+    def _ship_checkpoints(self, conn: Any, *, caught_up: bool = False) -> None:
+        """The cosigned checkpoints the witnesses returned, to the floor (ship_checkpoint),
+        smallest tree first, each once the floor's release mark passes its tree ('held'
+        before: offered again after the next rows). A floor made before floor.checkpoints
+        is said once and gets none; a note the floor refuses as malformed (a file edited on
+        the box) is said and dropped."""
+        import psycopg
+
+        if self._checkpoints_unsupported:
+            return
+        fresh = self._cosigned.new()
+        for note in fresh:
+            size = note_tree_size(note)
+            if size is not None:
+                self._pending_checkpoints[note] = size
+        if not self._pending_checkpoints:
+            return
+        if not fresh and (
+            self.acknowledged_seq == self._held_at_seq
+            or (not caught_up and time.monotonic() < self._held_until)
+        ):
+            return
+        if len(self._pending_checkpoints) > MAX_PENDING_CHECKPOINTS:
+            kept = sorted(self._pending_checkpoints.items(), key=lambda item: item[1])
+            self._pending_checkpoints = dict(kept[-MAX_PENDING_CHECKPOINTS:])
+        for note, size in sorted(self._pending_checkpoints.items(), key=lambda item: item[1]):
+            self._in_flight = (conn, time.monotonic())
+            try:
+                with conn.transaction():
+                    row = conn.execute(
+                        f"SELECT {SCHEMA}.{SHIP_CHECKPOINT}(%s, %s)", (self.table_id, note)
+                    ).fetchone()
+            except psycopg.errors.UndefinedFunction:
+                self._checkpoints_unsupported = True
+                self._log.warning(
+                    "floor_checkpoints_unsupported",
+                    reason="the floor has no ship_checkpoint() (run tablectl floor init "
+                    "again): floor prove has no cosigned checkpoint of this table",
+                )
+                return
+            except psycopg.errors.InvalidParameterValue as error:
+                del self._pending_checkpoints[note]
+                self._log.warning(
+                    "floor_checkpoint_refused",
+                    tree_size=size,
+                    directory=f"{self.journal_path.name}{WITNESSED_SUFFIX}",
+                    message=str(error).strip(),
+                )
+                continue
+            finally:
+                self._in_flight = None
+            if row is None or row[0] == "held":
+                # its rows are not all released yet; the larger ones neither
+                self._held_until = time.monotonic() + HELD_CHECKPOINT_RETRY_SECONDS
+                self._held_at_seq = self.acknowledged_seq
+                return
+            del self._pending_checkpoints[note]
+            if row[0] == "stored":
+                self.shipped_checkpoints += 1
+                self._log.info("floor_checkpoint_shipped", tree_size=size)
 
     def _read_batch(self, local: LocalJournal) -> list[LocalRow]:
         batch = [

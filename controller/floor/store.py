@@ -38,6 +38,7 @@ from tablectl.controller.record.journal import (
 FETCH_ROWS = 2000
 #: the chain's columns as the journal hashed them, of a row aliased `r`
 _COLUMNS = ", ".join(RECORDED_AT_SQL if c == "recorded_at" else f"r.{c}" for c in CHAIN_COLUMNS)
+CHAIN_SELECT = _COLUMNS
 _READERS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 #: one microsecond: a round's last row's time, as an exclusive bound
 _MICROSECOND = datetime.timedelta(microseconds=1)

@@ -71,6 +71,14 @@ NONCE_KEY = "nonce"
 #: A leaf for a seq the journal skipped (`continue_after`, a cut tail): no row hash is empty.
 GAP_LEAF = leaf_hash(b"")
 
+
+def row_leaf(row_hash_hex: str) -> bytes:
+    """The Merkle log's leaf of a row: the leaf hash of its 32-byte chain hash (the one rule
+    the journal, `journal prove`, `floor prove` and `proof verify` all use); ValueError when
+    the hash is not hex."""
+    return leaf_hash(bytes.fromhex(row_hash_hex))
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS journal (
     seq INTEGER PRIMARY KEY,
@@ -380,7 +388,7 @@ class Journal:
                     row = self._db.execute(
                         "SELECT hash FROM journal WHERE seq = ?", (index + 1,)
                     ).fetchone()
-                    raw = (leaf_hash(bytes.fromhex(row[0])),) if row else None
+                    raw = (row_leaf(row[0]),) if row else None
                 if raw is None or not isinstance(raw[0], bytes):
                     return self._rebuild_tree()
                 found.append(raw[0])
@@ -408,7 +416,7 @@ class Journal:
                         continue
                     while tree.size < seq - 1:
                         add(GAP_LEAF, True)
-                    add(leaf_hash(bytes.fromhex(digest)), False)  # read from its row
+                    add(row_leaf(digest), False)  # read from its row
             finally:
                 if db is not self._db:
                     db.close()

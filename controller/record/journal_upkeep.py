@@ -765,13 +765,16 @@ class JournalUpkeep:
             # read now: the shipper's acknowledged seq only grows, so the child's view of it
             # can only be older (it retires less), never newer than the truth
             command += ["--floor-confirmed-seq", str(self.floor_confirmed_seq())]
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={k: v for k, v in os.environ.items() if k not in CHILD_HIDDEN_VARIABLES},
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={k: v for k, v in os.environ.items() if k not in CHILD_HIDDEN_VARIABLES},
+            )
+        except OSError as error:  # no child (no memory, no process slot): not the record's
+            raise RuntimeError(f"retention's child could not start: {error}") from error
         self._log.info("journal_retention_started", pid=process.pid, today=today.isoformat())
         out, err = await process.communicate()
         answer: dict[str, Any] | None = None
@@ -827,8 +830,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archive-same-filesystem", action="store_true")
     parser.add_argument("--floor-confirmed-seq", type=int)
     args = parser.parse_args(argv)
-    with contextlib.suppress(OSError):
-        os.nice(RETENTION_NICENESS)
     confirmed: int | None = args.floor_confirmed_seq
     try:
         outcome = apply_retention(
@@ -856,4 +857,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    with contextlib.suppress(OSError):
+        os.nice(RETENTION_NICENESS)  # here, not in main(): a caller in process keeps its own
     sys.exit(main())

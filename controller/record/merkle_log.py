@@ -35,6 +35,7 @@ from tablectl.controller.record.journal import (
     _connect_read_only,
     closed_segment_first_seq,
     live_segments,
+    row_leaf,
     segment_files,
 )
 from tablectl.controller.record.merkle import MerkleError, NodeReader
@@ -179,7 +180,7 @@ class MerkleLog:
                 f"SELECT seq, hash FROM journal WHERE seq IN ({marks})", chunk
             ):
                 try:
-                    found[(0, seq - 1)] = merkle.leaf_hash(bytes.fromhex(digest))
+                    found[(0, seq - 1)] = row_leaf(digest)
                 except (TypeError, ValueError):
                     continue  # a damaged row: its leaf is looked for elsewhere, then refused
         self._read_stored(path, [node for node in nodes if node[0] > 0], found)

@@ -25,7 +25,7 @@ import base64
 import itertools
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,13 @@ from tablectl.controller.record.journal import (
     JournalError,
     _connect_read_only,
     row_hash,
+    row_leaf,
 )
 from tablectl.controller.record.merkle import MerkleError
 from tablectl.controller.record.merkle_log import MerkleLog
 from tablectl.controller.record.note import (
     ALG_COSIGNATURE_V1,
+    Checkpoint,
     NoteError,
     Verifier,
     add_signature_lines,
@@ -175,24 +177,13 @@ def prove_round(
             break
     if not rows:
         raise ProofError(f"round {round_number} is not in the journal")
-    released = _released_through(rows)
-    if released is None and _later_collection(log, paths[position:], round_number):
-        released = int(rows[-1][0])
-    if released is None:
-        raise ProofError(
-            f"round {round_number} is still in play (no accepted hands_collected yet): its rows "
-            "and their nonces are released only when it has ended (H7)"
-        )
-    shipped = [row for row in rows if row[0] <= released]
-    held = len(rows) - len(shipped)
-    if any(b[0] != a[0] + 1 for a, b in itertools.pairwise(shipped)):
-        raise ProofError(f"round {round_number}: its rows are not one run of seqs here")
+    shipped, held = released_part(
+        rows,
+        round_number,
+        later_collection=lambda: _later_collection(log, paths[position:], round_number),
+    )
     note = checkpoint_note if checkpoint_note is not None else _newest_checkpoint(live, shipped)
-    try:
-        text, _ = split_note(note)
-        checkpoint = parse_checkpoint(text)
-    except NoteError as error:
-        raise ProofError(f"the signed checkpoint is malformed: {error}") from error
+    checkpoint = checkpoint_of(note)
     last = int(shipped[-1][0])
     if checkpoint.size < last:
         raise ProofError(
@@ -209,6 +200,50 @@ def prove_round(
         proofs = log.inclusion_proofs([int(r[0]) for r in shipped], checkpoint.size)
     except MerkleError as error:
         raise ProofError(str(error)) from error
+    return round_bundle(round_number, checkpoint, note, shipped, held, proofs)
+
+
+def released_part(
+    rows: Sequence[tuple[Any, ...]], round_number: int, *, later_collection: Callable[[], bool]
+) -> tuple[list[tuple[Any, ...]], int]:
+    """The rows of a round (its first row to its last, in seq order: seq, kind, round,
+    recorded_at, body, prev_hash, hash) a proof carries, and how many later ones it holds
+    back: through the last decision after its accepted collection, or all of them when a
+    later round's collection ended it (`later_collection`, asked only then); ProofError
+    when it is still in play (H7)."""
+    released = _released_through(rows)
+    if released is None and later_collection():
+        released = int(rows[-1][0])
+    if released is None:
+        raise ProofError(
+            f"round {round_number} is still in play (no accepted hands_collected yet): its rows "
+            "and their nonces are released only when it has ended (H7)"
+        )
+    shipped = [row for row in rows if row[0] <= released]
+    if any(b[0] != a[0] + 1 for a, b in itertools.pairwise(shipped)):
+        raise ProofError(f"round {round_number}: its rows are not one run of seqs here")
+    return shipped, len(rows) - len(shipped)
+
+
+def checkpoint_of(note: str) -> Checkpoint:
+    """The checkpoint a signed note holds (its signatures are checked by verify_bundle)."""
+    try:
+        text, _ = split_note(note)
+        return parse_checkpoint(text)
+    except NoteError as error:
+        raise ProofError(f"the signed checkpoint is malformed: {error}") from error
+
+
+def round_bundle(
+    round_number: int,
+    checkpoint: Checkpoint,
+    note: str,
+    shipped: Sequence[tuple[Any, ...]],
+    held: int,
+    proofs: Mapping[int, Sequence[bytes]],
+) -> dict[str, Any]:
+    """The bundle (BUNDLE_FORMAT): the round's rows with their inclusion proofs in the
+    checkpoint's tree, and the signed note; `journal prove` and `floor prove` both write it."""
     return {
         "format": BUNDLE_FORMAT,
         "origin": checkpoint.origin,
@@ -229,6 +264,48 @@ def prove_round(
         ],
         "held_back": held,
     }
+
+
+class LeafGap(MerkleError):
+    """Rows of the tree's range that are not there (retired, or never shipped)."""
+
+    def __init__(self, first: int, last: int, size: int) -> None:
+        super().__init__(f"rows {first}-{last} of the tree of {size} rows are missing")
+        self.first, self.last, self.size = first, last, size
+
+
+def proofs_from_leaves(
+    leaves: Iterable[tuple[int, str]], size: int, seqs: Sequence[int]
+) -> tuple[bytes, dict[int, list[bytes]]]:
+    """The root of the tree of rows 1..`size` and the inclusion proof of each row of `seqs`,
+    from every row's (seq, chain hash) in seq order, streamed: only the nodes the proofs
+    read are kept (a year of rows is never in memory). LeafGap names the first rows missing
+    from the stream; ValueError a hash that is not hex."""
+    wanted: set[tuple[int, int]] = set()
+    for seq in seqs:
+
+        def prove(reader: merkle.NodeReader, index: int = seq - 1) -> object:
+            return merkle.inclusion_proof(index, size, reader)
+
+        wanted.update(merkle.nodes_needed(prove))
+    found: dict[tuple[int, int], bytes] = {}
+    tree = merkle.CompactTree()
+    for seq, digest in leaves:
+        if seq > size:
+            break
+        if seq != tree.size + 1:
+            raise LeafGap(tree.size + 1, min(seq, size + 1) - 1, size)
+        for level, index, value in tree.append(row_leaf(digest)):
+            if (level, index) in wanted:
+                found[(level, index)] = value
+    if tree.size < size:
+        raise LeafGap(tree.size + 1, size, size)
+    cache: merkle.SubtreeCache = {}
+    proofs = {
+        seq: merkle.inclusion_proof(seq - 1, size, lambda level, i: found[(level, i)], cache)
+        for seq in seqs
+    }
+    return tree.root(), proofs
 
 
 def _later_collection(log: MerkleLog, paths: Iterable[Path], round_number: int) -> bool:
@@ -402,7 +479,7 @@ def verify_bundle(
                 raise ProofError(f"{where} does not follow row {previous[0]} (the chain breaks)")
         try:
             proof = [base64.b64decode(h, validate=True) for h in row.get("proof", [])]
-            leaf = merkle.leaf_hash(bytes.fromhex(digest))
+            leaf = row_leaf(digest)
         except (ValueError, TypeError) as error:
             raise ProofError(f"{where}: its proof or hash is malformed: {error}") from error
         if not 1 <= seq <= checkpoint.size or not merkle.verify_inclusion(

@@ -121,9 +121,9 @@ def test_shuffler_unplugged_mid_shuffle_and_plugged_back(make_table: Any) -> Non
 def test_a_device_absent_at_start_does_not_hold_ready_back(make_table: Any) -> None:
     table = make_table("heads_up_holdem")
     table.sim("unplug", "shoe")
-    started = time.monotonic()
     table.start("--device-wait", "0.5")
-    assert time.monotonic() - started < 5
+    # READY with the shoe down: the shoe stays unplugged until after READY, so READY came
+    # from the wait's end, not from the shoe (held back for ever, table.start times out)
     ready = next(n for n in table.notices if "READY=1" in n)
     assert "down: shoe" in ready
     # before READY, systemd was told what the start waits for, and for how long

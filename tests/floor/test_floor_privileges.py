@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import subprocess
@@ -15,11 +16,14 @@ import pytest
 
 from tablectl.controller.floor.schema import (
     AUDITOR_GROUP,
+    MAX_CHECKPOINT_NOTE_BYTES,
     MAX_DAYS_AHEAD,
+    MAX_NOTES_PER_SIZE,
     OWN_TABLE_CHECK,
     READER_GROUP,
     RELEASED_ROWS,
     SCHEMA,
+    SHIP_CHECKPOINT,
     SUMMARIES,
     SUMMARIES_PER_CALL,
     SUMMARY_MAX_BYTES,
@@ -315,7 +319,20 @@ def test_an_earlier_floor_is_brought_to_these_privileges(floor_db: FloorDb, tmp_
 def _other_tables_state(floor_db: FloorDb, other: str) -> tuple[Any, ...]:
     with floor_db.admin() as conn:
         row = conn.execute(f"SELECT * FROM {SCHEMA}.tables WHERE table_id = %s", (other,))
-        return (tuple(row.fetchone() or ()), tuple(floor_db.floor_rows(other)))
+        checkpoints = conn.execute(
+            f"SELECT * FROM {SCHEMA}.checkpoints WHERE table_id = %s ORDER BY 2, 3", (other,)
+        ).fetchall()
+        return (tuple(row.fetchone() or ()), tuple(floor_db.floor_rows(other)), tuple(checkpoints))
+
+
+def _note(size: int, *, signatures: int = 1, pad: int = 0) -> str:
+    """A well-formed checkpoint note of tree `size` (its signature is not checked here)."""
+    root = base64.b64encode(bytes(32)).decode()
+    lines = "".join(
+        f"\u2014 tablectl/x {base64.b64encode(bytes([n]) * (64 + pad)).decode()}\n"
+        for n in range(signatures)
+    )
+    return f"tablectl/x\n{size}\n{root}\n\n{lines}"
 
 
 def _partitions(floor_db: FloorDb) -> set[str]:
@@ -412,5 +429,26 @@ def test_every_function_a_writer_may_call_is_bounded_and_touches_no_other_table(
                 f"SELECT table_id, from_seq, to_seq FROM {SCHEMA}.{SUMMARIES} ORDER BY 1, 3"
             ).fetchall()
         assert held == [(mine, 1, 1)]
+        # ship_checkpoint: its own table only; a bounded, well-formed note; never a tree past
+        # the release mark (a round in play); at most MAX_NOTES_PER_SIZE notes of one tree
+        probed.add(f"{SCHEMA}.{SHIP_CHECKPOINT}(text,text)")
+        ship = f"SELECT {SCHEMA}.{SHIP_CHECKPOINT}(%s, %s)"
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="its own table's"):
+            conn.execute(ship, (other, _note(1)))
+        for bad in (_note(1, pad=MAX_CHECKPOINT_NOTE_BYTES), "1\n2\n3\n", _note(0)):
+            with pytest.raises(psycopg.errors.InvalidParameterValue):
+                conn.execute(ship, (mine, bad))
+        assert conn.execute(ship, (mine, _note(5))).fetchone() == ("held",)  # nothing released
+        with floor_db.admin() as admin:  # as if row 1 of this table were released
+            admin.execute(
+                f"UPDATE {SCHEMA}.tables SET released_seq = 1 WHERE table_id = %s", (mine,)
+            )
+        for n in range(MAX_NOTES_PER_SIZE):
+            assert conn.execute(ship, (mine, _note(1, signatures=n + 1))).fetchone() == ("stored",)
+        assert conn.execute(ship, (mine, _note(1))).fetchone() == ("known",)
+        with pytest.raises(psycopg.errors.ProgramLimitExceeded):
+            conn.execute(ship, (mine, _note(1, signatures=MAX_NOTES_PER_SIZE + 1)))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"SELECT count(*) FROM {SCHEMA}.checkpoints")
     assert granted == probed, f"functions granted to writers without a probe: {granted - probed}"
     assert _other_tables_state(floor_db, other) == before

@@ -8,10 +8,15 @@ wall clock leaves them.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +88,49 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         env={**environment, **(env or {})},
         timeout=60,
     )
+
+
+def demo_dealing_before(
+    moment: datetime.datetime,
+    state: Path,
+    *extra: str,
+    leads: tuple[float, ...] = (6.0, 20.0, 45.0),
+    timeout: float = 60.0,
+) -> subprocess.Popen[bytes]:
+    """The demo dealing non-stop (`--fast`, its log in `state`/daemon.log), its wall clock
+    (libfaketime, TZ=UTC) a few seconds before `moment` as it starts, its journal's first row
+    written before `moment`.
+
+    The clock's offset is fixed before the process starts: on a loaded machine the start can
+    take longer than the lead, so the run is made again from an empty `state` with the next,
+    longer lead until the first row comes before `moment`.
+    """
+    from tablectl.controller.record.journal import JournalError, read_rows
+    from tests.demo.demo_helpers import demo_command
+
+    for lead in leads:
+        offset = int((moment - datetime.datetime.now(datetime.UTC)).total_seconds() - lead)
+        env = {**os.environ, "LD_PRELOAD": libfaketime(), "FAKETIME": f"{offset:+d}", "TZ": "UTC"}
+        env.pop("NOTIFY_SOCKET", None)
+        shutil.rmtree(state, ignore_errors=True)
+        state.mkdir(parents=True)
+        demo = subprocess.Popen(
+            demo_command(state, "--rounds", "100000", *extra),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        first: datetime.datetime | None = None
+        deadline = time.monotonic() + timeout
+        while first is None and time.monotonic() < deadline and demo.poll() is None:
+            with contextlib.suppress(JournalError, StopIteration):
+                row = next(read_rows(state / "journal.sqlite"))
+                first = datetime.datetime.fromisoformat(row.recorded_at)
+            time.sleep(0.1)
+        if first is not None and first < moment:
+            return demo
+        demo.send_signal(signal.SIGTERM)
+        _, errors = demo.communicate(timeout=60)
+        if first is None:
+            pytest.fail(f"the demo wrote no row in {timeout} s: {errors.decode()[-2000:]}")
+    pytest.fail(f"the demo never started before {moment} (leads {leads} s)")

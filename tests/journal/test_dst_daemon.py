@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from tablectl.controller.record.journal import JournalError, read_rows, verify_journal
-from tests.demo.demo_helpers import demo_command
-from tests.journal.crashing import libfaketime
+from tests.journal.crashing import demo_dealing_before
 
 pytestmark = pytest.mark.long
 
@@ -44,17 +41,8 @@ def _recorded(path: Path) -> list[datetime.datetime]:
 def _deal_across(tmp_path: Path, moment: datetime.datetime, lead: float, done) -> tuple[Path, str]:
     """The demo dealing non-stop from `lead` seconds before `moment` (on its clock) until
     ``done(state_dir)`` holds; returns the state dir and the daemon's stderr."""
-    offset = int((moment - datetime.datetime.now(UTC)).total_seconds() - lead)
-    env = {**os.environ, "LD_PRELOAD": libfaketime(), "FAKETIME": f"{offset:+d}", "TZ": "UTC"}
-    env.pop("NOTIFY_SOCKET", None)
     state = tmp_path / "demo"
-    state.mkdir()
-    demo = subprocess.Popen(
-        demo_command(state, "--rounds", "100000", "--timezone", ZONE),
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    demo = demo_dealing_before(moment, state, "--timezone", ZONE, leads=(lead, 20.0, 45.0))
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and demo.poll() is None:

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 from tablectl.controller.record.journal import JournalError, read_rows, verify_journal
-from tests.demo.demo_helpers import demo_command
-from tests.journal.crashing import libfaketime
+from tests.journal.crashing import demo_dealing_before
 
 
 def _round_starts(path: Path) -> dict[int, datetime.datetime]:
@@ -35,18 +32,8 @@ def test_the_roll_over_comes_between_the_first_two_rounds_of_the_new_day(tmp_pat
     six = now.replace(hour=6, minute=0, second=0, microsecond=0)
     if six <= now:
         six += datetime.timedelta(days=1)
-    lead = 6.0  # seconds of dealing before 06:00 on the daemon's clock
-    offset = int((six - now).total_seconds() - lead)
-    env = {**os.environ, "LD_PRELOAD": libfaketime(), "FAKETIME": f"+{offset}", "TZ": "UTC"}
-    env.pop("NOTIFY_SOCKET", None)
     state = tmp_path / "demo"
-    state.mkdir()
-    demo = subprocess.Popen(
-        demo_command(state, "--rounds", "100000"),
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    demo = demo_dealing_before(six, state)  # dealing from a few seconds before 06:00
     live = state / "journal.sqlite"
     try:
         deadline = time.monotonic() + 90

@@ -1001,9 +1001,12 @@ def tally(tables: list[PoweredTable]) -> list[dict[str, Any]]:
     (a random instant's always does), how many were checked after a restart, the acknowledged
     events those checks looked for in the journal (each check looks for every event the
     table acknowledged so far: an event is counted at each cut after it) and the ones they
-    found lost, and the findings (of any kind) made at them."""
+    found lost, the events acknowledged since the table's previous cut (`new`: what the
+    daemon did between the restart and this cut), and the findings (of any kind) made at
+    them."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for table in tables:
+        before = 0
         for cut in table.cuts:
             row = rows.setdefault(
                 (cut.mode, cut.site),
@@ -1015,9 +1018,12 @@ def tally(tables: list[PoweredTable]) -> list[dict[str, Any]]:
                     "checked": 0,
                     "acknowledged": 0,
                     "lost": 0,
+                    "new": 0,
                     "findings": 0,
                 },
             )
+            row["new"] += max(cut.acknowledged - before, 0)
+            before = cut.acknowledged
             row["cuts"] += 1
             row["fired"] += int(cut.fired)
             if cut.lost is not None and cut.looked_for is not None:
@@ -1030,16 +1036,16 @@ def tally(tables: list[PoweredTable]) -> list[dict[str, Any]]:
 
 def tally_text(rows: list[dict[str, Any]]) -> str:
     """The tally as lines: one a mode and site, a total a mode, the total."""
-    lines = ["cuts fired checked acknowledged lost findings  mode: site"]
+    lines = ["cuts fired checked acknowledged lost    new findings  mode: site"]
 
     def line(row: dict[str, Any], label: str) -> str:
-        numbers = ("cuts", "fired", "checked", "acknowledged", "lost", "findings")
-        widths = (4, 5, 7, 12, 4, 8)
+        numbers = ("cuts", "fired", "checked", "acknowledged", "lost", "new", "findings")
+        widths = (4, 5, 7, 12, 4, 6, 8)
         cells = " ".join(f"{row[n]:>{w}}" for n, w in zip(numbers, widths, strict=True))
         return f"{cells}  {label}"
 
     def total(selected: list[dict[str, Any]]) -> dict[str, Any]:
-        keys = ("cuts", "fired", "checked", "acknowledged", "lost", "findings")
+        keys = ("cuts", "fired", "checked", "acknowledged", "lost", "new", "findings")
         return {key: sum(r[key] for r in selected) for key in keys}
 
     for mode in sorted({r["mode"] for r in rows}):

@@ -309,6 +309,12 @@ def test_a_second_cut_during_the_recovery_of_a_roll_over(recovery: Trigger, tmp_
 # -- the daemon as its service user ----------
 
 
+def hot_and_read_only(after_cut: dict[str, int]) -> bool:
+    """Whether a cut left what the "non-root hot journal" needs: the live file 0400 beside
+    its rollback journal."""
+    return after_cut.get("journal.sqlite") == 0o400 and "journal.sqlite-journal" in after_cut
+
+
 @pytest.mark.long
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_power_cuts_inside_the_roll_overs_close_as_the_service_user(
@@ -328,17 +334,22 @@ def test_power_cuts_inside_the_roll_overs_close_as_the_service_user(
         t for t in ROLLOVER_TRIGGERS if t.when == when and "live segment's rename" in t.name
     )
     rng = random.Random(f"{SEED}-user-rollover-{when}")
-    table = cut_in_a_rollover(
-        GAMES[2 if when == "before" else 0], shared_dir / "table", trigger, rng, user=user
-    )
-    unknown, _explained = report([table])
-    assert len(table.cuts) == 1 and table.cuts[0].fired, [c.trigger for c in table.cuts]
-    # the cut reached the state the defect needs: a read-only live file and a hot journal
-    assert table.after_cut.get("journal.sqlite") == 0o400, table.after_cut
-    assert "journal.sqlite-journal" in table.after_cut, table.after_cut
-    assert not table.findings, [str(f) for f in table.findings]
+    game = GAMES[2 if when == "before" else 0]
+    tables: list[PoweredTable] = []
+    for attempt in range(3):
+        table = cut_in_a_rollover(game, shared_dir / f"table{attempt}", trigger, rng, user=user)
+        tables.append(table)
+        assert len(table.cuts) == 1 and table.cuts[0].fired, [c.trigger for c in table.cuts]
+        assert not table.findings, [str(f) for f in table.findings]
+        assert table.cuts[0].lost == 0
+        if hot_and_read_only(table.after_cut):
+            break
+        # a reader held the segment at the close (the background walk, starved at SCHED_IDLE
+        # on a loaded machine): it stayed in WAL mode, no rollback journal; a fresh table
+    unknown, _explained = report(tables)
     assert not unknown, unknown
-    assert table.cuts[0].lost == 0
+    # the cut reached the state the defect needs: a read-only live file and a hot journal
+    assert hot_and_read_only(tables[-1].after_cut), tables[-1].after_cut
 
 
 @pytest.mark.long
