@@ -123,6 +123,13 @@ class JournalError(RuntimeError):
     """The journal cannot be opened or written; the message says which file and why."""
 
 
+class SegmentBusy(JournalError):
+    """The live segment cannot be closed now: a reader (the floor's shipper, the background
+    walk, `journal verify`) holds a snapshot of it, so its WAL cannot be checkpointed whole
+    into the file, and a closed file without its WAL would lose every row not yet copied in.
+    Nothing was changed: the roll-over is tried again a moment later."""
+
+
 # json.dumps builds an encoder per call with these options; one, built once, says the same.
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -594,6 +601,22 @@ class Journal:
             assert self.failure is not None
             raise self.failure from error
 
+    def wal_not_checkpointed(self, wait_ms: int = 100) -> str | None:
+        """Checkpoint the WAL whole into the file and empty it (waiting at most `wait_ms` for
+        readers); None when done, else why not. Until it is done the WAL holds rows the file
+        does not: it must never be deleted then (it was, once: a reader's snapshot at 06:00
+        left a closed segment of no rows)."""
+        db = self._db
+        previous = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
+        try:
+            db.execute(f"PRAGMA busy_timeout={int(wait_ms)}")
+            busy, log, done = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            db.execute(f"PRAGMA busy_timeout={previous}")
+        if busy or log != done:
+            return f"a reader holds it ({max(done, 0)} of {log} WAL frames in the file)"
+        return None
+
     def roll_over(
         self,
         closed_path: Path,
@@ -612,7 +635,8 @@ class Journal:
         renamed), then its first rows in one commit, then the head file. A crash after the
         rename and before the rows is undone at the next start (`recover_roll_over`): the
         closed file goes back to being the live one. Any failure here fails the journal
-        (fail-stop: the daemon stops dealing).
+        (fail-stop: the daemon stops dealing), except SegmentBusy, raised before anything is
+        changed while a reader keeps the WAL from being checkpointed whole.
         """
         self.flush()
         if self._timer is not None:
@@ -623,8 +647,10 @@ class Journal:
         # crash between the rename and the new segment's first rows is undone at the next
         # start by that name (`recover_at_start`), sealed or not (only a seal wrote it here).
         self.write_head()
+        why = self.wal_not_checkpointed()
+        if why is not None:
+            raise SegmentBusy(f"{self.path}: not closed now: {why}")
         try:
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             # A closed segment is one self-contained file: out of WAL mode, a reader (verify,
             # retention, backup) opening it read-only leaves no -wal or -shm beside it. Not
             # possible while another connection reads it (the floor shipper): it stays in WAL
@@ -1558,6 +1584,15 @@ def verify_journal(
                 last_seq = raw[0]
             if not first:
                 node_problem = node_problem or _at(nodes.end_segment(last_seq), last_seq)
+            elif closed_segment_first_seq(file) is not None:
+                # a roll-over closes a segment after its rows (its WAL copied into it): an
+                # empty closed file lost them (a WAL deleted before its checkpoint did, once)
+                return walk.result(
+                    False,
+                    f"{file.name} is a closed segment that holds no rows: its rows from row "
+                    f"{closed_segment_first_seq(file)} on were lost or deleted",
+                    closed_segment_first_seq(file),
+                )
         except _Tampered as tampered:
             return walk.result(False, tampered.message, tampered.seq)
         except (sqlite3.Error, ValueError, OverflowError, MemoryError, UnicodeError) as error:

@@ -37,6 +37,7 @@ from tablectl.controller.record.journal import (
     Journal,
     JournalError,
     JournalRow,
+    SegmentBusy,
     _Tampered,
     closed_segment_first_seq,
     live_segments,
@@ -54,6 +55,11 @@ from tablectl.controller.record.sealing import SealingError
 if TYPE_CHECKING:
     from tablectl.controller.common.config import TableConfig
     from tablectl.controller.record.sealing import Sealer
+
+
+#: A roll-over a reader deferred (SegmentBusy) is tried again after this many seconds (each
+#: try waits at most 100 ms for the reader, under the event lock).
+ROLL_RETRY_SECONDS = 0.25
 
 
 class UpkeepHost(Protocol):
@@ -590,6 +596,8 @@ class JournalUpkeep:
         #: The floor shipper's acknowledged seq, when a floor store is configured (retention).
         self.floor_confirmed_seq: Callable[[], int] | None = None
         self._held_said: str | None = None
+        self._roll_deferred_until = 0.0  # time.monotonic(): a reader held the segment
+        self._roll_deferred_said = False
         self._wake: asyncio.Event | None = None
         #: A roll-over's retention, left for the upkeep task off the event lock.
         self._retention_due: datetime.date | None = None
@@ -706,7 +714,20 @@ class JournalUpkeep:
             self.service.seal(now)
         today = gaming_day_of(local_wall_clock(now, self.zone), self.day_start)
         if today > self.segment_day and self.service.between_rounds():
-            self.roll(today, retention_inline=retention_inline)
+            if time.monotonic() < self._roll_deferred_until:
+                return  # a reader held the segment a moment ago: not every event asks again
+            try:
+                self.roll(today, retention_inline=retention_inline)
+            except SegmentBusy as busy:
+                # nothing changed: the next event or tick tries again (ROLL_RETRY_SECONDS on)
+                self._roll_deferred_until = time.monotonic() + ROLL_RETRY_SECONDS
+                if not self._roll_deferred_said:
+                    self._log.warning("segment_roll_deferred", reason=str(busy))
+                    self._roll_deferred_said = True
+                return
+            if self._roll_deferred_said:
+                self._log.info("segment_roll_done_after_deferral")
+                self._roll_deferred_said = False
 
     def roll(self, today: datetime.date, *, retention_inline: bool = True) -> None:
         closed = self.service.roll_segment(today, self.segment_day.isoformat())

@@ -103,6 +103,14 @@ def check_segment_links(live: Path) -> tuple[str, int | None] | None:
             return str(error), None
         if found is not None:
             ends.append(found)
+        elif path != live:
+            # a roll-over closes a segment only after rows (and its WAL copied into it): an
+            # empty closed file lost them (a WAL deleted before its checkpoint did that once)
+            return (
+                f"{path.name} is a closed segment that holds no rows: its rows were lost or "
+                "deleted (a closed segment always ends where the next one's segment row says)",
+                None,
+            )
     ends.sort(key=lambda e: e.first_seq)
     for index, segment in enumerate(ends):
         expected = segment.last_seq - segment.first_seq + 1

@@ -38,6 +38,7 @@ from tablectl.controller.record.journal import (
     JournalRow,
     LocalTimestamp,
     ReplayedDraws,
+    SegmentBusy,
     _to_row,
     closed_segment_name,
     engine_from_checkpoint,
@@ -450,8 +451,14 @@ class TableService:
         The new segment starts with its `segment` row, the table row and a checkpoint, so it
         verifies and restores on its own; retention then removes what is past it.
         """
+        # A reader holding the segment (SegmentBusy) defers the roll-over before anything is
+        # written; one that comes between this and the close undoes the table row's change.
+        why = self.journal.wal_not_checkpointed()
+        if why is not None:
+            raise SegmentBusy(f"{self.journal.path}: not closed now: {why}")
         if self.sealer is not None:
             self.seal()
+        held_back = (self.table_row, self._next_table_row, self.engine)
         if self._next_table_row is not None:
             # the segment held back under an earlier version's table row is over: the new one
             # is the configuration's, and the engine goes on under it from its own state
@@ -464,11 +471,15 @@ class TableService:
         closed = closed_segment_name(
             self.journal.path, closing_day, first.seq if first is not None else 0
         )
-        self.journal.roll_over(
-            closed,
-            {"gaming_day": gaming_day.isoformat()},
-            [("table", self.table_row), ("checkpoint", self.checkpoint_body())],
-        )
+        try:
+            self.journal.roll_over(
+                closed,
+                {"gaming_day": gaming_day.isoformat()},
+                [("table", self.table_row), ("checkpoint", self.checkpoint_body())],
+            )
+        except SegmentBusy:
+            self.table_row, self._next_table_row, self.engine = held_back
+            raise
         self.segment_first_round = self.engine.round_number
         self.journal.flush()
         metrics.JOURNAL_LAST_CHECKPOINT.set(time.time())

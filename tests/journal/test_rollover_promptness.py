@@ -19,11 +19,15 @@ from tests.journal.crashing import demo_dealing_before
 
 
 def _round_starts(path: Path) -> dict[int, datetime.datetime]:
-    """Each round's first event row's time, by the engine's round number when it was written."""
+    """When each round began: its `bets_closed` event (written under the round number before
+    it, the engine counts the round from that event on), else its first event row."""
     starts: dict[int, datetime.datetime] = {}
     for row in read_rows(path):
-        if row.kind == "event" and row.round is not None and row.round not in starts:
-            starts[row.round] = datetime.datetime.fromisoformat(row.recorded_at)
+        if row.kind != "event" or row.round is None:
+            continue
+        opens = isinstance(row.body, dict) and row.body.get("type") == "bets_closed"
+        number = row.round + 1 if opens else row.round
+        starts.setdefault(number, datetime.datetime.fromisoformat(row.recorded_at))
     return starts
 
 
