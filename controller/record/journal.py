@@ -607,14 +607,28 @@ class Journal:
         does not: it must never be deleted then (it was, once: a reader's snapshot at 06:00
         left a closed segment of no rows)."""
         db = self._db
-        previous = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
         try:
-            db.execute(f"PRAGMA busy_timeout={int(wait_ms)}")
-            busy, log, done = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        finally:
-            db.execute(f"PRAGMA busy_timeout={previous}")
-        if busy or log != done:
+            previous = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
+            try:
+                db.execute(f"PRAGMA busy_timeout={int(wait_ms)}")
+                busy, log, done = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                db.execute(f"PRAGMA busy_timeout={previous}")
+        except sqlite3.Error as error:  # a full disk, an I/O error: the record fails (fail-stop)
+            self.fail(JournalError(f"{self.path}: cannot close the segment: {error}"))
+            assert self.failure is not None
+            raise self.failure from error
+        if busy:
             return f"a reader holds it ({max(done, 0)} of {log} WAL frames in the file)"
+        if log != done:  # not a reader: the file could not take them
+            self.fail(
+                JournalError(
+                    f"{self.path}: cannot close the segment: its WAL's checkpoint copied "
+                    f"{max(done, 0)} of {log} frames into the file"
+                )
+            )
+            assert self.failure is not None
+            raise self.failure
         return None
 
     def roll_over(
