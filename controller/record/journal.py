@@ -1507,7 +1507,13 @@ def _at(problem: str | None, seq: int) -> tuple[str, int] | None:
 def _stored_nodes(db: sqlite3.Connection) -> dict[int, bytes]:
     """A segment's `merkle` table (none in a format-1 journal: {})."""
     try:
-        return {int(idx): bytes(value) for idx, value in db.execute("SELECT idx, hash FROM merkle")}
+        nodes: dict[int, bytes] = {}
+        for idx, value in db.execute("SELECT idx, hash FROM merkle"):
+            if type(idx) is not int or not isinstance(value, bytes):
+                # damage (a fuzzed file gave a NULL hash): a verdict, never an exception
+                raise ValueError(f"a stored Merkle node is malformed: index {idx!r}")
+            nodes[idx] = value
+        return nodes
     except sqlite3.OperationalError as error:
         if "no such table" in str(error):
             return {}

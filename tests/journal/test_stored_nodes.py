@@ -107,3 +107,17 @@ def test_a_segments_copied_frontier_changed_is_found(tmp_path: Path, capsys) -> 
     code, out = verify(capsys, str(directory))
     assert code == 1, out
     assert f"{newest.name}: the Merkle log's node (level {level}, index {index}), a copy" in out
+
+
+def test_a_stored_node_of_no_hash_is_a_verdict_not_an_exception(tmp_path: Path, capsys) -> None:
+    """Damage the fuzz found (a NULL hash read from a damaged page) raised TypeError from verify; a
+    text where a hash belongs is the same kind of damage."""
+    path = a_journal(tmp_path / "journal.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("DROP TRIGGER IF EXISTS merkle_no_update")
+    db.execute("UPDATE merkle SET hash = 'not a hash' WHERE idx = (SELECT min(idx) FROM merkle)")
+    db.commit()
+    db.close()
+    code, out = verify(capsys, str(path))
+    assert code == 1, out
+    assert "a stored Merkle node is malformed" in out, out
