@@ -41,10 +41,10 @@ from tablectl.controller.floor.retention import ensure_days
 from tablectl.controller.floor.schema import SCHEMA, SUMMARIES, add_table, create_schema
 from tablectl.controller.floor.shipper import floor_time
 from tablectl.controller.floor.store import connect
-from tablectl.controller.floor.summary import RoundSummary, ShipperSummaries
+from tablectl.controller.floor.summary import RoundEnds, RoundSummary, ShipperSummaries
 from tablectl.controller.record.journal import parse_row
 from tablectl.simulators.pgserver import ThrowawayPostgres
-from tests.bench.floor_scale import FLOOR_SERVER, SyntheticTable, _grow, templates
+from tests.bench.floor_scale import FLOOR_SERVER, SyntheticTable, _grow, hand_over, templates
 
 RESULT_KEYS = ("floor_report_seconds_real_day", "floor_report_recompute_seconds")
 DATABASE = "floor_report_day"
@@ -61,13 +61,18 @@ class SummarizedTable(SyntheticTable):
     def __init__(self, sink: SummarySink, *args: Any) -> None:
         super().__init__(*args)
         self.sink = sink
-        self.summaries = ShipperSummaries()
+        self.round_ends = RoundEnds(1)
+        self.summaries = ShipperSummaries(self.round_ends)
 
     def rows(self, count: int, first_at: datetime.datetime, spacing: float) -> Iterator[tuple]:
         for raw in super().rows(count, first_at, spacing):
+            seq = raw[0]
+            # the daemon's engine's part, untimed: the round ends of the row, handed over
+            hand_over(self.round_ends, self.template, self.offset, seq - 1, seq)
             began = time.process_time()
             closed = self.summaries.feed(parse_row(raw), floor_time(raw[3])[0])
             self.sink.cpu += time.process_time() - began
+            self.round_ends.prune(seq)  # the shipper's, once the floor has the row
             if closed is not None:
                 self.sink.add(self.table_id, closed)
             yield raw
