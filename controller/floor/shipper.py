@@ -550,8 +550,9 @@ class FloorShipper:
                         continue
                     self._note_waiting(batch[0])
                     self._set_state("shipping")
-                    self._summarize(batch)
-                    self._insert(conn, batch)
+                    times = [floor_time(row.recorded_at) for row in batch]
+                    self._summarize(batch, times)
+                    self._insert(conn, batch, times)
                     with self._lock:
                         self.acknowledged_seq = batch[-1].seq
                         self.committed_seq = max(self.committed_seq, self.acknowledged_seq)
@@ -703,14 +704,17 @@ class FloorShipper:
             self._replayed_retired += summarizer.replayed_events
             self._summarizer = None
 
-    def _summarize(self, batch: list[LocalRow]) -> None:
+    def _summarize(
+        self, batch: list[LocalRow], times: list[tuple[datetime.datetime, str | None]]
+    ) -> None:
         """Feed the batch to the summaries (before its transaction: the CPU is the table's)."""
         summarizer = self._summarizer
         if summarizer is None:
             return
         pending = self._pending
-        for row in batch:
-            closed = summarizer.feed(parse_row(_raw(row)), floor_time(row.recorded_at)[0])
+        feed = summarizer.feed
+        for row, (moment, _) in zip(batch, times, strict=True):
+            closed = feed(parse_row(_raw(row)), moment)
             if closed is not None:
                 pending.append(closed)
         if summarizer.failure and summarizer.failure != self._summary_failure_told:
@@ -866,7 +870,12 @@ class FloorShipper:
             self.committed_seq = max(self.committed_seq, batch[-1].seq)
         return batch
 
-    def _insert(self, conn: Any, batch: list[LocalRow]) -> None:
+    def _insert(
+        self,
+        conn: Any,
+        batch: list[LocalRow],
+        times: list[tuple[datetime.datetime, str | None]] | None = None,
+    ) -> None:
         table_id = self.table_id
         chain_only = all(len(row.values) == len(CHAIN_COLUMNS) for row in batch)
         self._in_flight = (conn, time.monotonic())
@@ -878,9 +887,10 @@ class FloorShipper:
                 ):
                     copy.set_types(_CHAIN_ONLY_TYPES if chain_only else _COPY_TYPES)
                     write_row = copy.write_row
-                    for row in batch:
+                    if times is None:
+                        times = [floor_time(row.recorded_at) for row in batch]
+                    for row, (moment, text) in zip(batch, times, strict=True):
                         values = row.values
-                        moment, text = floor_time(values["recorded_at"])
                         fields: tuple[Any, ...] = (
                             table_id,
                             row.seq,
