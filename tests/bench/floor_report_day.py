@@ -5,12 +5,15 @@ of three games, repeated with each table's own seqs, times and hash chain, as in
 tests/bench/floor_scale.py), from each table's first row at the day's start (so Q3's replay
 starts at row 1 within its reach): 31,000 rows a table by default (a real table-day: 1,000
 rounds of ~31 rows; the templates' rounds are ~23 rows, so ~1,360 of them), 12.4 M rows.
-Each table's per-round summaries are computed as its shipper computes them (ShipperSummaries
-over every row, timed: `summaries_cpu_us_per_row`, what the summaries add to a table PC's
-shipping) and stored beside the rows. Then the day's report, as `tablectl floor report`
-builds it: from the summaries (the default), and replayed from the rows with a worker process
-a CPU (`--recompute --workers N`); the two reports must be byte for byte the same (their CSV
-and HTML) and the recompute must find no summary that differs. The fill is set-up (triggers
+Each table's per-round summaries are computed as its daemon's shipper computes them
+(ShipperSummaries over every row, timed: `summaries_cpu_us_per_row`, what the summaries add to
+a table PC's shipping), from the round ends the table's live engine hands over: here each
+template's, as its TableService decided them while dealing it (once, untimed: the daemon's
+engine's work), told for each row at its position before the row is fed (the replayed
+report below checks them). Then the day's report, as `tablectl floor report` builds it:
+from the summaries (the default), and replayed from the rows with a worker process a CPU
+(`--recompute --workers N`); the two reports must be byte for byte the same (their CSV and
+HTML) and the recompute must find no summary that differs. The fill is set-up (triggers
 off, as floor_scale's _grow).
 
     floor_report_seconds_real_day   the report (from the summaries), at the size run

@@ -8,7 +8,14 @@ Everything goes into one throwaway PostgreSQL on this machine (simulators.pgserv
 its own connection, as a table PC does (`--pooler`: through a throwaway PgBouncer instead,
 simulators.pgbouncer; its pools are per login role, so 400 tables' roles over 20 server
 connections open a new backend for nearly every batch: docs/floor.md). The 400 tables' real
-FloorShippers run in SHIPPER_PROCESSES processes of 100 threads each.
+FloorShippers run in SHIPPER_PROCESSES processes of 100 threads each. Their per-round
+summaries count the round ends each table's daemon hands its shipper (FloorShipper.
+hand_over_round_ends: the live engine's work, not the shipper's): here each template's round
+ends are the ones its TableService decided as it dealt the template, once, and each synthetic
+table's shipper is told those of its rows (offset by its seqs) before each command's clock
+starts. A synthetic table that begins mid-template gets round ends its rows' own replay would
+not give (its first round is partial): the CPU is the shipper's as in play, the summaries
+are the template's rounds, not checked against a replay here (floor_report_day's are).
 
     floor_catch_up_400_seconds  400 tables, each with one hour of play waiting (a floor outage
                                 of an hour at 1,000 rounds a table a day), 400 real

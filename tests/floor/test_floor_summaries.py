@@ -12,19 +12,24 @@ import json
 import shutil
 import sqlite3
 from pathlib import Path
+from random import Random
 from typing import Any
 
 import psycopg
 import pytest
 
+from tablectl.controller.common.config import parse_config
 from tablectl.controller.engine.gaming_day import gaming_day_of
+from tablectl.controller.engine.table import TableSpec
 from tablectl.controller.floor.report import FloorReport, build_report, write_csv, write_html
 from tablectl.controller.floor.schema import READER_GROUP, SCHEMA
 from tablectl.controller.floor.shipper import FloorShipper, floor_time
 from tablectl.controller.floor.store import connect
 from tablectl.controller.floor.summary import RoundEnds, RoundSummary, ShipperSummaries, canonical
-from tablectl.controller.record.journal import parse_row
+from tablectl.controller.record.journal import Journal, parse_row
+from tablectl.controller.service.service import TableService
 from tablectl.simulators import demo
+from tablectl.simulators.roundgen import legal_stream
 from tests.floor.floorkit import (
     FloorDb,
     local_rows,
@@ -325,3 +330,68 @@ def _ship(table_id: str, journal: Path, config: Any, *, summaries: bool) -> None
         wait_for(lambda: shipper.head_known and shipper.rows_behind == 0, 60, "the rows shipped")
     finally:
         shipper.stop()
+
+
+def _dealt_journal(directory: Path, rounds: int) -> tuple[Path, dict[int, Any]]:
+    """A table service dealing `rounds` legal rounds of five-card hi-lo into its journal (a
+    checkpoint every 2 rounds), and the round ends its engine handed over, by event seq."""
+    config = parse_config(
+        {
+            "table": {"id": "t", "game": "five_card_hilo", "options": {"dealing": "manual_shoe"}},
+            "journal": {"path": str(directory / "journal.sqlite"), "checkpoint_rounds": 2},
+        },
+        "test.toml",
+    )
+    service = TableService(config, Journal(config.journal_path), random_source=Random(1).randrange)
+    told: dict[int, Any] = {}
+    service.round_ends = lambda seq, ends: told.__setitem__(seq, ends)
+
+    async def deal() -> None:
+        await service.start()
+        spec = TableSpec.from_dict(
+            {"game": "five_card_hilo", "options": {"dealing": "manual_shoe"}}
+        )
+        for event in legal_stream(spec, Random(3), rounds):
+            await service.handle_event(event)
+
+    asyncio.run(deal())
+    service.close()
+    return config.journal_path, told
+
+
+def _summarized(journal: Path, handed: RoundEnds | None) -> list[RoundSummary]:
+    summaries, closed = ShipperSummaries(handed), []
+    for raw in local_rows(journal):
+        summary = summaries.feed(parse_row(raw), floor_time(raw[3])[0])
+        if summary is not None:
+            closed.append(summary)
+    return closed
+
+
+def test_handed_round_ends_give_the_replayed_summaries(tmp_path: Path) -> None:
+    """A table service's engine hands its round ends over as it deals: the summaries counted
+    from them are the replay's, byte for byte, with no event replayed; with the held ends
+    past their bound (a floor away), the rows up to the last one dropped get no summary and
+    the summaries begin again at the next checkpoint row, each still the replay's."""
+    journal, told = _dealt_journal(tmp_path, 8)
+    replayed = _summarized(journal, None)
+    assert len(replayed) >= 7
+
+    def hand(limit: int) -> RoundEnds:
+        ends = RoundEnds(1, limit=limit)
+        for seq, ended in sorted(told.items()):
+            ends.handled(seq, ended)
+        return ends
+
+    whole = hand(1000)
+    handed = _summarized(journal, whole)
+    as_text = [(s.from_seq, s.to_seq, s.first_at, s.last_at, s.ended_at, s.text()) for s in handed]
+    assert as_text == [
+        (s.from_seq, s.to_seq, s.first_at, s.last_at, s.ended_at, s.text()) for s in replayed
+    ]
+    bounded = hand(3)
+    assert bounded.lost_upto > 0
+    partly = _summarized(journal, bounded)
+    by_end = {s.to_seq: s.text() for s in replayed}
+    assert 0 < len(partly) < len(replayed)
+    assert all(s.from_seq > bounded.lost_upto and by_end[s.to_seq] == s.text() for s in partly)
