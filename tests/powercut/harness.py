@@ -18,7 +18,10 @@ survived, the daemon restarted, and `check` holds the table to its promises:
 4. before its first round, the daemon's device holds are those the journal gives (the last
    checkpoint's `interlocks`, then every decision and event after it, folded as a restart
    folds them), and the simulated shoe and shuffler are locked exactly when held;
-5. no temporary file of any durable write path (every name of the product's registry,
+5. the restarted table makes progress: its dealer plays a whole round after the restart (a
+   table the restart left unable to deal, or whose dealer cannot do what the table then asks,
+   is a finding, not a run of cuts that each see a handful of events);
+6. no temporary file of any durable write path (every name of the product's registry,
    controller/record/durable.py TEMPORARY_PATTERNS) is left behind by the restart, and
    the sealing key file holds one key only (the slot of the key it replaced overwritten).
 
@@ -84,6 +87,9 @@ READY_TIMEOUT = 30.0
 #: seconds an armed cut may wait for its operation before the power is cut anyway
 ARMED_PATIENCE = 6.0
 SEAL_INTERVAL = 2  # seconds: short epochs, so seals happen all the time
+#: seconds a restarted table may take to play its first whole round (under load: generous; a
+#: stalled demo dealer gives up after its own 20 s wait and exits "stuck" before this)
+PROGRESS_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -679,6 +685,58 @@ class PoweredTable:
             self.fail(number, f"the shoe is locked={devices['shoe']}, the journal holds {expected}")
         if devices["shuffler"] and not expected["shuffler_deck_locked"]:
             self.fail(number, f"the shuffler's deck is locked, the journal holds {expected}")
+        stalled = self.stalled(int(holds["last_seq"]))
+        if stalled is not None:
+            self.fail(number, stalled)
+
+    def holds_lines_since_start(self) -> int:
+        """The holds lines the running daemon's player wrote (one before each round)."""
+        with open(self.acks) as acks:
+            acks.seek(self.acks_offset)
+            return sum(1 for line in acks if line.startswith('{"devices"'))
+
+    def stalled(self, seq_at_start: int) -> str | None:
+        """Why the restarted table made no progress, or None once its dealer has played a
+        whole round since the restart (a second holds line: the first round's end). The one
+        stop that is the demo's limitation, not the table's (`cut_once`): a deck removed (C8,
+        a card the restarted simulated shoe forgot was dealt) that the demo's dealer cannot
+        replace; any other stop names the journal's last decisions since the restart."""
+        deadline = time.monotonic() + PROGRESS_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.holds_lines_since_start() >= 2:
+                return None
+            if self.process is None or self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        if self.holds_lines_since_start() >= 2:
+            return None
+        rows = self._settled(
+            lambda: sorted(
+                (
+                    r
+                    for path in live_segments(self.state / "journal.sqlite")
+                    for r in read_rows(path)
+                    if r.seq > seq_at_start and r.kind == "decision"
+                ),
+                key=lambda r: r.seq,
+            )
+        )
+        said = [f"{r.body.get('rule_id')}:{r.body.get('decision')}" for r in rows]
+        if (
+            self.process is not None
+            and self.process.poll() is not None
+            and "remove_deck" in {r.body.get("decision") for r in rows}
+        ):
+            return None  # the demo dealer's known limit: cut_once takes a fresh table
+        reasons = sorted(
+            {str(r.body.get("reason")) for r in rows if r.body.get("decision") == ("deal_blocked")}
+        )
+        return (
+            f"the table made no progress after the restart: no round played in "
+            f"{PROGRESS_TIMEOUT:.0f} s (decisions since: {said[-6:]}"
+            + (f"; deal_blocked: {reasons}" if reasons else "")
+            + ")"
+        )
 
     def floor_rows(self) -> list[tuple[int, str, str, str]]:
         """The floor's copy of this table: (seq, kind, body, hash) in seq order."""
