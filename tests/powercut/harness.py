@@ -276,6 +276,9 @@ class PoweredTable:
         self.after_cut: dict[str, int] = {}
         #: the floor checks made: (cut, rows on the floor, events on the floor)
         self.floor_checks: list[tuple[int, int, int]] = []
+        #: with a floor, at each cut: (cut, the floor's head, the last row the cut left in the
+        #: journal): a head behind it is a cut with rows committed and not yet on the floor
+        self.at_cut: list[tuple[int, int, int]] = []
         TABLES.append(self)
 
     @property
@@ -751,6 +754,22 @@ class PoweredTable:
             ).fetchall()
         return [(int(seq), kind, body, digest) for seq, kind, body, digest in rows]
 
+    def floor_head(self) -> int:
+        """The last seq the floor holds of this table (0: none)."""
+        rows = self.floor_rows()
+        return rows[-1][0] if rows else 0
+
+    def note_the_cut(self, number: int) -> None:
+        """Right after a cut (the daemon dead, its shipper with it): the floor's head and the
+        last row that survived on the disk; `check_floor` then wants the rows between shipped
+        by the restarted daemon, each once."""
+        survived = [
+            row.seq
+            for path in live_segments(self.mount.backing / "state" / "journal.sqlite")
+            for row in read_rows(path)
+        ]
+        self.at_cut.append((number, self.floor_head(), max(survived, default=0)))
+
     def floor_caught_up(self, seq: int, timeout: float = 90.0) -> bool:
         """Whether the floor holds row `seq` of this table in time (the shipper runs on)."""
         from tablectl.controller.floor.store import connect, table_rows_sql
@@ -803,6 +822,17 @@ class PoweredTable:
         missing = [d for d in self.acknowledged()[:before] if hash_of.get(d) not in on_floor]
         if missing:
             self.fail(number, f"{len(missing)} acknowledged events are not on the floor")
+        seqs = [seq for seq, _kind, _body, _hash in rows]
+        for cut, head, survived in self.at_cut:
+            if cut != number:
+                continue
+            # the rows in flight at the cut (in the journal, not on the floor): each on the
+            # floor once now, shipped by the restarted daemon
+            wanted = range(head + 1, survived + 1)
+            counts = {seq: seqs.count(seq) for seq in wanted}
+            wrong = {seq: n for seq, n in counts.items() if n != 1}
+            if wrong:
+                self.fail(number, f"rows in flight at the cut not on the floor once: {wrong}")
         with connect(self.floor.admin_dsn) as conn:
             verified = verify_table(conn, self.floor.table_id, from_start=True)
         if verified.exit_code != 0:
