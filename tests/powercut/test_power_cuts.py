@@ -455,6 +455,7 @@ def test_power_cuts_while_shipping_to_a_floor(tmp_path: Path, group_commit: bool
     assert all(rows > 0 and events > 0 for _n, rows, events in table.floor_checks)
     # the cuts landed mid-ship: at least one with rows the journal had committed (and kept)
     # and the floor did not yet hold, which the restart then shipped, each once (check_floor)
+    print(f"the floor at the cuts (cut, floor head, journal's last row): {table.at_cut}")
     in_flight = [(cut, head, last) for cut, head, last in table.at_cut if head < last]
     assert in_flight, (
         f"no cut had a batch in flight (cut, floor head, journal's last): {table.at_cut}"
