@@ -34,13 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tablectl.controller.engine.gaming_day import (
-    gaming_day_of,
-    local_wall_clock,
-)
+from tablectl.controller.engine.gaming_day import gaming_day_of
 from tablectl.controller.engine.shuffle_integrity import SEAT_BIAS_ALPHA
 from tablectl.controller.floor.schema import RECORDED_AT_SQL, SCHEMA, SUMMARIES
-from tablectl.controller.floor.summary import FAULT_EVENTS, RoundSummary, SpanCounter, day_start
+from tablectl.controller.floor.summary import (
+    RoundSummary,
+    SpanCounter,
+    day_start,
+    local_time,
+    tally_event,
+)
 from tablectl.controller.record.journal import JournalError, JournalRow, parse_row
 
 COUNTS = ("rounds", "voids", "misdeals", "deck_removals", "device_faults", "stub_counts")
@@ -109,14 +112,6 @@ class FloorReport:
 _day_start = day_start
 
 
-def _local_time(text: object) -> datetime.datetime | None:
-    try:
-        moment = datetime.datetime.fromisoformat(str(text))
-    except ValueError:
-        return None
-    return local_wall_clock(moment)
-
-
 class DayCounter:
     """One table's gaming day counted from its rows fed in seq order (rows of other days
     skipped): fed by the day's report from the same pass that replays Q3."""
@@ -136,12 +131,8 @@ class DayCounter:
         elif row.kind == "event":
             self._close_event()
             self._event, self._decisions = row, []
-            when = _local_time(row.body.get("time"))
+            when = local_time(row.body.get("time"))
             self._in_day = when is not None and gaming_day_of(when, self.start) == self.day
-            if self._in_day:
-                stamp = str(row.body.get("time"))
-                result.first_event = result.first_event or stamp
-                result.last_event = stamp
         elif row.kind == "decision" and self._event is not None:
             self._decisions.append(row.body)
 
@@ -162,35 +153,8 @@ class DayCounter:
         return self.result
 
     def _close_event(self) -> None:
-        event, decisions, result = self._event, self._decisions, self.result
-        if event is None or not self._in_day:
-            return
-        kind = event.body.get("type")
-        accepted = not any(d.get("decision") == "rejected" for d in decisions)
-        when = _local_time(event.body.get("time"))
-        if kind == "bets_closed" and accepted:
-            result.counts["rounds"] += 1
-            if when is not None:
-                result.rounds_by_hour[when.hour] += 1
-        elif kind == "misdeal_reported" and accepted:
-            result.counts["misdeals"] += 1
-        elif kind == "stub_counted" and accepted:
-            result.counts["stub_counts"] += 1
-        if kind in FAULT_EVENTS:
-            result.counts["device_faults"] += 1
-            result.faults_by_device[str(event.body.get("device") or str(kind).split("_")[0])] += 1
-        for decision in decisions:
-            name = str(decision.get("decision"))
-            rule_id = str(decision.get("rule_id") or "none")
-            result.decisions[rule_id] += 1
-            result.decision_names[name] += 1
-            result.rule_names.setdefault(rule_id, str(decision.get("rule") or ""))
-            if name == "void_round":
-                result.counts["voids"] += 1
-                if event.round is not None:
-                    result.voided_rounds.append(int(event.round))
-            elif name == "remove_deck":
-                result.counts["deck_removals"] += 1
+        if self._event is not None and self._in_day:
+            tally_event(self.result, self._event, self._decisions)
 
 
 def summarize_table(
@@ -916,7 +880,7 @@ figure { margin: 1em 0; }
 def _clock(stamp: str | None) -> str:
     """An event's time on this machine's clock to the second, with the zone it is in (a
     floor of several sites, or a report read after a clock change, needs to know)."""
-    moment = _local_time(stamp) if stamp else None
+    moment = local_time(stamp) if stamp else None
     if moment is None:
         return "-"
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")

@@ -20,7 +20,7 @@ import datetime
 import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tablectl.controller.engine.gaming_day import (
     DEFAULT_START,
@@ -77,7 +77,7 @@ def day_start(table_row: Any) -> datetime.time:
         return DEFAULT_START  # a table row without one still counts the day
 
 
-def _local_time(text: object) -> datetime.datetime | None:
+def local_time(text: object) -> datetime.datetime | None:
     try:
         moment = datetime.datetime.fromisoformat(str(text))
     except ValueError:
@@ -85,15 +85,68 @@ def _local_time(text: object) -> datetime.datetime | None:
     return local_wall_clock(moment)
 
 
+class EventTally(Protocol):
+    """What tally_event counts into: a span's share of a gaming day (_DayBucket, shipped as
+    the summary) or a table's gaming day (report.TableDay, the replayed report)."""
+
+    counts: Counter[str]
+    decisions: Counter[str]  # rule_id -> decisions
+    decision_names: Counter[str]
+    rule_names: dict[str, str]  # rule_id -> citation
+    rounds_by_hour: Counter[int]  # the event's local hour -> rounds
+    faults_by_device: Counter[str]
+    voided_rounds: list[int]
+    first_event: str | None
+    last_event: str | None
+
+
+def tally_event(tally: EventTally, event: JournalRow, decisions: list[dict[str, Any]]) -> None:
+    """Count one event of the tally's gaming day and the decisions that followed it: rounds
+    (accepted `bets_closed`, by hour), misdeals (accepted `misdeal_reported`), stub counts
+    (accepted `stub_counted`), device faults (FAULT_EVENTS, by device), every decision by
+    rule, voided rounds and deck removals. The one counting rule of the summaries and the
+    replayed report: `floor report --recompute` compares the two."""
+    stamp = str(event.body.get("time"))
+    tally.first_event = tally.first_event or stamp
+    tally.last_event = stamp
+    kind = event.body.get("type")
+    accepted = not any(d.get("decision") == "rejected" for d in decisions)
+    when = local_time(event.body.get("time"))
+    if kind == "bets_closed" and accepted:
+        tally.counts["rounds"] += 1
+        if when is not None:
+            tally.rounds_by_hour[when.hour] += 1
+    elif kind == "misdeal_reported" and accepted:
+        tally.counts["misdeals"] += 1
+    elif kind == "stub_counted" and accepted:
+        tally.counts["stub_counts"] += 1
+    if kind in FAULT_EVENTS:
+        tally.counts["device_faults"] += 1
+        tally.faults_by_device[str(event.body.get("device") or str(kind).split("_")[0])] += 1
+    for decision in decisions:
+        name = str(decision.get("decision"))
+        rule_id = str(decision.get("rule_id") or "none")
+        tally.decisions[rule_id] += 1
+        tally.decision_names[name] += 1
+        tally.rule_names.setdefault(rule_id, str(decision.get("rule") or ""))
+        if name == "void_round":
+            tally.counts["voids"] += 1
+            if event.round is not None:
+                tally.voided_rounds.append(int(event.round))
+        elif name == "remove_deck":
+            tally.counts["deck_removals"] += 1
+
+
 class _DayBucket:
-    """One gaming day's share of a span: what report.DayCounter counts, as JSON."""
+    """One gaming day's share of a span: what tally_event counts, as JSON (the hours as
+    strings, as JSON keys are)."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.decisions: Counter[str] = Counter()
         self.decision_names: Counter[str] = Counter()
         self.rule_names: dict[str, str] = {}
-        self.rounds_by_hour: Counter[str] = Counter()
+        self.rounds_by_hour: Counter[int] = Counter()
         self.faults_by_device: Counter[str] = Counter()
         self.voided_rounds: list[int] = []
         self.first_event: str | None = None
@@ -107,7 +160,7 @@ class _DayBucket:
                 ("decisions", self.decisions),
                 ("decision_names", self.decision_names),
                 ("rule_names", self.rule_names),
-                ("rounds_by_hour", self.rounds_by_hour),
+                ("rounds_by_hour", {str(hour): n for hour, n in self.rounds_by_hour.items()}),
                 ("faults_by_device", self.faults_by_device),
             )
             if value
@@ -122,8 +175,8 @@ class _DayBucket:
 class SpanCounter:
     """Counts rows fed in seq order into spans; `round_ended` marks the row just fed as the
     end of a round; the span closes at the next row that is not a decision (the floor's
-    release rule). The counting rules are report.DayCounter's (FAULT_EVENTS, accepted
-    events, decisions by rule), applied per event to the event's own gaming day."""
+    release rule). Each event is counted by tally_event (as report.DayCounter counts it)
+    into the bucket of the event's own gaming day."""
 
     def __init__(self, start: datetime.time) -> None:
         self.start = start
@@ -151,13 +204,8 @@ class SpanCounter:
         if row.kind == "event":
             self._close_event()
             self._event, self._decisions = row, []
-            when = _local_time(row.body.get("time"))
+            when = local_time(row.body.get("time"))
             self._event_day = None if when is None else gaming_day_of(when, self.start)
-            if self._event_day is not None:
-                bucket = self._bucket(self._event_day)
-                stamp = str(row.body.get("time"))
-                bucket.first_event = bucket.first_event or stamp
-                bucket.last_event = stamp
         elif row.kind == "decision" and self._event is not None:
             self._decisions.append(row.body)
         return closed
@@ -202,36 +250,8 @@ class SpanCounter:
     def _close_event(self) -> None:
         event, decisions, day = self._event, self._decisions, self._event_day
         self._event, self._decisions, self._event_day = None, [], None
-        if event is None or day is None:
-            return
-        bucket = self._bucket(day)
-        kind = event.body.get("type")
-        accepted = not any(d.get("decision") == "rejected" for d in decisions)
-        when = _local_time(event.body.get("time"))
-        if kind == "bets_closed" and accepted:
-            bucket.counts["rounds"] += 1
-            if when is not None:
-                bucket.rounds_by_hour[str(when.hour)] += 1
-        elif kind == "misdeal_reported" and accepted:
-            bucket.counts["misdeals"] += 1
-        elif kind == "stub_counted" and accepted:
-            bucket.counts["stub_counts"] += 1
-        if kind in FAULT_EVENTS:
-            bucket.counts["device_faults"] += 1
-            device = str(event.body.get("device") or str(kind).split("_")[0])
-            bucket.faults_by_device[device] += 1
-        for decision in decisions:
-            name = str(decision.get("decision"))
-            rule_id = str(decision.get("rule_id") or "none")
-            bucket.decisions[rule_id] += 1
-            bucket.decision_names[name] += 1
-            bucket.rule_names.setdefault(rule_id, str(decision.get("rule") or ""))
-            if name == "void_round":
-                bucket.counts["voids"] += 1
-                if event.round is not None:
-                    bucket.voided_rounds.append(int(event.round))
-            elif name == "remove_deck":
-                bucket.counts["deck_removals"] += 1
+        if event is not None and day is not None:
+            tally_event(self._bucket(day), event, decisions)
 
 
 class ShipperSummaries:

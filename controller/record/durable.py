@@ -60,6 +60,15 @@ def _fsync_file(path: Path) -> None:
         os.close(descriptor)
 
 
+def chmod_durably(path: Path, mode: int) -> None:
+    """`chmod` and fsync the file: a mode (like an owner) reaches the disk with the file's
+    own fsync, not with its directory's, so a file renamed after a bare chmod may come back
+    from a power cut under its new name with its old mode (a journal at 0400 that the
+    service user cannot open read-write)."""
+    os.chmod(path, mode)
+    _fsync_file(path)
+
+
 def wipe_file(path: Path) -> None:
     """Overwrite a file with zeroes, fsync, unlink: for a temporary that may hold a key of an
     erased epoch (unlinking alone leaves its blocks readable on the disk). Zeroes go a

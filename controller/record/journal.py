@@ -48,6 +48,7 @@ from tablectl.controller.engine.core import Engine
 from tablectl.controller.engine.table import TableSpec
 from tablectl.controller.record.durable import (
     _fsync_file,
+    chmod_durably,
     fsync_directory,
     sweep_temporaries,
     temporary_path,
@@ -675,8 +676,7 @@ class Journal:
             self._db.close()
             for suffix in ("-wal", "-shm"):
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-            os.chmod(self.path, 0o400)
-            _fsync_file(self.path)
+            chmod_durably(self.path, 0o400)
             fault_point("rollover.after_close")
             os.replace(self.path, closed_path)
             fsync_directory(self.path.parent)
@@ -1223,7 +1223,9 @@ def recover_at_start(
         if last is not None and last[0] >= recorded[0] and _holds_row(latest, *recorded):
             for suffix in ("", *SIDE_SUFFIXES):
                 Path(f"{live}{suffix}").unlink(missing_ok=True)
-            os.chmod(latest, 0o600)
+            # the mode durable before the name: a cut after the rename must not bring the
+            # live file back 0400 (the directory's fsync carries the name, not the mode)
+            chmod_durably(latest, 0o600)
             os.replace(latest, live)
             fsync_directory(live.parent)
             done.append(
