@@ -34,6 +34,8 @@ Decision = dict[str, Any]
 OperatorSink = Callable[[Event], Awaitable[list[Decision]]]
 #: the round the daemon's engine holds open: (state, positions, first card dealt), or None
 OpenRound = Callable[[], tuple[str, list[int], bool] | None]
+#: what the dealer's terminal shows of the table (`tablectl status`: the engine's status)
+TableStatus = Callable[[], Mapping[str, Any]]
 
 #: the decisions a legal round must never draw (roundgen's contract, docs/rules.md)
 ILLEGAL_IN_A_LEGAL_ROUND = frozenset(
@@ -231,6 +233,7 @@ class AutoDealer:
         round_number: Callable[[], int] | None = None,
         pace: float = 0.0,
         open_round: OpenRound | None = None,
+        status: TableStatus | None = None,
     ) -> None:
         self.table = table
         # seconds the dealer pauses after each step (a card, an operator event): a person
@@ -255,6 +258,8 @@ class AutoDealer:
         # the round the journal left open at a restart (X1), finished by resume()
         self.open_round = open_round
         self._resumed_positions: list[int] | None = None
+        # the table's status as the terminal shows it (S1: rounds since each deck's count)
+        self.status = status
         self.method = str(self.options.get("dealing", "manual_shoe"))
         self.positions = int(self.options.get("positions", 7 if game == "five_card_hilo" else 6))
         self.has_reader = game == "three_card_21" and self.options.get("reader", "concealed") != (
@@ -447,6 +452,22 @@ class AutoDealer:
             for d in h.decisions
         )
         if asked:
+            await self.say("stub_counted", count=len(self.table.shoe.cards))
+
+    async def _stub_count_if_due(self) -> None:
+        """S1 as the terminal shows it: a deck dealt its fifth round since its last verified
+        count is counted before its next deal. The round that asked (stub_count_required) may
+        never have reached this dealer: a restart voided it (X1) before the count, or an ADS
+        jam voided it; without a count its sixth round is deal_blocked (S1), the shoe held.
+        Counted once the shuffled deck is in the shoe: the stub is the whole shoe."""
+        if self.status is None:
+            return
+        status = self.status()
+        name = str(status.get("deck_in_play", "A"))
+        if self.dual_deck and name != self.deck_in_shoe:
+            return  # the other deck's cadence is counted when it is in the shoe
+        deck = status.get("decks", {}).get(name)
+        if deck is not None and deck["rounds_since_stub_count"] >= deck["stub_count_every"]:
             await self.say("stub_counted", count=len(self.table.shoe.cards))
 
     # -- faults ------------------------------------------------------------------------------
@@ -647,6 +668,7 @@ class AutoDealer:
             await self._alternate_decks()
         else:
             await self._shuffle()
+        await self._stub_count_if_due()
         round_mark = self.feed.mark()
         positions = await self._bets()
         targets = len(positions) + 1

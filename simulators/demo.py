@@ -896,6 +896,7 @@ async def _play(
             round_number=lambda: daemon.service.engine.round_number,
             pace=0.0 if fast else float(getattr(args, "pace", 0.0)),
             open_round=lambda: open_round(daemon.service.engine),
+            status=lambda: daemon.service.engine.status(),
         )
         await dealer.resume()  # a round the journal left open (X1) is finished first
         played = 0

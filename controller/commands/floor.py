@@ -22,9 +22,9 @@ import datetime
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tablectl.controller.commands.cli import add_old_option_name
 from tablectl.controller.commands.journal import print_cards
@@ -214,34 +214,28 @@ def _date(text: str) -> datetime.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days, 1 or more")
-    return value
+_Number = TypeVar("_Number", int, float)
 
 
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of worker processes, 1 or more")
-    return value
+def _above_zero(parse: Callable[[str], _Number], what: str) -> Callable[[str], _Number]:
+    """An argparse type: a number above 0 as `parse` reads it (int: 1 or more); an error
+    says "'TEXT' is not WHAT"."""
+
+    def number(text: str) -> _Number:
+        try:
+            value: _Number | None = parse(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return number
 
 
-def _positive_hours(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours above 0")
-    return value
+_positive = _above_zero(int, "a whole number of days, 1 or more")
+_workers = _above_zero(int, "a number of worker processes, 1 or more")
+_positive_hours = _above_zero(float, "a number of hours above 0")
 
 
 def run(args: argparse.Namespace) -> int:

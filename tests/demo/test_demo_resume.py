@@ -111,3 +111,64 @@ def test_a_demo_killed_mid_deal_resumes_the_journals_round(tmp_path: Path) -> No
         if row.kind == "event":
             watch.after(row.body, engine.handle(row.body, row.seq))
     assert watch.outcomes[open_round] == "completed"
+
+
+def _asked_not_counted(rows: list[Any]) -> bool:
+    """The round in play drew S1's stub_count_required and the stub is not counted yet."""
+    asked = [
+        i
+        for i, r in enumerate(rows)
+        if r.kind == "decision" and r.body["decision"] == ("stub_count_required")
+    ]
+    return bool(asked) and not any(
+        r.kind == "event" and r.body.get("type") == "stub_counted" for r in rows[asked[-1] :]
+    )
+
+
+@pytest.mark.long  # three demo runs, one of them paced: seconds, not for make test
+def test_a_demo_killed_before_the_asked_stub_count_counts_it_before_dealing_again(
+    tmp_path: Path,
+) -> None:
+    """The power-cut harness's stalled HILO table (issue 33's harness, partial mode, round 41):
+    the fifth round of the deck asks for a stub count (S1), the table restarts mid-deal
+    before the dealer counts, the restart voids that round (X1: face-down cards out). The
+    engine is right that the deck's sixth round may not be dealt uncounted (deal_blocked S1,
+    the shoe held); the demo's dealer only counted when it saw the request itself, so it
+    never counted and the table dealt no more. A dealer counts the stub the terminal says is
+    due (`tablectl status`: rounds_since_stub_count) before the deck's next deal."""
+    journal = tmp_path / "journal.sqlite"
+    hilo = ("--game", "five_card_hilo")
+    first = run_demo(tmp_path, *hilo, "--rounds", "4", "--seed", "2")
+    assert first.returncode == 0, first.stderr
+    command = [arg for arg in demo_command(tmp_path) if arg != "--fast"]
+    paced = subprocess.Popen(
+        [*command, *hilo, "--seed", "2", "--pace", "0.2", "--rounds", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        asked = False
+        while not asked and time.monotonic() < deadline and paced.poll() is None:
+            time.sleep(0.02)
+            asked = _asked_not_counted(_rows(journal))
+        assert asked, "the fifth round never asked for its stub count"
+        os.kill(paced.pid, signal.SIGKILL)  # mid-deal, the count asked for, not given
+    finally:
+        if paced.poll() is None:
+            paced.kill()
+        paced.wait(timeout=30)
+    killed_at = len(_rows(journal))
+    assert _asked_not_counted(_rows(journal))
+
+    again = run_demo(tmp_path, *hilo, "--rounds", "2", "--seed", "3")
+    assert again.returncode == 0, again.stderr[-2000:]
+    later = _rows(journal)[killed_at:]
+    said = [
+        (r.kind, r.body.get("type") or r.body.get("decision"), r.body.get("rule_id")) for r in later
+    ]
+    assert ("decision", "void_round", "X1") in said  # the asking round, voided by the restart
+    assert ("event", "stub_counted", None) in said, said
+    assert not [s for s in said if s[1] in ("deal_blocked", "rejected", "void_hand")], said
+    collected = [s for s in said if s[1] == "hands_collected"]
+    assert len(collected) >= 3, said  # the voided round and two new ones

@@ -18,7 +18,10 @@ survived, the daemon restarted, and `check` holds the table to its promises:
 4. before its first round, the daemon's device holds are those the journal gives (the last
    checkpoint's `interlocks`, then every decision and event after it, folded as a restart
    folds them), and the simulated shoe and shuffler are locked exactly when held;
-5. no temporary file of any durable write path (every name of the product's registry,
+5. the restarted table makes progress: its dealer plays a whole round after the restart (a
+   table the restart left unable to deal, or whose dealer cannot do what the table then asks,
+   is a finding, not a run of cuts that each see a handful of events);
+6. no temporary file of any durable write path (every name of the product's registry,
    controller/record/durable.py TEMPORARY_PATTERNS) is left behind by the restart, and
    the sealing key file holds one key only (the slot of the key it replaced overwritten).
 
@@ -84,6 +87,9 @@ READY_TIMEOUT = 30.0
 #: seconds an armed cut may wait for its operation before the power is cut anyway
 ARMED_PATIENCE = 6.0
 SEAL_INTERVAL = 2  # seconds: short epochs, so seals happen all the time
+#: seconds a restarted table may take to play its first whole round (under load: generous; a
+#: stalled demo dealer gives up after its own 20 s wait and exits "stuck" before this)
+PROGRESS_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -270,6 +276,9 @@ class PoweredTable:
         self.after_cut: dict[str, int] = {}
         #: the floor checks made: (cut, rows on the floor, events on the floor)
         self.floor_checks: list[tuple[int, int, int]] = []
+        #: with a floor, at each cut: (cut, the floor's head, the last row the cut left in the
+        #: journal): a head behind it is a cut with rows committed and not yet on the floor
+        self.at_cut: list[tuple[int, int, int]] = []
         TABLES.append(self)
 
     @property
@@ -679,6 +688,58 @@ class PoweredTable:
             self.fail(number, f"the shoe is locked={devices['shoe']}, the journal holds {expected}")
         if devices["shuffler"] and not expected["shuffler_deck_locked"]:
             self.fail(number, f"the shuffler's deck is locked, the journal holds {expected}")
+        stalled = self.stalled(int(holds["last_seq"]))
+        if stalled is not None:
+            self.fail(number, stalled)
+
+    def holds_lines_since_start(self) -> int:
+        """The holds lines the running daemon's player wrote (one before each round)."""
+        with open(self.acks) as acks:
+            acks.seek(self.acks_offset)
+            return sum(1 for line in acks if line.startswith('{"devices"'))
+
+    def stalled(self, seq_at_start: int) -> str | None:
+        """Why the restarted table made no progress, or None once its dealer has played a
+        whole round since the restart (a second holds line: the first round's end). The one
+        stop that is the demo's limitation, not the table's (`cut_once`): a deck removed (C8,
+        a card the restarted simulated shoe forgot was dealt) that the demo's dealer cannot
+        replace; any other stop names the journal's last decisions since the restart."""
+        deadline = time.monotonic() + PROGRESS_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.holds_lines_since_start() >= 2:
+                return None
+            if self.process is None or self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        if self.holds_lines_since_start() >= 2:
+            return None
+        rows = self._settled(
+            lambda: sorted(
+                (
+                    r
+                    for path in live_segments(self.state / "journal.sqlite")
+                    for r in read_rows(path)
+                    if r.seq > seq_at_start and r.kind == "decision"
+                ),
+                key=lambda r: r.seq,
+            )
+        )
+        said = [f"{r.body.get('rule_id')}:{r.body.get('decision')}" for r in rows]
+        if (
+            self.process is not None
+            and self.process.poll() is not None
+            and "remove_deck" in {r.body.get("decision") for r in rows}
+        ):
+            return None  # the demo dealer's known limit: cut_once takes a fresh table
+        reasons = sorted(
+            {str(r.body.get("reason")) for r in rows if r.body.get("decision") == ("deal_blocked")}
+        )
+        return (
+            f"the table made no progress after the restart: no round played in "
+            f"{PROGRESS_TIMEOUT:.0f} s (decisions since: {said[-6:]}"
+            + (f"; deal_blocked: {reasons}" if reasons else "")
+            + ")"
+        )
 
     def floor_rows(self) -> list[tuple[int, str, str, str]]:
         """The floor's copy of this table: (seq, kind, body, hash) in seq order."""
@@ -692,6 +753,22 @@ class PoweredTable:
                 params,
             ).fetchall()
         return [(int(seq), kind, body, digest) for seq, kind, body, digest in rows]
+
+    def floor_head(self) -> int:
+        """The last seq the floor holds of this table (0: none)."""
+        rows = self.floor_rows()
+        return rows[-1][0] if rows else 0
+
+    def note_the_cut(self, number: int) -> None:
+        """Right after a cut (the daemon dead, its shipper with it): the floor's head and the
+        last row that survived on the disk; `check_floor` then wants the rows between shipped
+        by the restarted daemon, each once."""
+        survived = [
+            row.seq
+            for path in live_segments(self.mount.backing / "state" / "journal.sqlite")
+            for row in read_rows(path)
+        ]
+        self.at_cut.append((number, self.floor_head(), max(survived, default=0)))
 
     def floor_caught_up(self, seq: int, timeout: float = 90.0) -> bool:
         """Whether the floor holds row `seq` of this table in time (the shipper runs on)."""
@@ -745,6 +822,17 @@ class PoweredTable:
         missing = [d for d in self.acknowledged()[:before] if hash_of.get(d) not in on_floor]
         if missing:
             self.fail(number, f"{len(missing)} acknowledged events are not on the floor")
+        seqs = [seq for seq, _kind, _body, _hash in rows]
+        for cut, head, survived in self.at_cut:
+            if cut != number:
+                continue
+            # the rows in flight at the cut (in the journal, not on the floor): each on the
+            # floor once now, shipped by the restarted daemon
+            wanted = range(head + 1, survived + 1)
+            counts = {seq: seqs.count(seq) for seq in wanted}
+            wrong = {seq: n for seq, n in counts.items() if n != 1}
+            if wrong:
+                self.fail(number, f"rows in flight at the cut not on the floor once: {wrong}")
         with connect(self.floor.admin_dsn) as conn:
             verified = verify_table(conn, self.floor.table_id, from_start=True)
         if verified.exit_code != 0:

@@ -388,7 +388,9 @@ def test_power_cuts_while_shipping_to_a_floor(tmp_path: Path, group_commit: bool
     after each restart, once the floor has caught up with the journal, every floor row is the
     journal's row of its seq (the floor never holds a row the cut took from the journal),
     every event acknowledged before the cut is on the floor, none twice, and the floor's own
-    verify of the table passes.
+    verify of the table passes. At least one cut lands mid-ship: the floor's head at the cut
+    (the shipper dead with the daemon) is behind the last row the cut left in the journal, and
+    those rows are on the floor after the restart, each once.
 
     The proof that the floor check can fail: the same table with the service's group commit
     (acknowledgements before the fsync) is cut before a WAL fsync until an acknowledged event
@@ -428,6 +430,7 @@ def test_power_cuts_while_shipping_to_a_floor(tmp_path: Path, group_commit: bool
                 assert table.floor_caught_up(1), table.log.read_text()[-2000:]
                 trigger = flush if group_commit else TRIGGERS[0]
                 assert table.cut_once(number, trigger, rng) is not None
+                table.note_the_cut(number)
                 table.remount()
                 assert table.start() is None, table.output.read_text()[-2000:]
                 table.check(number, command=False)
@@ -450,3 +453,10 @@ def test_power_cuts_while_shipping_to_a_floor(tmp_path: Path, group_commit: bool
     assert not table.findings, [str(f) for f in table.findings]
     assert [number for number, _rows, _events in table.floor_checks] == [1, 2]
     assert all(rows > 0 and events > 0 for _n, rows, events in table.floor_checks)
+    # the cuts landed mid-ship: at least one with rows the journal had committed (and kept)
+    # and the floor did not yet hold, which the restart then shipped, each once (check_floor)
+    print(f"the floor at the cuts (cut, floor head, journal's last row): {table.at_cut}")
+    in_flight = [(cut, head, last) for cut, head, last in table.at_cut if head < last]
+    assert in_flight, (
+        f"no cut had a batch in flight (cut, floor head, journal's last): {table.at_cut}"
+    )
