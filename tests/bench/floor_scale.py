@@ -492,13 +492,14 @@ def _fleet_worker(
         elif command == "stop":
             for shipper in shippers.values():
                 shipper.stop(0)
-            pipe.send(("stopped", 0.0, 0, 0.0))
+            pipe.send(("stopped", 0.0, 0, 0.0, 0))
             return
         _wait_caught_up(list(shippers.values()), began)
         acknowledged = sum(s.acknowledged_seq for s in shippers.values())
         now = resource.getrusage(resource.RUSAGE_SELF)
         cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime
-        pipe.send(("caught_up", time.perf_counter() - began, acknowledged, cpu))
+        replayed = sum(s.summary_events_replayed for s in shippers.values())
+        pipe.send(("caught_up", time.perf_counter() - began, acknowledged, cpu, replayed))
 
 
 class ShipperFleet:
@@ -516,6 +517,7 @@ class ShipperFleet:
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")
+        self.summary_events_replayed = 0
         self.workers = []
         for n in range(processes):
             parent, child = context.Pipe()
@@ -541,10 +543,11 @@ class ShipperFleet:
         for pipe, _, slice_ in self.workers:
             mine = {t[0]: seqs[t[0]] for t in slice_} if seqs else None
             pipe.send((command, mine))
-        acknowledged, cpu = 0, 0.0
+        acknowledged, cpu, replayed = 0, 0.0, 0
         for pipe, _, _ in self.workers:
-            _, _, count, spent = pipe.recv()
-            acknowledged, cpu = acknowledged + count, cpu + spent
+            _, _, count, spent, events = pipe.recv()
+            acknowledged, cpu, replayed = acknowledged + count, cpu + spent, replayed + events
+        self.summary_events_replayed = replayed
         return time.perf_counter() - began, acknowledged, cpu
 
     def stop(self) -> None:
@@ -703,6 +706,10 @@ def measure(
             "seconds": round(ingest_seconds, 2),
             "shipper_processes": processes,
             "shippers_cpu_seconds": round(shippers_cpu, 2),
+            "shippers_cpu_us_per_row": round(shippers_cpu / outage_rows * 1e6, 1),
+            # the events the shippers' summaries replayed through an engine (0: every round
+            # end handed over, as a daemon's engine hands them)
+            "summary_events_replayed": fleet.summary_events_replayed,
             "batch_rows": batch_rows or DEFAULT_FLOOR_BATCH_ROWS,
             "shipper_rows_per_second": round(ingest),
             "copy_rows_per_second": round(copy_rate),
