@@ -27,6 +27,13 @@ POINTS = {
     "head.before_rename": "the head file's temporary written and fsynced, not renamed",
     "verification_key.before_rename": "the demo's verification key (the seed) in its temporary "
     "file, fsynced, not renamed",
+    "retention.mid_copy": "retention's child: the first chunk (up to 1 MiB) of a closed segment "
+    "written to its copy's temporary in the archive, not fsynced",
+    "retention.verifying_copy": "retention's child: the copy's temporary written and fsynced, "
+    "its read-back comparison with the segment begun, not finished",
+    "retention.after_link": "retention's child: the verified copy linked under the segment's "
+    "name in the archive (directory fsynced), its temporary name and the local segment not "
+    "yet removed",
 }
 
 ENVIRONMENT = "TABLECTL_FAULT_AT"

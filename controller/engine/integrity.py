@@ -9,6 +9,8 @@ names rounds and a statistic, never a card, and blocks nothing: surveillance is 
 
 from __future__ import annotations
 
+from typing import Any
+
 from tablectl.controller.engine.decisions import Decision
 from tablectl.controller.engine.family import Table
 from tablectl.controller.engine.shuffle_integrity import ShuffleWatch
@@ -17,11 +19,15 @@ from tablectl.controller.engine.shuffle_integrity import ShuffleWatch
 class ShuffleIntegrity:
     """The table's shuffle watch, or none (off, or a shoe never shuffled whole)."""
 
-    __slots__ = ("table", "watch")
+    __slots__ = ("ended", "table", "watch")
 
     def __init__(self, table: Table, watch: ShuffleWatch | None) -> None:
         self.table = table
         self.watch = watch  # the engine's ``shuffle_watch`` (a floor check may swap it)
+        #: when a list: each round that ends appends its dealt cards (face-down ones included:
+        #: journal-grade), watch or no watch. The table service sets it around each live event
+        #: to hand its shipper the round ends (floor/summary.RoundEnds); never snapshotted.
+        self.ended: list[list[dict[str, Any]]] | None = None
 
     def round_ended(self, deck: str, round_number: int, cards: list[str]) -> list[Decision]:
         """Q1, Q2: the ended round's cards, in the order they left the shoe, to the watch."""

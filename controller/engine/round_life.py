@@ -277,7 +277,10 @@ class RoundLife:
         Only an ended round's cards go in (never the round in play: H7), and a finding names
         rounds and a statistic, never a card. It blocks nothing: surveillance is told.
         """
-        if self.table.integrity.watch is None:
+        integrity = self.table.integrity
+        if integrity.ended is not None:  # a round end handed on (the floor's summaries)
+            integrity.ended.append([dict(entry) for entry in self.table.dealt])
+        if integrity.watch is None:
             return []
         cards = [entry["card"] for entry in self.table.dealt]
         return self.table.integrity.round_ended(deck, round_number, cards)

@@ -43,7 +43,12 @@ from tablectl.controller.floor.schema import (
     STATEMENT_TIMEOUT_MS,
     SUMMARIES_PER_CALL,
 )
-from tablectl.controller.floor.summary import PENDING_MAX, RoundSummary, ShipperSummaries
+from tablectl.controller.floor.summary import (
+    PENDING_MAX,
+    RoundEnds,
+    RoundSummary,
+    ShipperSummaries,
+)
 from tablectl.controller.record.journal import parse_row
 from tablectl.controller.record.witnessed import WITNESSED_SUFFIX, witnessed_dir
 
@@ -367,6 +372,10 @@ class FloorShipper:
         self._pending: list[RoundSummary] = []
         self._summary_failure_told: str | None = None
         self.summaries_shipped = 0
+        #: the round ends the table's engine hands over (hand_over_round_ends): None, a
+        #: standalone shipper replays the engine over the rows for its summaries
+        self.round_ends: RoundEnds | None = None
+        self._replayed_retired = 0  # summary_events_replayed of the summarizers before
         #: cosigned checkpoints read from beside the journal, not yet on the floor: by note,
         #: its tree size (shipped once the floor's release mark passes it: `floor prove`)
         self._cosigned = CosignedFeed(self.journal_path)
@@ -382,6 +391,15 @@ class FloorShipper:
         """The journal committed up to `seq` (called on the table's thread: stays tiny)."""
         self.committed_seq = seq
         self._wake.set()
+
+    def hand_over_round_ends(self, first_seq: int) -> RoundEnds | None:
+        """From event `first_seq` on, the table's engine says which rounds each event ended
+        (RoundEnds.handled, on the table's thread): the summaries count them rather than
+        replay the engine (the rows before it are replayed). None: no summaries shipped."""
+        if not self.summaries:
+            return None
+        self.round_ends = RoundEnds(first_seq)
+        return self.round_ends
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -532,13 +550,16 @@ class FloorShipper:
                         continue
                     self._note_waiting(batch[0])
                     self._set_state("shipping")
-                    self._summarize(batch)
-                    self._insert(conn, batch)
+                    times = [floor_time(row.recorded_at) for row in batch]
+                    self._summarize(batch, times)
+                    self._insert(conn, batch, times)
                     with self._lock:
                         self.acknowledged_seq = batch[-1].seq
                         self.committed_seq = max(self.committed_seq, self.acknowledged_seq)
                         self.shipped_rows += len(batch)
                     self._write_ack_hint(self.acknowledged_seq)
+                    if self.round_ends is not None:
+                        self.round_ends.prune(self.acknowledged_seq)
                     self._ship_checkpoints(conn)
                     self._check_durable(conn)
                     self._publish()
@@ -570,6 +591,7 @@ class FloorShipper:
             self._close(conn)
             if local is not None:
                 local.close()
+            self._retire_summarizer()
             self._set_state("stopped")
             self._in_flight = None
 
@@ -642,7 +664,8 @@ class FloorShipper:
         """At every connection: summaries begin again from the floor's head (at row 1, or at
         the next checkpoint row shipped; the table row read back from the floor). A
         floor made before summaries (no add_round_summaries) gets rows only."""
-        self._summarizer, self._pending = None, []
+        self._retire_summarizer()
+        self._pending = []
         if not self.summaries:
             return
         found = conn.execute(
@@ -656,7 +679,9 @@ class FloorShipper:
                 " again): the day's report replays this table's rounds",
             )
             return
-        summarizer = ShipperSummaries()
+        if self.round_ends is not None:
+            self.round_ends.prune(head_seq)
+        summarizer = ShipperSummaries(self.round_ends)
         if head_seq:  # its own row only (a policy): the table row the floor took from row 1
             row = conn.execute(
                 f"SELECT table_row FROM {SCHEMA}.tables WHERE table_id = %s", (self.table_id,)
@@ -666,14 +691,30 @@ class FloorShipper:
                 summarizer.set_table_row(json.loads(row[0]))
         self._summarizer = summarizer
 
-    def _summarize(self, batch: list[LocalRow]) -> None:
+    @property
+    def summary_events_replayed(self) -> int:
+        """Events the summaries replayed through an engine (none where the table's engine
+        handed its round ends over: a replay is ~15 times the rest of shipping a row)."""
+        summarizer = self._summarizer
+        return self._replayed_retired + (0 if summarizer is None else summarizer.replayed_events)
+
+    def _retire_summarizer(self) -> None:
+        summarizer = self._summarizer
+        if summarizer is not None:
+            self._replayed_retired += summarizer.replayed_events
+            self._summarizer = None
+
+    def _summarize(
+        self, batch: list[LocalRow], times: list[tuple[datetime.datetime, str | None]]
+    ) -> None:
         """Feed the batch to the summaries (before its transaction: the CPU is the table's)."""
         summarizer = self._summarizer
         if summarizer is None:
             return
         pending = self._pending
-        for row in batch:
-            closed = summarizer.feed(parse_row(_raw(row)), floor_time(row.recorded_at)[0])
+        feed = summarizer.feed
+        for row, (moment, _) in zip(batch, times, strict=True):
+            closed = feed(parse_row(_raw(row)), moment)
             if closed is not None:
                 pending.append(closed)
         if summarizer.failure and summarizer.failure != self._summary_failure_told:
@@ -829,7 +870,12 @@ class FloorShipper:
             self.committed_seq = max(self.committed_seq, batch[-1].seq)
         return batch
 
-    def _insert(self, conn: Any, batch: list[LocalRow]) -> None:
+    def _insert(
+        self,
+        conn: Any,
+        batch: list[LocalRow],
+        times: list[tuple[datetime.datetime, str | None]] | None = None,
+    ) -> None:
         table_id = self.table_id
         chain_only = all(len(row.values) == len(CHAIN_COLUMNS) for row in batch)
         self._in_flight = (conn, time.monotonic())
@@ -841,9 +887,10 @@ class FloorShipper:
                 ):
                     copy.set_types(_CHAIN_ONLY_TYPES if chain_only else _COPY_TYPES)
                     write_row = copy.write_row
-                    for row in batch:
+                    if times is None:
+                        times = [floor_time(row.recorded_at) for row in batch]
+                    for row, (moment, text) in zip(batch, times, strict=True):
                         values = row.values
-                        moment, text = floor_time(values["recorded_at"])
                         fields: tuple[Any, ...] = (
                             table_id,
                             row.seq,

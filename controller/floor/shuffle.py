@@ -90,7 +90,7 @@ class _Marks(ShuffleWatch):
     def __init__(self, engine: Any) -> None:
         super().__init__(engine.composition.copies)
         self._engine = engine
-        self.marks: list[NewShoe | tuple[str, int, list[dict[str, Any]]]] = []
+        self.marks: list[Mark] = []
 
     def shuffled(self, deck: str) -> None:
         self.marks.append(NewShoe(deck))
@@ -102,6 +102,49 @@ class _Marks(ShuffleWatch):
         # the engine calls this before it clears the round's cards: read them now
         self.marks.append((deck, round_number, self._engine.dealt_cards()))
         return []
+
+
+Mark = NewShoe | tuple[str, int, list[dict[str, Any]]]
+_NO_MARKS: list[Mark] = []
+
+
+class RowReplay:
+    """The engine replayed over a table's rows fed in seq order, as the table ran it: from its
+    table row, or from the first engine checkpoint row fed before any event (a journal writes
+    one every few rounds and at each gaming day's start), the random draws from the journal's
+    notes. `feed` gives the marks (_Marks) the row made. The one replay loop of the floor:
+    replay_table's (Q1, the day's report) and the shipper's summaries (floor/summary.py)."""
+
+    def __init__(self, table_row: dict[str, Any]) -> None:
+        self.table_row = table_row
+        self.draws = ReplayedDraws(())
+        self.engine: Any = engine_from_table_row(table_row, self.draws)
+        self.marks = _Marks(self.engine)
+        self.engine.shuffle_watch = self.marks
+        self.fresh = True  # no event replayed yet: a checkpoint row may set the engine
+        #: events handled by the engine (what a replay costs)
+        self.events = 0
+
+    def feed(self, row: JournalRow) -> list[Mark]:
+        kind = row.kind
+        if kind == "checkpoint" and self.fresh:
+            self.engine = engine_from_checkpoint(self.table_row, row.body["engine"], self.draws)
+            self.marks = _Marks(self.engine)
+            self.engine.shuffle_watch = self.marks
+            return _NO_MARKS
+        if kind == "note" and row.body.get("type") == RANDOM_DRAW:
+            self.draws.extend([row.body])
+            return _NO_MARKS
+        if kind != "event":
+            return _NO_MARKS
+        self.fresh = False
+        self.engine.handle(row.body, row.seq)
+        self.events += 1
+        marks = self.marks.marks
+        if not marks:
+            return _NO_MARKS
+        self.marks.marks = []
+        return marks
 
 
 @dataclass
@@ -144,9 +187,8 @@ def replay_table(
         return
     table_row = json.loads(table[0])
     info.game = str(table_row.get("game", ""))
-    draws = ReplayedDraws(())
-    engine: Any = engine_from_table_row(table_row, draws)  # a game unknown here: ValueError
-    info.shuffled_whole = bool(engine._shoe_shuffled_whole())
+    replay = RowReplay(table_row)  # a game unknown here: ValueError
+    info.shuffled_whole = bool(replay.engine._shoe_shuffled_whole())
     released = int(table[1])
     if not released:
         return
@@ -174,9 +216,6 @@ def replay_table(
                 f"{(since or reach).isoformat()}: the replay would start at row {start + 1}, "
                 "before the day; `tablectl journal seat-bias` on the table's journal runs it"
             )
-    marks = _Marks(engine)
-    engine.shuffle_watch = marks
-    fresh = True  # no event replayed yet: a checkpoint row may set the engine
 
     def select(**bounds: Any) -> tuple[str, list[Any]]:
         source, where, params = table_rows_sql(conn, table_id, **bounds)
@@ -210,24 +249,11 @@ def replay_table(
                 row = parse_row(tuple(raw))
                 if rows_read is not None:
                     rows_read(row, at)
-                if row.kind == "checkpoint" and fresh:
-                    engine = engine_from_checkpoint(table_row, row.body["engine"], draws)
-                    marks = _Marks(engine)
-                    engine.shuffle_watch = marks
-                    continue
-                if row.kind == "note" and row.body.get("type") == RANDOM_DRAW:
-                    draws.extend([row.body])
-                    continue
-                if row.kind != "event":
-                    continue
-                fresh = False
-                engine.handle(row.body, row.seq)
-                for mark in marks.marks:
+                for mark in replay.feed(row):
                     if isinstance(mark, NewShoe):
                         yield mark
                     else:
                         yield EndedRound(mark[1], mark[0], mark[2], day)
-                marks.marks.clear()
 
 
 # -- Q1 across the floor -------------------------------------------------------------------

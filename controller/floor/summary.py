@@ -17,8 +17,11 @@ differs from its rows is named there (report.py).
 from __future__ import annotations
 
 import datetime
+import functools
 import json
-from collections import Counter
+import threading
+import time
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,18 +31,17 @@ from tablectl.controller.engine.gaming_day import (
     local_wall_clock,
     parse_start,
 )
-from tablectl.controller.engine.shuffle_integrity import ShuffleWatch
-from tablectl.controller.record.journal import (
-    RANDOM_DRAW,
-    JournalRow,
-    ReplayedDraws,
-    engine_from_checkpoint,
-    engine_from_table_row,
-)
+from tablectl.controller.floor.shuffle import NewShoe, RowReplay
+from tablectl.controller.record.journal import JournalRow
 
 #: summaries a shipper holds while the floor has not released their rows (a round voided and
 #: no collection since): past this the oldest are dropped (the report replays those rounds)
 PENDING_MAX = 200
+#: round ends a daemon's shipper holds for rows not yet on the floor (~1,000 a busy table's
+#: day; a few KB each): past this the oldest are dropped (the report replays those rounds)
+ROUND_ENDS_MAX = 2000
+#: how long a shipper waits for its table to say how an event it committed ended
+HANDLED_WAIT_SECONDS = 10.0
 #: the events counted as device faults in the day's report
 FAULT_EVENTS = frozenset(
     {"shuffler_fault", "shoe_fault", "reader_fault", "rack_fault", "device_lost"}
@@ -78,8 +80,15 @@ def day_start(table_row: Any) -> datetime.time:
 
 
 def local_time(text: object) -> datetime.datetime | None:
+    """An event's `time` on the table's clock (None: not a time). Each event's is asked twice
+    (its gaming day as it is fed, its hour as it is counted): the last few are remembered."""
+    return _local_time(str(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _local_time(text: str) -> datetime.datetime | None:
     try:
-        moment = datetime.datetime.fromisoformat(str(text))
+        moment = datetime.datetime.fromisoformat(text)
     except ValueError:
         return None
     return local_wall_clock(moment)
@@ -217,7 +226,10 @@ class SpanCounter:
             if isinstance(position, int) and not isinstance(position, bool):
                 card = str(entry.get("card"))
                 rank = card if card == "JK" else card[0]
-                self._seats.setdefault(position, Counter())[rank] += 1
+                ranks = self._seats.get(position)
+                if ranks is None:
+                    ranks = self._seats[position] = Counter()
+                ranks[rank] += 1
         self._ended = True
         if self._last is not None:
             self._ended_at = self._last[1]
@@ -254,44 +266,118 @@ class SpanCounter:
             tally_event(self._bucket(day), event, decisions)
 
 
+_NO_ENDS: list[list[dict[str, Any]]] = []
+
+
+class RoundEnds:
+    """The round ends the table's live engine decided, handed to its shipper so that it counts
+    the spans without replaying the engine over the rows it ships (the replay cost ~15 times
+    the rest of shipping a row). For every event from `first_seq` on, the table service tells
+    `handled(seq, ends)` right after its engine handled it: each round the event ended, as its
+    dealt cards (engine.dealt_cards() at that moment: what the replay's watch reads), or None
+    (the engine failed on it: its rounds are unknown here).
+
+    Told on the table's thread, read on the shipper's (a row is committed before its event is
+    handled: `wait_handled`). At most `limit` ends are held (a floor away for hours): past it
+    the oldest are dropped, and the rows up to the last one dropped ship without summaries
+    (the day's report replays those rounds) until the next checkpoint row."""
+
+    def __init__(self, first_seq: int, limit: int = ROUND_ENDS_MAX) -> None:
+        self.first_seq = first_seq
+        self.limit = limit
+        #: the last event handled (every seq below it at or after first_seq is told)
+        self.handled_seq = first_seq - 1
+        #: rows up to this seq may have lost their round ends (dropped, or the engine failed)
+        self.lost_upto = 0
+        self._ends: OrderedDict[int, list[list[dict[str, Any]]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def handled(self, seq: int, ends: list[list[dict[str, Any]]] | None) -> None:
+        """The table's engine handled the event row `seq` (the table's thread: stays tiny)."""
+        if ends:
+            with self._lock:
+                held = self._ends
+                held[seq] = ends
+                while len(held) > self.limit:
+                    dropped, _ = held.popitem(last=False)
+                    self.lost_upto = max(self.lost_upto, dropped)
+        elif ends is None:
+            self.lost_upto = max(self.lost_upto, seq)
+        self.handled_seq = seq
+
+    def ends_at(self, seq: int) -> list[list[dict[str, Any]]]:
+        return self._ends.get(seq) or _NO_ENDS  # one C call: atomic beside the table's writes
+
+    def wait_handled(self, seq: int, timeout: float = HANDLED_WAIT_SECONDS) -> bool:
+        """Whether the table has handled event `seq` (waits for it: the event is committed
+        just before its engine runs; a table that never says is a loss, not a hang)."""
+        deadline = time.monotonic() + timeout
+        while self.handled_seq < seq:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+    def prune(self, upto: int) -> None:
+        """The rows up to `upto` are on the floor: their ends are not needed again."""
+        with self._lock:
+            held = self._ends
+            while held and next(iter(held)) <= upto:
+                held.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+
 class ShipperSummaries:
-    """The table side: the engine replayed over the rows as they are shipped (as the floor's
-    replay runs it: floor/shuffle.replay_table), its round ends marking the spans.
+    """The table side: the spans of the rows as they are shipped, their round ends either
+    handed by the table's own engine (`handed`, RoundEnds: a daemon's shipper, for the rows
+    its engine handled live) or found by replaying the engine over the rows (RowReplay, as the
+    floor's replay runs it: a standalone shipper, and a daemon's rows written before it
+    started).
 
     It begins at the table row (row 1) or, after a restart (the shipper resumes mid-journal),
     at the next engine checkpoint row it ships (a journal writes one every few rounds and at
     each gaming day's start): the rows before it have no summary and the report replays them.
-    An engine that cannot follow the rows (a game not installed here) stops the summaries
-    until the next checkpoint: the report replays those rounds too; the rows ship as ever."""
+    An engine that cannot follow the rows (a game not installed here), or round ends the
+    hand-off lost, stop the summaries until the next checkpoint: the report replays those
+    rounds too; the rows ship as ever."""
 
-    def __init__(self) -> None:
-        self._engine: Any = None
+    def __init__(self, handed: RoundEnds | None = None) -> None:
+        self.handed = handed
+        self._replay: RowReplay | None = None
         self._table: dict[str, Any] | None = None
-        self._draws = ReplayedDraws(())
         self._counter: SpanCounter | None = None
-        self._fresh = True
         self.failure: str | None = None
+        #: events the engine replayed here (0 while the round ends are handed over)
+        self.replayed_events = 0
 
     @property
     def active(self) -> bool:
         return self._counter is not None
 
     def feed(self, row: JournalRow, recorded_at: datetime.datetime) -> RoundSummary | None:
+        handed = self.handed
+        if handed is not None and row.seq >= handed.first_seq:
+            return self._count_handed(row, recorded_at, handed)
         if row.kind == "table" and row.seq == 1:
             self._table = dict(row.body)
-            self._begin(lambda draws: engine_from_table_row(row.body, draws))
+            self._begin(replay=True)
         elif row.kind == "checkpoint" and self._table is not None and not self.active:
-            table = self._table  # the engine is set from the checkpoint in _replay (fresh)
-            self._begin(lambda draws: engine_from_table_row(table, draws))
-        counter = self._counter
-        if counter is None:
+            self._begin(replay=True)  # the engine is set from the checkpoint row (fresh)
+        counter, replay = self._counter, self._replay
+        if counter is None or replay is None:
             return None
         try:
             closed = counter.feed(row, recorded_at)
-            self._replay(row)
+            before = replay.events
+            marks = replay.feed(row)
+            self.replayed_events += replay.events - before
+            for mark in marks:
+                if not isinstance(mark, NewShoe):
+                    counter.round_ended(mark[2])
         except Exception as error:  # the engine refused a row it should take: stop here
-            self.failure = f"row {row.seq}: {type(error).__name__}: {error}"
-            self._counter = None
+            self._stop(f"row {row.seq}: {type(error).__name__}: {error}")
             return None
         return closed
 
@@ -299,54 +385,48 @@ class ShipperSummaries:
         """After a restart: the table row (the floor's copy of row 1), for the checkpoints."""
         self._table = dict(table_row)
 
-    def _begin(self, make: Any) -> None:
-        self._draws = ReplayedDraws(())
-        try:
-            self._engine = make(self._draws)
-        except Exception as error:
-            self.failure = f"{type(error).__name__}: {error}"
-            self._counter = None
-            return
-        self._engine.shuffle_watch = _EndWatch(self._engine)
-        start = day_start(self._table or {})
-        self._counter = SpanCounter(start)
-        self._fresh = True
+    def _count_handed(
+        self, row: JournalRow, recorded_at: datetime.datetime, handed: RoundEnds
+    ) -> RoundSummary | None:
+        """A row the table's engine handled live: its round ends are handed, not replayed."""
+        self._replay = None  # a replay that led up to here is done with
+        kind = row.kind
+        if kind == "table" and row.seq == 1:
+            self._table = dict(row.body)
+        if row.seq <= handed.lost_upto:
+            if self._counter is not None:
+                self._stop(f"row {row.seq}: the table's round ends were not all handed over")
+            return None
+        counter = self._counter
+        if counter is None:
+            if (kind == "table" and row.seq == 1) or (
+                kind == "checkpoint" and self._table is not None
+            ):
+                counter = self._begin(replay=False)
+            if counter is None:
+                return None
+        closed = counter.feed(row, recorded_at)
+        if kind == "event":
+            if row.seq > handed.handled_seq and not handed.wait_handled(row.seq):
+                self._stop(f"row {row.seq}: the table did not say how its event ended")
+                return closed
+            for dealt in handed.ends_at(row.seq):
+                counter.round_ended(dealt)
+        return closed
+
+    def _begin(self, *, replay: bool) -> SpanCounter | None:
+        self._replay = None
+        if replay:
+            try:
+                self._replay = RowReplay(dict(self._table or {}))
+            except Exception as error:
+                self._stop(f"{type(error).__name__}: {error}")
+                return None
+        self._counter = SpanCounter(day_start(self._table or {}))
         self.failure = None
+        return self._counter
 
-    def _replay(self, row: JournalRow) -> None:
-        if row.kind == "checkpoint" and self._fresh and self._table is not None:
-            self._engine = engine_from_checkpoint(self._table, row.body["engine"], self._draws)
-            self._engine.shuffle_watch = _EndWatch(self._engine)
-            return
-        if row.kind == "note" and row.body.get("type") == RANDOM_DRAW:
-            self._draws.extend([row.body])
-            return
-        if row.kind != "event":
-            return
-        self._fresh = False
-        self._engine.handle(row.body, row.seq)
-        watch: _EndWatch = self._engine.shuffle_watch
-        for dealt in watch.ended:
-            assert self._counter is not None
-            self._counter.round_ended(dealt)
-        watch.ended.clear()
-
-
-class _EndWatch(ShuffleWatch):
-    """Stands in the engine for the table's shuffle watch: hears which rounds ended with
-    which cards (as floor/shuffle._Marks does), and detects nothing."""
-
-    def __init__(self, engine: Any) -> None:
-        super().__init__(engine.composition.copies)
-        self._engine = engine
-        self.ended: list[list[dict[str, Any]]] = []
-
-    def shuffled(self, deck: str) -> None:
-        return None
-
-    def partial_shuffle(self, deck: str) -> None:
-        return None
-
-    def round_ended(self, deck: str, round_number: int, cards: Any) -> list[Any]:
-        self.ended.append(list(self._engine.dealt_cards()))
-        return []
+    def _stop(self, why: str) -> None:
+        self.failure = why
+        self._counter = None
+        self._replay = None

@@ -72,25 +72,34 @@ def chmod_durably(path: Path, mode: int) -> None:
 def wipe_file(path: Path) -> None:
     """Overwrite a file with zeroes, fsync, unlink: for a temporary that may hold a key of an
     erased epoch (unlinking alone leaves its blocks readable on the disk). Zeroes go a
-    megabyte at a time: a multi-gigabyte archive copy never needs its size in memory."""
+    megabyte at a time: a multi-gigabyte archive copy never needs its size in memory.
+
+    A file with another name (a hard link: retention's copy linked under the segment's name in
+    the archive, its temporary name not yet removed when the child was killed) is only
+    unlinked: its bytes are that name's, and zeroing them destroyed the archive's copy."""
     try:
         descriptor = os.open(path, os.O_WRONLY)
     except OSError:
         path.unlink(missing_ok=True)
         return
     try:
-        size = os.fstat(descriptor).st_size
-        with contextlib.suppress(OSError):  # a full disk: overwriting in place needs no block
-            zeroes = bytes(min(size, _WIPE_CHUNK))
-            offset = 0
-            while offset < size:
-                offset += os.pwrite(descriptor, zeroes[: size - offset], offset)
-            os.fsync(descriptor)
+        found = os.fstat(descriptor)
+        if found.st_nlink <= 1:
+            _zero(descriptor, found.st_size)
     finally:
         os.close(descriptor)
     with contextlib.suppress(OSError):
         path.unlink()
         fsync_directory(path.parent)
+
+
+def _zero(descriptor: int, size: int) -> None:
+    with contextlib.suppress(OSError):  # a full disk: overwriting in place needs no block
+        zeroes = bytes(min(size, _WIPE_CHUNK))
+        offset = 0
+        while offset < size:
+            offset += os.pwrite(descriptor, zeroes[: size - offset], offset)
+        os.fsync(descriptor)
 
 
 _WIPE_CHUNK = 1 << 20

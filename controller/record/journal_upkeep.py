@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tablectl.controller.common.config import ARCHIVE_SAME_FILESYSTEM_WORDS
+from tablectl.controller.common.faults import fault_point
 from tablectl.controller.common.logs import get_logger
 from tablectl.controller.engine.gaming_day import gaming_day_of, local_wall_clock
 from tablectl.controller.record.durable import fsync_directory, temporary_path
@@ -257,10 +258,12 @@ def _existing_ancestor(path: Path) -> Path:
 _COPY_CHUNK = 1 << 20
 
 
-def _same_bytes(first: Path, second: Path) -> bool:
+def _same_bytes(first: Path, second: Path, *, fault: str | None = None) -> bool:
     with open(first, "rb") as one, open(second, "rb") as other:
         while True:
             left, right = one.read(_COPY_CHUNK), other.read(_COPY_CHUNK)
+            if fault is not None:
+                fault_point(fault)  # the comparison begun (controller/common/faults.py)
             if left != right:
                 return False
             if not left:
@@ -305,13 +308,15 @@ def _copy_verified(segment: Path, archive_dir: Path) -> str | None:
                     view = memoryview(chunk)
                     while view:
                         view = view[os.write(descriptor, view) :]
+                    fault_point("retention.mid_copy")
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
-        if not _same_bytes(segment, temporary):
+        if not _same_bytes(segment, temporary, fault="retention.verifying_copy"):
             return f"the copy written to {temporary} does not read back as the segment"
         os.link(temporary, target)
         fsync_directory(archive_dir)
+        fault_point("retention.after_link")
     except OSError as error:
         return f"cannot copy it to {target}: {error}"
     finally:

@@ -158,6 +158,11 @@ class TableService:
         # Watchers of the event stream inside the process (the demo's automatic dealer waits on
         # the cards it drew this way); they get what the journal got, so never a log or metric.
         self.observers: list[EventObserver] = []
+        #: Told `(seq, ends)` right after the engine handled each live event: the rounds it
+        #: ended, each as its dealt cards (None: the engine failed on it). The daemon hands
+        #: them to its floor shipper (floor/summary.RoundEnds), which then counts the day's
+        #: summaries without replaying the engine over the rows.
+        self.round_ends: Callable[[int, list[list[dict[str, Any]]] | None], None] | None = None
         self._log = get_logger("service", table=config.table_id)
         # A filtered-out debug line still costs its call; the bound logger's level is fixed.
         is_enabled_for = getattr(self._log, "is_enabled_for", None)
@@ -516,7 +521,20 @@ class TableService:
         self._engine_status = None  # whatever happens in the engine now
         if not self.cards_seen and stamped.get("type") in CARD_EVENTS:
             self.cards_seen = True
-        decided = engine.handle(stamped, seq)
+        told = self.round_ends
+        if told is None:
+            decided = engine.handle(stamped, seq)
+        else:
+            ended: list[list[dict[str, Any]]] = []
+            engine.integrity.ended = ended
+            try:
+                decided = engine.handle(stamped, seq)
+            except BaseException:
+                told(seq, None)
+                raise
+            finally:
+                engine.integrity.ended = None
+            told(seq, ended)
         if decided:
             decisions = [d.to_dict() for d in decided]
             commands = [d for d in decisions if d.get("decision") in DEVICE_COMMAND_DECISIONS]

@@ -8,7 +8,14 @@ Everything goes into one throwaway PostgreSQL on this machine (simulators.pgserv
 its own connection, as a table PC does (`--pooler`: through a throwaway PgBouncer instead,
 simulators.pgbouncer; its pools are per login role, so 400 tables' roles over 20 server
 connections open a new backend for nearly every batch: docs/floor.md). The 400 tables' real
-FloorShippers run in SHIPPER_PROCESSES processes of 100 threads each.
+FloorShippers run in SHIPPER_PROCESSES processes of 100 threads each. Their per-round
+summaries count the round ends each table's daemon hands its shipper (FloorShipper.
+hand_over_round_ends: the live engine's work, not the shipper's): here each template's round
+ends are the ones its TableService decided as it dealt the template, once, and each synthetic
+table's shipper is told those of its rows (offset by its seqs) before each command's clock
+starts. A synthetic table that begins mid-template gets round ends its rows' own replay would
+not give (its first round is partial): the CPU is the shipper's as in play, the summaries
+are the template's rounds, not checked against a replay here (floor_report_day's are).
 
     floor_catch_up_400_seconds  400 tables, each with one hour of play waiting (a floor outage
                                 of an hour at 1,000 rounds a table a day), 400 real
@@ -79,6 +86,7 @@ from tablectl.controller.floor.store import (
     round_span_rows,
     verify_table,
 )
+from tablectl.controller.floor.summary import RoundEnds
 from tablectl.controller.record.journal import GENESIS_HASH, Journal, row_hash
 from tablectl.controller.service.service import TableService
 from tablectl.simulators.pgbouncer import ThrowawayPgBouncer
@@ -121,12 +129,22 @@ REAL_BYTES_PER_ROW = 239
 
 
 class Template:
-    """A game's real rows (after its table row): kind, round offset, body; cycled."""
+    """A game's real rows (after its table row): kind, round offset, body; cycled. `ends`: by
+    row position, the rounds its event ended as the live engine that dealt it handed them
+    over (TableService.round_ends: the daemon's work, done once here, not the shipper's)."""
 
-    def __init__(self, game: str, options: dict[str, Any], table_body: str, rows: list[Any]):
+    def __init__(
+        self,
+        game: str,
+        options: dict[str, Any],
+        table_body: str,
+        rows: list[Any],
+        ends: dict[int, list[list[dict[str, Any]]]] | None = None,
+    ):
         self.game = game
         self.options = options
         self.table_body = table_body
+        self.ends = ends or {}
         # padded with JSON whitespace after the object, which every reader of a body skips: an
         # event's fields are the engine's to check (a padding field is rejected, E0, and the
         # report's Q3 replays the events: with one it ended no round and read on to the head)
@@ -150,15 +168,31 @@ async def _play(game: str, options: dict[str, Any], directory: Path, rounds: int
     )
     journal = Journal(config.journal_path)
     service = TableService(config, journal, random_source=random.Random(1).randrange)
+    ended: dict[int, list[list[dict[str, Any]]]] = {}
+
+    def handed(seq: int, ends: list[list[dict[str, Any]]] | None) -> None:
+        if ends:
+            ended[seq] = ends
+
+    service.round_ends = handed  # as a daemon wires it for its shipper
     await service.start()
     spec = TableSpec.from_dict({"game": game, "options": dict(options)})
     for event in legal_stream(spec, random.Random(7), rounds):
         await service.handle_event(event)
     service.close()
     db = sqlite3.connect(config.journal_path)
-    rows = list(db.execute("SELECT kind, round, body FROM journal ORDER BY seq"))
+    rows = list(db.execute("SELECT seq, kind, round, body FROM journal ORDER BY seq"))
     db.close()
-    return Template(game, options, rows[0][2], [tuple(r) for r in rows[1:]])
+    if [r[0] for r in rows] != list(range(1, len(rows) + 1)):
+        raise RuntimeError("a template journal's seqs are not 1, 2, 3 ...")
+    # row 2 (after the table row) is position 0
+    return Template(
+        game,
+        options,
+        rows[0][3],
+        [tuple(r[1:]) for r in rows[1:]],
+        {seq - 2: ends for seq, ends in ended.items()},
+    )
 
 
 def templates(directory: Path, rounds: int = 40) -> list[Template]:
@@ -167,15 +201,30 @@ def templates(directory: Path, rounds: int = 40) -> list[Template]:
     return [asyncio.run(_play(game, options, directory, rounds)) for game, options in GAMES]
 
 
+def hand_over(
+    ends: RoundEnds, template: Template, offset: int, after_seq: int, upto_seq: int
+) -> None:
+    """Tell a synthetic table's shipper the round ends of its rows after_seq+1..upto_seq, as
+    its daemon's engine would have (the template's, at each row's position: SyntheticTable's
+    rows are the template's from `offset`, after a table row)."""
+    length = len(template.rows)
+    for seq in range(max(after_seq + 1, 2), upto_seq + 1):
+        ended = template.ends.get((offset + seq - 2) % length)
+        if ended:
+            ends.handled(seq, ended)
+    ends.handled(upto_seq, [])  # every event up to here handled
+
+
 class SyntheticTable:
     """One table's chain, continued a chunk at a time."""
 
     def __init__(self, table_id: str, template: Template, offset: int) -> None:
         self.table_id = table_id
         self.template = template
+        self.offset = offset % len(template.rows)
         self.seq = 0
         self.prev = GENESIS_HASH
-        self.position = offset % len(template.rows)
+        self.position = self.offset
         self.cycle = 0
 
     def rows(self, count: int, first_at: datetime.datetime, spacing: float) -> Iterator[tuple]:
@@ -389,10 +438,13 @@ def _fleet_worker(
     passfile: str,
     batch_rows: int | None,
     summaries: bool = True,
+    handing: dict[str, tuple[Template, int]] | None = None,
 ) -> None:
     """One process of the load generator: real FloorShippers for its tables, driven by the
     parent: "start" (connect, resume, catch up), "notify" (rows committed: ship them), "stop".
-    Answers each with the seconds it took to have every table caught up."""
+    Answers each with the seconds it took to have every table caught up. `handing`: by table,
+    its template and offset, whose round ends each shipper is told (as its daemon's engine
+    tells it) before the command's clock starts."""
     import logging
 
     import structlog
@@ -413,8 +465,22 @@ def _fleet_worker(
     }
     import resource
 
+    handed: dict[str, int] = {}
+    round_ends = {
+        table_id: shipper.hand_over_round_ends(1)
+        for table_id, shipper in shippers.items()
+        if handing is not None
+    }
     while True:
         command, argument = pipe.recv()
+        if handing is not None and command in ("start", "notify"):
+            for table_id in shippers:
+                ends = round_ends[table_id]
+                upto = argument[table_id] if argument else 0
+                if ends is not None and upto > handed.get(table_id, 0):
+                    template, offset = handing[table_id]
+                    hand_over(ends, template, offset, handed.get(table_id, 0), upto)
+                    handed[table_id] = upto
         began = time.perf_counter()
         used = resource.getrusage(resource.RUSAGE_SELF)
         if command == "start":
@@ -445,6 +511,7 @@ class ShipperFleet:
         batch_rows: int | None = None,
         processes: int = SHIPPER_PROCESSES,
         summaries: bool = True,
+        handing: dict[str, tuple[Template, int]] | None = None,
     ) -> None:
         import multiprocessing
 
@@ -452,9 +519,17 @@ class ShipperFleet:
         self.workers = []
         for n in range(processes):
             parent, child = context.Pipe()
+            mine = tables[n::processes]
             process = context.Process(
                 target=_fleet_worker,
-                args=(child, tables[n::processes], str(passfile), batch_rows, summaries),
+                args=(
+                    child,
+                    mine,
+                    str(passfile),
+                    batch_rows,
+                    summaries,
+                    None if handing is None else {t[0]: handing[t[0]] for t in mine},
+                ),
             )
             process.start()
             self.workers.append((parent, process, tables[n::processes]))
@@ -576,9 +651,10 @@ def measure(
             batch_rows,
             processes,
             summaries,
+            {t.table_id: (t.template, t.offset) for t in tables} if summaries else None,
         )
         try:
-            catch_up, _, _ = fleet.run("start")
+            catch_up, _, _ = fleet.run("start", {t.table_id: t.seq for t in tables})
             _say(f"catch-up of {outage_rows} rows: {catch_up:.1f} s")
 
             # -- ingest: the next hour of play reaches 400 connected shippers at once -----------

@@ -8,37 +8,105 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import shutil
 import sqlite3
 from pathlib import Path
+from random import Random
 from typing import Any
 
 import psycopg
 import pytest
 
+from tablectl.controller.common.config import parse_config
 from tablectl.controller.engine.gaming_day import gaming_day_of
+from tablectl.controller.engine.table import TableSpec
 from tablectl.controller.floor.report import FloorReport, build_report, write_csv, write_html
 from tablectl.controller.floor.schema import READER_GROUP, SCHEMA
-from tablectl.controller.floor.shipper import FloorShipper
+from tablectl.controller.floor.shipper import FloorShipper, floor_time
 from tablectl.controller.floor.store import connect
+from tablectl.controller.floor.summary import RoundEnds, RoundSummary, ShipperSummaries, canonical
+from tablectl.controller.record.journal import Journal, parse_row
+from tablectl.controller.service.service import TableService
 from tablectl.simulators import demo
-from tests.floor.floorkit import FloorDb, truncate_journal, unique_table_id, wait_for
+from tablectl.simulators.roundgen import legal_stream
+from tests.floor.floorkit import (
+    FloorDb,
+    local_rows,
+    truncate_journal,
+    unique_table_id,
+    wait_for,
+)
 from tests.floor.test_floor_shipping import assert_floor_equals_local, demo_args
 
 ROUNDS = 8
 
 
-def _play(floor_db: FloorDb, state: Path, table_id: str, game: str, seed: int) -> Path:
-    """A real table (the demo's daemon) dealing ROUNDS rounds, shipping as it deals."""
-    floor_db.provision(table_id)
-    args = demo_args(state, ROUNDS, floor_db, table_id)
+def _play(
+    floor_db: FloorDb,
+    state: Path,
+    table_id: str,
+    game: str,
+    seed: int,
+    *,
+    rounds: int = ROUNDS,
+    shippers: list[FloorShipper] | None = None,
+    floor: bool = True,
+) -> Path:
+    """A real table (the demo's daemon) dealing `rounds` rounds, shipping as it deals (its
+    shipper into `shippers`); `floor` False: a table without [floor] (the floor falls behind)."""
+    if not (state / "journal.sqlite").exists():
+        floor_db.provision(table_id)
+    args = demo_args(state, rounds, floor_db, table_id)
     args.game = game
     args.faults = 0.5 if game == "heads_up_holdem" else 0.0
     args.fault_kind = ["ads_jam"] if game == "heads_up_holdem" else []
-    assert asyncio.run(demo.play_demo(args, seed, "127.0.0.1", 0)) == 0
+    if not floor:
+        args.floor_dsn = args.floor_passfile = None
+
+    async def keep(report: Any, daemon: Any) -> None:
+        if shippers is not None and daemon.floor is not None and daemon.floor not in shippers:
+            shippers.append(daemon.floor)
+
+    assert asyncio.run(demo.play_demo(args, seed, "127.0.0.1", 0, on_round=keep)) == 0
     journal = state / "journal.sqlite"
-    assert_floor_equals_local(floor_db, table_id, journal)
+    if floor:
+        assert_floor_equals_local(floor_db, table_id, journal)
     return journal
+
+
+def _replayed_summaries(journal: Path) -> dict[int, RoundSummary]:
+    """The spans a standalone shipper's summaries give for the journal (the engine replayed
+    over every row), by their last row."""
+    summaries, closed = ShipperSummaries(), {}
+    for raw in local_rows(journal):
+        summary = summaries.feed(parse_row(raw), floor_time(raw[3])[0])
+        if summary is not None:
+            closed[summary.to_seq] = summary
+    assert summaries.replayed_events > 0 and summaries.failure is None
+    return closed
+
+
+def _assert_as_replayed(floor_db: FloorDb, table_id: str, journal: Path) -> int:
+    """Every summary the table shipped is, byte for byte, the replay's of the same rows."""
+    replayed = _replayed_summaries(journal)
+    with floor_db.admin() as conn:
+        shipped = conn.execute(
+            "SELECT from_seq, to_seq, first_at, last_at, ended_at, summary::text"
+            f" FROM {SCHEMA}.round_summaries WHERE table_id = %s ORDER BY to_seq",
+            (table_id,),
+        ).fetchall()
+    assert shipped
+    for from_seq, to_seq, first_at, last_at, ended_at, text in shipped:
+        expected = replayed[to_seq]
+        assert (from_seq, first_at, last_at, ended_at) == (
+            expected.from_seq,
+            expected.first_at,
+            expected.last_at,
+            expected.ended_at,
+        )
+        assert canonical(json.loads(text)) == expected.text()
+    return len(shipped)
 
 
 def _today() -> datetime.date:
@@ -85,8 +153,17 @@ def test_the_report_from_summaries_is_the_replayed_report(
     tables = {}
     for number, game in enumerate(("heads_up_holdem", "five_card_hilo", "three_card_21")):
         table_id = unique_table_id()
-        _play(floor_db, tmp_path / table_id, table_id, game, 21 + number)
+        shippers: list[FloorShipper] = []
+        journal = _play(
+            floor_db, tmp_path / table_id, table_id, game, 21 + number, shippers=shippers
+        )
         tables[table_id] = game
+        # the daemon's engine handed its round ends over: the shipper replayed nothing, and
+        # each summary is byte for byte what the engine's replay over the rows gives
+        (shipper,) = shippers
+        assert shipper.summaries_shipped > 0
+        assert shipper.summary_events_replayed == 0
+        assert _assert_as_replayed(floor_db, table_id, journal) == shipper.summaries_shipped
     with floor_db.admin() as conn:
         released = dict(conn.execute(f"SELECT table_id, released_seq FROM {SCHEMA}.tables"))
     for table_id in tables:
@@ -157,6 +234,49 @@ def test_rows_without_summaries_are_replayed(floor_db: FloorDb, tmp_path: Path) 
     assert {t.table_id: t.seat_cards for t in replayed.tables}[mixed] == by_table[mixed].seat_cards
 
 
+@pytest.mark.long
+def test_a_restarted_daemon_hands_over_from_its_start(floor_db: FloorDb, tmp_path: Path) -> None:
+    """A table deals without its floor, then is restarted twice with it, mid-day: each
+    shipper replays the rows written before its daemon started (from row 1, or from the
+    next checkpoint after the floor's head) and counts the rest from the live engine's round
+    ends; every summary shipped is the replay's, and the report is the replayed report."""
+    table_id = unique_table_id()
+    state = tmp_path / "t"
+    floor_db.provision(table_id)
+    shippers: list[FloorShipper] = []
+    _play(floor_db, state, table_id, "five_card_hilo", 3, rounds=3, floor=False)
+    for seed in (4, 5):
+        journal = _play(
+            floor_db, state, table_id, "five_card_hilo", seed, rounds=3, shippers=shippers
+        )
+    first, second = shippers
+    assert first.summary_events_replayed > 0  # the rows dealt while the floor was away
+    assert first.round_ends is not None and first.round_ends.first_seq > 1
+    shipped = _assert_as_replayed(floor_db, table_id, journal)
+    assert shipped == first.summaries_shipped + second.summaries_shipped >= 5
+    summed, _ = _reports(floor_db, tmp_path)
+    assert summed.sources[table_id] == "summaries" or summed.sources[table_id].startswith(
+        "summaries, "
+    )
+    assert {t.table_id: t.counts["rounds"] for t in summed.tables}[table_id] == 9
+
+
+def test_round_ends_held_are_bounded() -> None:
+    """A floor away for hours: the oldest round ends are dropped past the limit, and the rows
+    up to the last dropped are marked lost (they ship without summaries, replayed by the
+    report), never counted without their round's end."""
+    ends = RoundEnds(first_seq=10, limit=3)
+    for seq in range(10, 20):
+        ends.handled(seq, [[{"to": 1, "card": "AS"}]] if seq % 2 == 0 else [])
+    assert len(ends) == 3 and ends.lost_upto == 12
+    assert ends.ends_at(18) == [[{"to": 1, "card": "AS"}]] and ends.ends_at(12) == []
+    ends.handled(20, None)  # the engine failed on an event: its ends are unknown
+    assert ends.lost_upto == 20 and ends.handled_seq == 20
+    ends.prune(16)
+    assert len(ends) == 1 and ends.wait_handled(20, timeout=0)
+    assert not ends.wait_handled(21, timeout=0)
+
+
 def test_a_summary_edited_on_the_floor_is_named_by_recompute(
     floor_db: FloorDb, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -210,3 +330,68 @@ def _ship(table_id: str, journal: Path, config: Any, *, summaries: bool) -> None
         wait_for(lambda: shipper.head_known and shipper.rows_behind == 0, 60, "the rows shipped")
     finally:
         shipper.stop()
+
+
+def _dealt_journal(directory: Path, rounds: int) -> tuple[Path, dict[int, Any]]:
+    """A table service dealing `rounds` legal rounds of five-card hi-lo into its journal (a
+    checkpoint every 2 rounds), and the round ends its engine handed over, by event seq."""
+    config = parse_config(
+        {
+            "table": {"id": "t", "game": "five_card_hilo", "options": {"dealing": "manual_shoe"}},
+            "journal": {"path": str(directory / "journal.sqlite"), "checkpoint_rounds": 2},
+        },
+        "test.toml",
+    )
+    service = TableService(config, Journal(config.journal_path), random_source=Random(1).randrange)
+    told: dict[int, Any] = {}
+    service.round_ends = lambda seq, ends: told.__setitem__(seq, ends)
+
+    async def deal() -> None:
+        await service.start()
+        spec = TableSpec.from_dict(
+            {"game": "five_card_hilo", "options": {"dealing": "manual_shoe"}}
+        )
+        for event in legal_stream(spec, Random(3), rounds):
+            await service.handle_event(event)
+
+    asyncio.run(deal())
+    service.close()
+    return config.journal_path, told
+
+
+def _summarized(journal: Path, handed: RoundEnds | None) -> list[RoundSummary]:
+    summaries, closed = ShipperSummaries(handed), []
+    for raw in local_rows(journal):
+        summary = summaries.feed(parse_row(raw), floor_time(raw[3])[0])
+        if summary is not None:
+            closed.append(summary)
+    return closed
+
+
+def test_handed_round_ends_give_the_replayed_summaries(tmp_path: Path) -> None:
+    """A table service's engine hands its round ends over as it deals: the summaries counted
+    from them are the replay's, byte for byte, with no event replayed; with the held ends
+    past their bound (a floor away), the rows up to the last one dropped get no summary and
+    the summaries begin again at the next checkpoint row, each still the replay's."""
+    journal, told = _dealt_journal(tmp_path, 8)
+    replayed = _summarized(journal, None)
+    assert len(replayed) >= 7
+
+    def hand(limit: int) -> RoundEnds:
+        ends = RoundEnds(1, limit=limit)
+        for seq, ended in sorted(told.items()):
+            ends.handled(seq, ended)
+        return ends
+
+    whole = hand(1000)
+    handed = _summarized(journal, whole)
+    as_text = [(s.from_seq, s.to_seq, s.first_at, s.last_at, s.ended_at, s.text()) for s in handed]
+    assert as_text == [
+        (s.from_seq, s.to_seq, s.first_at, s.last_at, s.ended_at, s.text()) for s in replayed
+    ]
+    bounded = hand(3)
+    assert bounded.lost_upto > 0
+    partly = _summarized(journal, bounded)
+    by_end = {s.to_seq: s.text() for s in replayed}
+    assert 0 < len(partly) < len(replayed)
+    assert all(s.from_seq > bounded.lost_upto and by_end[s.to_seq] == s.text() for s in partly)

@@ -116,3 +116,20 @@ def test_the_start_sweeps_the_archive_and_the_passfiles_directories(tmp_path: Pa
     append_passfile(etc / "floor.pass", "floor", "t01", "s3cret")  # the writer still works
     assert not [p for p in etc.iterdir() if is_temporary(p.name)]
     assert (etc / "floor.pass").read_text() == "*:*:floor:t01:s3cret\n"
+
+
+def test_a_temporary_linked_under_another_name_is_unlinked_not_zeroed(tmp_path: Path):
+    """Retention's child links its verified copy under the segment's name before it removes
+    the temporary name: killed between the two, the start's sweep finds the temporary with a
+    second name. It is unlinked only; zeroing it zeroed the archive's copy (the same inode),
+    which retention then refused for good as "other content than the segment"."""
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    copy = archive / "journal-2026-11-20-000000000001.sqlite"
+    copy.write_bytes(b"SQLite format 3\0" + b"rows" * 1000)
+    temporary = temporary_path(copy, "copy")
+    os.link(copy, temporary)
+    assert sweep_temporaries(archive) == [temporary]
+    assert not temporary.exists()
+    assert copy.read_bytes() == b"SQLite format 3\0" + b"rows" * 1000
+    assert copy.stat().st_nlink == 1
