@@ -237,10 +237,16 @@ class LocalRow(NamedTuple):
 
     seq: int
     values: Row
+    #: its recorded_at as the floor keeps it (floor_time), once read: the summaries and the
+    #: COPY both need it
+    at: tuple[datetime.datetime, str | None] | None = None
 
     @property
     def recorded_at(self) -> str:
         return str(self.values["recorded_at"])  # a chain column: every journal row has it
+
+    def floor_time(self) -> tuple[datetime.datetime, str | None]:
+        return self.at if self.at is not None else floor_time(self.recorded_at)
 
 
 def _unix_time(recorded_at: str) -> float | None:
@@ -550,9 +556,8 @@ class FloorShipper:
                         continue
                     self._note_waiting(batch[0])
                     self._set_state("shipping")
-                    times = [floor_time(row.recorded_at) for row in batch]
-                    self._summarize(batch, times)
-                    self._insert(conn, batch, times)
+                    self._summarize(batch)
+                    self._insert(conn, batch)
                     with self._lock:
                         self.acknowledged_seq = batch[-1].seq
                         self.committed_seq = max(self.committed_seq, self.acknowledged_seq)
@@ -704,17 +709,15 @@ class FloorShipper:
             self._replayed_retired += summarizer.replayed_events
             self._summarizer = None
 
-    def _summarize(
-        self, batch: list[LocalRow], times: list[tuple[datetime.datetime, str | None]]
-    ) -> None:
+    def _summarize(self, batch: list[LocalRow]) -> None:
         """Feed the batch to the summaries (before its transaction: the CPU is the table's)."""
         summarizer = self._summarizer
         if summarizer is None:
             return
         pending = self._pending
         feed = summarizer.feed
-        for row, (moment, _) in zip(batch, times, strict=True):
-            closed = feed(parse_row(_raw(row)), moment)
+        for row in batch:
+            closed = feed(parse_row(_raw(row)), row.floor_time()[0])
             if closed is not None:
                 pending.append(closed)
         if summarizer.failure and summarizer.failure != self._summary_failure_told:
@@ -863,19 +866,14 @@ class FloorShipper:
 
     def _read_batch(self, local: LocalJournal) -> list[LocalRow]:
         batch = [
-            LocalRow(int(values["seq"]), values)
+            LocalRow(int(values["seq"]), values, floor_time(values["recorded_at"]))
             for values in local.rows_after(self.acknowledged_seq, self.floor.batch_rows)
         ]
         if batch:
             self.committed_seq = max(self.committed_seq, batch[-1].seq)
         return batch
 
-    def _insert(
-        self,
-        conn: Any,
-        batch: list[LocalRow],
-        times: list[tuple[datetime.datetime, str | None]] | None = None,
-    ) -> None:
+    def _insert(self, conn: Any, batch: list[LocalRow]) -> None:
         table_id = self.table_id
         chain_only = all(len(row.values) == len(CHAIN_COLUMNS) for row in batch)
         self._in_flight = (conn, time.monotonic())
@@ -887,10 +885,9 @@ class FloorShipper:
                 ):
                     copy.set_types(_CHAIN_ONLY_TYPES if chain_only else _COPY_TYPES)
                     write_row = copy.write_row
-                    if times is None:
-                        times = [floor_time(row.recorded_at) for row in batch]
-                    for row, (moment, text) in zip(batch, times, strict=True):
+                    for row in batch:
                         values = row.values
+                        moment, text = row.floor_time()
                         fields: tuple[Any, ...] = (
                             table_id,
                             row.seq,
