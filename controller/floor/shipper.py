@@ -266,6 +266,32 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+def copy_fields(table_id: str, row: LocalRow, chain_only: bool) -> tuple[Any, ...]:
+    """A local row as the shipper's COPY writes it (_COPY's columns; the chain's alone when
+    `chain_only`): one place, so the per-row CPU bench times what the shipper does."""
+    values = row.values
+    moment, text = row.floor_time()
+    fields: tuple[Any, ...] = (
+        table_id,
+        row.seq,
+        values["kind"],
+        values["round"],
+        moment,
+        text,
+        values["body"],
+        values["prev_hash"],
+        values["hash"],
+    )
+    if chain_only:
+        return fields
+    extra = {
+        k: _json_value(v)
+        for k, v in zip(values.keys(), values, strict=True)
+        if k not in CHAIN_COLUMNS
+    }
+    return (*fields, extra)
+
+
 #: Every word error_kind() gives: each label set starts at 0, so increase() sees a first error.
 ERROR_KINDS = (
     "diverged",
@@ -886,27 +912,7 @@ class FloorShipper:
                     copy.set_types(_CHAIN_ONLY_TYPES if chain_only else _COPY_TYPES)
                     write_row = copy.write_row
                     for row in batch:
-                        values = row.values
-                        moment, text = row.floor_time()
-                        fields: tuple[Any, ...] = (
-                            table_id,
-                            row.seq,
-                            values["kind"],
-                            values["round"],
-                            moment,
-                            text,
-                            values["body"],
-                            values["prev_hash"],
-                            values["hash"],
-                        )
-                        if not chain_only:
-                            extra = {
-                                k: _json_value(v)
-                                for k, v in zip(values.keys(), values, strict=True)
-                                if k not in CHAIN_COLUMNS
-                            }
-                            fields = (*fields, extra)
-                        write_row(fields)
+                        write_row(copy_fields(table_id, row, chain_only))
                 if self._pending:  # after the COPY: its rows' release is what they need
                     self._ship_summaries(conn)
         finally:

@@ -30,7 +30,7 @@ from typing import Any
 import structlog
 
 from tablectl.controller.floor.local import LocalJournal
-from tablectl.controller.floor.shipper import LocalRow, _raw, floor_time
+from tablectl.controller.floor.shipper import LocalRow, _raw, copy_fields, floor_time
 from tablectl.controller.floor.summary import RoundEnds, ShipperSummaries
 from tablectl.controller.record.journal import parse_row
 from tests.bench.floor_scale import START, SyntheticTable, _write_journal, hand_over, templates
@@ -47,23 +47,12 @@ def _ship(tables: list[tuple[SyntheticTable, Path]], mode: str) -> int:
         summaries = ShipperSummaries(ends if mode == "handed" else None)
         seq = 0
         while batch := [LocalRow(int(v["seq"]), v) for v in local.rows_after(seq, 1000)]:
-            times = [floor_time(row.recorded_at) for row in batch]
+            batch = [row._replace(at=floor_time(row.recorded_at)) for row in batch]
             if mode != "none":
-                for row, (moment, _) in zip(batch, times, strict=True):
-                    summaries.feed(parse_row(_raw(row)), moment)
-            for row, (moment, text) in zip(batch, times, strict=True):
-                values = row.values
-                _ = (
-                    "t",
-                    row.seq,
-                    values["kind"],
-                    values["round"],
-                    moment,
-                    text,
-                    values["body"],
-                    values["prev_hash"],
-                    values["hash"],
-                )
+                for row in batch:
+                    summaries.feed(parse_row(_raw(row)), row.floor_time()[0])
+            for row in batch:
+                copy_fields("t", row, False)
             seq = batch[-1].seq
             rows += len(batch)
         local.close()
