@@ -26,7 +26,8 @@ class ShuffleIntegrity:
         self.watch = watch  # the engine's ``shuffle_watch`` (a floor check may swap it)
         #: when a list: each round that ends appends its dealt cards (face-down ones included:
         #: journal-grade), watch or no watch. The table service sets it around each live event
-        #: to hand its shipper the round ends (floor/summary.RoundEnds); never snapshotted.
+        #: to hand its floor summaries the round ends (floor/summary.TableSummaries); never
+        #: snapshotted.
         self.ended: list[list[dict[str, Any]]] | None = None
 
     def round_ended(self, deck: str, round_number: int, cards: list[str]) -> list[Decision]:

@@ -9,6 +9,7 @@ so a column the journal adds later is shipped without a change here. Read-only t
 
 from __future__ import annotations
 
+import datetime
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -21,6 +22,43 @@ from tablectl.controller.record.journal import closed_segment_first_seq
 #: a journal row, every column by name (row["seq"]) and in order; made by sqlite3 itself, in
 #: C (a shipper reads every row it sends: a dict a row cost it a third of its time)
 Row = sqlite3.Row
+
+
+#: the length of a recorded_at in the journal's standard form, YYYY-MM-DDTHH:MM:SS.ffffff+00:00
+_STANDARD_TIME_LENGTH = 32
+
+
+def _is_standard_text(text: str) -> bool:
+    """Whether a recorded_at that fromisoformat read is in the journal's standard form
+    (YYYY-MM-DDTHH:MM:SS.ffffff+00:00): its separators in place (fromisoformat checked the
+    digits between them), read without formatting the time back (a shipper does this for
+    every row it sends)."""
+    return (
+        len(text) == _STANDARD_TIME_LENGTH
+        and text.endswith("+00:00")
+        and text[4] == "-"
+        and text[7] == "-"
+        and text[10] == "T"
+        and text[13] == ":"
+        and text[16] == ":"
+        and text[19] == "."
+    )
+
+
+def floor_time(recorded_at: str) -> tuple[datetime.datetime, str | None]:
+    """The journal's recorded_at as the floor keeps it: a UTC time, and the journal's text
+    only when it is not that time's standard form (schema.RECORDED_AT_SQL rebuilds it)."""
+    try:
+        moment = datetime.datetime.fromisoformat(recorded_at)
+    except ValueError:
+        return datetime.datetime.now(datetime.UTC), recorded_at  # kept as written
+    if _is_standard_text(recorded_at):
+        return moment, None  # the journal's own form (the fast path: no formatting back)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    moment = moment.astimezone(datetime.UTC)
+    standard = moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "+00:00"
+    return moment, (None if standard == recorded_at else recorded_at)
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 from tablectl.controller.common import metrics
 from tablectl.controller.common.config import FloorConfig
 from tablectl.controller.common.logs import get_logger
-from tablectl.controller.floor.local import LocalJournal, Row
+from tablectl.controller.floor.local import LocalJournal, Row, floor_time
 from tablectl.controller.floor.schema import (
     ADD_SUMMARIES,
     CHAIN_COLUMNS,
@@ -45,9 +45,10 @@ from tablectl.controller.floor.schema import (
 )
 from tablectl.controller.floor.summary import (
     PENDING_MAX,
-    RoundEnds,
+    HandedSummary,
     RoundSummary,
     ShipperSummaries,
+    TableSummaries,
 )
 from tablectl.controller.record.journal import parse_row
 from tablectl.controller.record.witnessed import WITNESSED_SUFFIX, witnessed_dir
@@ -177,41 +178,6 @@ _COPY_TYPES = [
 #: floor's `columns` keeps its default, {}
 _COPY_CHAIN_ONLY = f"COPY {SCHEMA}.journal_rows ({_COPY_COLUMNS}) FROM STDIN (FORMAT BINARY)"
 _CHAIN_ONLY_TYPES = _COPY_TYPES[:-1]
-#: the length of a recorded_at in the journal's standard form, YYYY-MM-DDTHH:MM:SS.ffffff+00:00
-_STANDARD_TIME_LENGTH = 32
-
-
-def _is_standard_text(text: str) -> bool:
-    """Whether a recorded_at that fromisoformat read is in the journal's standard form
-    (YYYY-MM-DDTHH:MM:SS.ffffff+00:00): its separators in place (fromisoformat checked the
-    digits between them), read without formatting the time back (a shipper does this for
-    every row it sends)."""
-    return (
-        len(text) == _STANDARD_TIME_LENGTH
-        and text.endswith("+00:00")
-        and text[4] == "-"
-        and text[7] == "-"
-        and text[10] == "T"
-        and text[13] == ":"
-        and text[16] == ":"
-        and text[19] == "."
-    )
-
-
-def floor_time(recorded_at: str) -> tuple[datetime.datetime, str | None]:
-    """The journal's recorded_at as the floor keeps it: a UTC time, and the journal's text
-    only when it is not that time's standard form (schema.RECORDED_AT_SQL rebuilds it)."""
-    try:
-        moment = datetime.datetime.fromisoformat(recorded_at)
-    except ValueError:
-        return datetime.datetime.now(datetime.UTC), recorded_at  # kept as written
-    if _is_standard_text(recorded_at):
-        return moment, None  # the journal's own form (the fast path: no formatting back)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    moment = moment.astimezone(datetime.UTC)
-    standard = moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "+00:00"
-    return moment, (None if standard == recorded_at else recorded_at)
 
 
 def _raw(row: LocalRow) -> tuple[Any, ...]:
@@ -404,9 +370,10 @@ class FloorShipper:
         self._pending: list[RoundSummary] = []
         self._summary_failure_told: str | None = None
         self.summaries_shipped = 0
-        #: the round ends the table's engine hands over (hand_over_round_ends): None, a
+        #: the spans its table counts as it appends the rows (hand_over_summaries): None, a
         #: standalone shipper replays the engine over the rows for its summaries
-        self.round_ends: RoundEnds | None = None
+        self.table_summaries: TableSummaries | None = None
+        self._unverified_told = False
         self._replayed_retired = 0  # summary_events_replayed of the summarizers before
         #: cosigned checkpoints read from beside the journal, not yet on the floor: by note,
         #: its tree size (shipped once the floor's release mark passes it: `floor prove`)
@@ -424,14 +391,14 @@ class FloorShipper:
         self.committed_seq = seq
         self._wake.set()
 
-    def hand_over_round_ends(self, first_seq: int) -> RoundEnds | None:
-        """From event `first_seq` on, the table's engine says which rounds each event ended
-        (RoundEnds.handled, on the table's thread): the summaries count them rather than
-        replay the engine (the rows before it are replayed). None: no summaries shipped."""
+    def hand_over_summaries(self, first_seq: int) -> TableSummaries | None:
+        """From row `first_seq` on, the table counts the spans itself (TableSummaries: fed by
+        its journal and its engine, on the table's thread) and this shipper only ships them;
+        the rows before it are replayed here. None: no summaries shipped."""
         if not self.summaries:
             return None
-        self.round_ends = RoundEnds(first_seq)
-        return self.round_ends
+        self.table_summaries = TableSummaries(first_seq)
+        return self.table_summaries
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -589,8 +556,6 @@ class FloorShipper:
                         self.committed_seq = max(self.committed_seq, self.acknowledged_seq)
                         self.shipped_rows += len(batch)
                     self._write_ack_hint(self.acknowledged_seq)
-                    if self.round_ends is not None:
-                        self.round_ends.prune(self.acknowledged_seq)
                     self._ship_checkpoints(conn)
                     self._check_durable(conn)
                     self._publish()
@@ -692,11 +657,16 @@ class FloorShipper:
         self._log.info("floor_connected", acknowledged_seq=head_seq)
 
     def _begin_summaries(self, conn: Any, head_seq: int) -> None:
-        """At every connection: summaries begin again from the floor's head (at row 1, or at
-        the next checkpoint row shipped; the table row read back from the floor). A
-        floor made before summaries (no add_round_summaries) gets rows only."""
+        """At every connection: the replayed summaries begin again from the floor's head (at
+        row 1, or at the next checkpoint row shipped; the table row read back from the
+        floor); the spans the table counted and not yet on the floor wait on (the floor
+        skips any it holds). A floor made before summaries (no add_round_summaries) gets
+        rows only."""
         self._retire_summarizer()
-        self._pending = []
+        table = self.table_summaries
+        self._pending = [
+            s for s in self._pending if table is not None and s.from_seq >= table.first_seq
+        ]
         if not self.summaries:
             return
         found = conn.execute(
@@ -710,22 +680,23 @@ class FloorShipper:
                 " again): the day's report replays this table's rounds",
             )
             return
-        if self.round_ends is not None:
-            self.round_ends.prune(head_seq)
-        summarizer = ShipperSummaries(self.round_ends)
+        summarizer = ShipperSummaries()
         if head_seq:  # its own row only (a policy): the table row the floor took from row 1
             row = conn.execute(
                 f"SELECT table_row FROM {SCHEMA}.tables WHERE table_id = %s", (self.table_id,)
             ).fetchone()
             conn.commit()
             if row and row[0]:
-                summarizer.set_table_row(json.loads(row[0]))
+                table_row = json.loads(row[0])
+                summarizer.set_table_row(table_row)
+                if table is not None:
+                    table.set_table_row(table_row)
         self._summarizer = summarizer
 
     @property
     def summary_events_replayed(self) -> int:
-        """Events the summaries replayed through an engine (none where the table's engine
-        handed its round ends over: a replay is ~15 times the rest of shipping a row)."""
+        """Events the summaries replayed through an engine (none for the rows its table
+        counted itself: a replay is ~15 times the rest of shipping a row)."""
         summarizer = self._summarizer
         return self._replayed_retired + (0 if summarizer is None else summarizer.replayed_events)
 
@@ -736,25 +707,60 @@ class FloorShipper:
             self._summarizer = None
 
     def _summarize(self, batch: list[LocalRow]) -> None:
-        """Feed the batch to the summaries (before its transaction: the CPU is the table's)."""
-        summarizer = self._summarizer
-        if summarizer is None:
-            return
-        pending = self._pending
-        feed = summarizer.feed
-        for row in batch:
-            closed = feed(parse_row(_raw(row)), row.floor_time()[0])
-            if closed is not None:
-                pending.append(closed)
-        if summarizer.failure and summarizer.failure != self._summary_failure_told:
-            self._summary_failure_told = summarizer.failure
-            self._log.warning(
-                "floor_summaries_stopped",
-                reason=f"the engine could not follow the rows ({summarizer.failure}): no"
-                " summaries until the next checkpoint row; the day's report replays those",
-            )
+        """The batch's summaries, before its transaction: the spans its table counted as it
+        appended the rows (taken once their closing row is in the batch, and checked against
+        it), and for rows its table did not count (written before it started, or a
+        standalone shipper), the engine replayed over them here."""
+        summarizer, table, pending = self._summarizer, self.table_summaries, self._pending
+        first_counted = table.first_seq if table is not None else batch[-1].seq + 1
+        if summarizer is not None and batch[0].seq < first_counted:
+            feed = summarizer.feed
+            for row in batch:
+                if row.seq >= first_counted:
+                    break
+                parsed = parse_row(_raw(row))
+                if row.seq == 1 and table is not None:
+                    table.set_table_row(parsed.body)
+                closed = feed(parsed, row.floor_time()[0])
+                if closed is not None:
+                    pending.append(closed)
+            pending.sort(key=lambda s: s.to_seq)  # after any of the table's waiting (rare)
+            self._tell_summaries_stopped(summarizer.failure)
+        if table is not None and batch[-1].seq > first_counted:
+            taken = table.take(batch[-1].seq)
+            if summarizer is not None:  # else a floor without summaries: dropped
+                pending.extend(s.summary for s in taken if self._closes(s, batch))
+            self._tell_summaries_stopped(table.failure)
         if len(pending) > PENDING_MAX:
             del pending[: len(pending) - PENDING_MAX]
+
+    def _closes(self, handed: HandedSummary, batch: list[LocalRow]) -> bool:
+        """Whether the batch's row right after the span links to the span's last row as the
+        table counted it (then every row of the span is the one on disk: the chain)."""
+        closing = handed.summary.to_seq + 1
+        index = closing - batch[0].seq
+        if not (0 <= index < len(batch) and batch[index].seq == closing):
+            index = next((i for i, row in enumerate(batch) if row.seq == closing), -1)
+        if index >= 0 and batch[index].values["prev_hash"] == handed.closing_prev_hash:
+            return True
+        if not self._unverified_told:
+            self._unverified_told = True
+            self._log.warning(
+                "floor_summary_unverified",
+                to_seq=handed.summary.to_seq,
+                reason="the span the table counted does not end at the row the journal"
+                " holds: not shipped; the day's report replays its rows",
+            )
+        return False
+
+    def _tell_summaries_stopped(self, failure: str | None) -> None:
+        if failure and failure != self._summary_failure_told:
+            self._summary_failure_told = failure
+            self._log.warning(
+                "floor_summaries_stopped",
+                reason=f"the rows could not be counted ({failure}): no summaries until the"
+                " next checkpoint row; the day's report replays those",
+            )
 
     def _ship_summaries(self, conn: Any) -> None:
         """In the batch's transaction, after its COPY: the summaries whose rows the floor now

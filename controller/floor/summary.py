@@ -20,8 +20,7 @@ import datetime
 import functools
 import json
 import threading
-import time
-from collections import Counter, OrderedDict
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,17 +30,16 @@ from tablectl.controller.engine.gaming_day import (
     local_wall_clock,
     parse_start,
 )
+from tablectl.controller.floor.local import floor_time
 from tablectl.controller.floor.shuffle import NewShoe, RowReplay
 from tablectl.controller.record.journal import JournalRow
 
 #: summaries a shipper holds while the floor has not released their rows (a round voided and
 #: no collection since): past this the oldest are dropped (the report replays those rounds)
 PENDING_MAX = 200
-#: round ends a daemon's shipper holds for rows not yet on the floor (~1,000 a busy table's
-#: day; a few KB each): past this the oldest are dropped (the report replays those rounds)
-ROUND_ENDS_MAX = 2000
-#: how long a shipper waits for its table to say how an event it committed ended
-HANDLED_WAIT_SECONDS = 10.0
+#: spans a daemon's table counted and its shipper has not yet taken (~1,000 a busy table's
+#: day; a KB or two each): past this the oldest are dropped (the report replays those rounds)
+SUMMARIES_HELD_MAX = 4000
 #: the events counted as device faults in the day's report
 FAULT_EVENTS = frozenset(
     {"shuffler_fault", "shoe_fault", "reader_fault", "rack_fault", "device_lost"}
@@ -266,90 +264,125 @@ class SpanCounter:
             tally_event(self._bucket(day), event, decisions)
 
 
-_NO_ENDS: list[list[dict[str, Any]]] = []
+@dataclass(frozen=True)
+class HandedSummary:
+    """A span the table counted, and the `prev_hash` of the row that closed it (the row right
+    after `to_seq`): the shipper ships the summary only when the row it reads there carries
+    the same hash, i.e. the span's rows are the ones on disk (the chain links them all)."""
+
+    summary: RoundSummary
+    closing_prev_hash: str
 
 
-class RoundEnds:
-    """The round ends the table's live engine decided, handed to its shipper so that it counts
-    the spans without replaying the engine over the rows it ships (the replay cost ~15 times
-    the rest of shipping a row). For every event from `first_seq` on, the table service tells
-    `handled(seq, ends)` right after its engine handled it: each round the event ended, as its
-    dealt cards (engine.dealt_cards() at that moment: what the replay's watch reads), or None
-    (the engine failed on it: its rounds are unknown here).
+class TableSummaries:
+    """The spans counted on the table's own thread: fed every row as its journal appends it
+    (Journal.row_listeners: the body still a dict, nothing to parse) and each event's round
+    ends as its live engine decides them (TableService.round_ends), so that its shipper
+    neither parses a row nor replays the engine for them (that cost it ~1.5 times the rest of
+    shipping a row); the shipper takes the closed spans (`take`) as it ships their rows.
 
-    Told on the table's thread, read on the shipper's (a row is committed before its event is
-    handled: `wait_handled`). At most `limit` ends are held (a floor away for hours): past it
-    the oldest are dropped, and the rows up to the last one dropped ship without summaries
-    (the day's report replays those rounds) until the next checkpoint row."""
+    Counting begins at row 1 or, after a restart (`first_seq` > 1), at the first checkpoint
+    row once the table row is known (`set_table_row`: the floor's copy of row 1, given by the
+    shipper when it connects), as the shipper's own replay begins. An event the engine failed
+    on stops the counting until the next checkpoint row. At most `limit` closed spans are held
+    (a floor away for days): past it the oldest are dropped. The report replays the rows of
+    every span not shipped."""
 
-    def __init__(self, first_seq: int, limit: int = ROUND_ENDS_MAX) -> None:
+    def __init__(self, first_seq: int, limit: int = SUMMARIES_HELD_MAX) -> None:
         self.first_seq = first_seq
         self.limit = limit
-        #: the last event handled (every seq below it at or after first_seq is told)
-        self.handled_seq = first_seq - 1
-        #: rows up to this seq may have lost their round ends (dropped, or the engine failed)
-        self.lost_upto = 0
-        self._ends: OrderedDict[int, list[list[dict[str, Any]]]] = OrderedDict()
+        #: why the counting stopped last (None: counting, or not begun)
+        self.failure: str | None = None
+        #: the last span dropped past `limit` ends here (0: none)
+        self.dropped_upto = 0
+        self._table: dict[str, Any] | None = None
+        self._counter: SpanCounter | None = None
+        self._closed: deque[HandedSummary] = deque()
         self._lock = threading.Lock()
 
+    def set_table_row(self, table_row: dict[str, Any]) -> None:
+        """The table row (row 1's body), where this process did not append row 1."""
+        if self._table is None:
+            self._table = dict(table_row)
+
+    def row_appended(self, row: JournalRow) -> None:
+        """The journal appended `row` (the table's thread: never raises)."""
+        try:
+            kind = row.kind
+            if kind == "table" and row.seq == 1:
+                self._table = dict(row.body)
+            counter = self._counter
+            if counter is None:
+                table = self._table
+                if table is None or not (
+                    (kind == "table" and row.seq == 1) or kind == "checkpoint"
+                ):
+                    return
+                counter = self._counter = SpanCounter(day_start(table))
+                self.failure = None
+            closed = counter.feed(row, floor_time(row.recorded_at)[0])
+            if closed is not None:
+                self._hold(HandedSummary(closed, row.prev_hash))
+        except Exception as error:  # a row it cannot count: no summaries until a checkpoint
+            self._stop(f"row {row.seq}: {type(error).__name__}: {error}")
+
     def handled(self, seq: int, ends: list[list[dict[str, Any]]] | None) -> None:
-        """The table's engine handled the event row `seq` (the table's thread: stays tiny)."""
-        if ends:
-            with self._lock:
-                held = self._ends
-                held[seq] = ends
-                while len(held) > self.limit:
-                    dropped, _ = held.popitem(last=False)
-                    self.lost_upto = max(self.lost_upto, dropped)
-        elif ends is None:
-            self.lost_upto = max(self.lost_upto, seq)
-        self.handled_seq = seq
+        """The table's engine handled event `seq`, ending these rounds (each as its dealt
+        cards: engine.dealt_cards() at that moment), or failed on it (None)."""
+        counter = self._counter
+        if counter is None:
+            return
+        if ends is None:
+            self._stop(f"row {seq}: the engine failed on the event")
+            return
+        try:
+            for dealt in ends:
+                counter.round_ended(dealt)
+        except Exception as error:
+            self._stop(f"row {seq}: {type(error).__name__}: {error}")
 
-    def ends_at(self, seq: int) -> list[list[dict[str, Any]]]:
-        return self._ends.get(seq) or _NO_ENDS  # one C call: atomic beside the table's writes
-
-    def wait_handled(self, seq: int, timeout: float = HANDLED_WAIT_SECONDS) -> bool:
-        """Whether the table has handled event `seq` (waits for it: the event is committed
-        just before its engine runs; a table that never says is a loss, not a hang)."""
-        deadline = time.monotonic() + timeout
-        while self.handled_seq < seq:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.001)
-        return True
-
-    def prune(self, upto: int) -> None:
-        """The rows up to `upto` are on the floor: their ends are not needed again."""
+    def take(self, upto_seq: int) -> list[HandedSummary]:
+        """The held spans whose closing row is at or before `upto_seq` (the shipper's thread)."""
+        taken: list[HandedSummary] = []
         with self._lock:
-            held = self._ends
-            while held and next(iter(held)) <= upto:
-                held.popitem(last=False)
+            held = self._closed
+            while held and held[0].summary.to_seq < upto_seq:
+                taken.append(held.popleft())
+        return taken
+
+    def _hold(self, handed: HandedSummary) -> None:
+        with self._lock:
+            held = self._closed
+            held.append(handed)
+            while len(held) > self.limit:
+                self.dropped_upto = held.popleft().summary.to_seq
+
+    def _stop(self, why: str) -> None:
+        self.failure = why
+        self._counter = None
 
     def __len__(self) -> int:
-        return len(self._ends)
+        return len(self._closed)
 
 
 class ShipperSummaries:
-    """The table side: the spans of the rows as they are shipped, their round ends either
-    handed by the table's own engine (`handed`, RoundEnds: a daemon's shipper, for the rows
-    its engine handled live) or found by replaying the engine over the rows (RowReplay, as the
-    floor's replay runs it: a standalone shipper, and a daemon's rows written before it
-    started).
+    """The shipper's own count of the spans, for rows its table did not count as it appended
+    them (TableSummaries): a standalone shipper's, and a daemon's rows written before it
+    started. The round ends are found by replaying the engine over the rows (RowReplay, as
+    the floor's replay runs it).
 
     It begins at the table row (row 1) or, after a restart (the shipper resumes mid-journal),
     at the next engine checkpoint row it ships (a journal writes one every few rounds and at
     each gaming day's start): the rows before it have no summary and the report replays them.
-    An engine that cannot follow the rows (a game not installed here), or round ends the
-    hand-off lost, stop the summaries until the next checkpoint: the report replays those
-    rounds too; the rows ship as ever."""
+    An engine that cannot follow the rows (a game not installed here) stops the summaries
+    until the next checkpoint: the report replays those rounds too; the rows ship as ever."""
 
-    def __init__(self, handed: RoundEnds | None = None) -> None:
-        self.handed = handed
+    def __init__(self) -> None:
         self._replay: RowReplay | None = None
         self._table: dict[str, Any] | None = None
         self._counter: SpanCounter | None = None
         self.failure: str | None = None
-        #: events the engine replayed here (0 while the round ends are handed over)
+        #: events the engine replayed here
         self.replayed_events = 0
 
     @property
@@ -357,14 +390,11 @@ class ShipperSummaries:
         return self._counter is not None
 
     def feed(self, row: JournalRow, recorded_at: datetime.datetime) -> RoundSummary | None:
-        handed = self.handed
-        if handed is not None and row.seq >= handed.first_seq:
-            return self._count_handed(row, recorded_at, handed)
         if row.kind == "table" and row.seq == 1:
             self._table = dict(row.body)
-            self._begin(replay=True)
+            self._begin()
         elif row.kind == "checkpoint" and self._table is not None and not self.active:
-            self._begin(replay=True)  # the engine is set from the checkpoint row (fresh)
+            self._begin()  # the engine is set from the checkpoint row (fresh)
         counter, replay = self._counter, self._replay
         if counter is None or replay is None:
             return None
@@ -385,46 +415,15 @@ class ShipperSummaries:
         """After a restart: the table row (the floor's copy of row 1), for the checkpoints."""
         self._table = dict(table_row)
 
-    def _count_handed(
-        self, row: JournalRow, recorded_at: datetime.datetime, handed: RoundEnds
-    ) -> RoundSummary | None:
-        """A row the table's engine handled live: its round ends are handed, not replayed."""
-        self._replay = None  # a replay that led up to here is done with
-        kind = row.kind
-        if kind == "table" and row.seq == 1:
-            self._table = dict(row.body)
-        if row.seq <= handed.lost_upto:
-            if self._counter is not None:
-                self._stop(f"row {row.seq}: the table's round ends were not all handed over")
-            return None
-        counter = self._counter
-        if counter is None:
-            if (kind == "table" and row.seq == 1) or (
-                kind == "checkpoint" and self._table is not None
-            ):
-                counter = self._begin(replay=False)
-            if counter is None:
-                return None
-        closed = counter.feed(row, recorded_at)
-        if kind == "event":
-            if row.seq > handed.handled_seq and not handed.wait_handled(row.seq):
-                self._stop(f"row {row.seq}: the table did not say how its event ended")
-                return closed
-            for dealt in handed.ends_at(row.seq):
-                counter.round_ended(dealt)
-        return closed
-
-    def _begin(self, *, replay: bool) -> SpanCounter | None:
-        self._replay = None
-        if replay:
-            try:
-                self._replay = RowReplay(dict(self._table or {}))
-            except Exception as error:
-                self._stop(f"{type(error).__name__}: {error}")
-                return None
+    def _begin(self) -> None:
+        self._counter = self._replay = None
+        try:
+            self._replay = RowReplay(dict(self._table or {}))
+        except Exception as error:
+            self._stop(f"{type(error).__name__}: {error}")
+            return
         self._counter = SpanCounter(day_start(self._table or {}))
         self.failure = None
-        return self._counter
 
     def _stop(self, why: str) -> None:
         self.failure = why

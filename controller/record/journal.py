@@ -289,6 +289,11 @@ class Journal:
         # Told the last committed seq after each commit (the floor shipper wakes on it; it
         # reads the rows from the file itself, so a listener never holds the table up).
         self.commit_listeners: list[Callable[[int], None]] = []
+        # Told each row as it is appended, in seq order, on the writer's thread, as the row
+        # reads back (parse_row's JournalRow, its body the dict the journal wrote): the
+        # floor's per-round summaries are counted here, where the body needs no parsing.
+        # A listener must be quick and must not raise.
+        self.row_listeners: list[Callable[[JournalRow], None]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._open()
@@ -738,6 +743,14 @@ class Journal:
             (seq, kind, round_number, recorded_at, body_text, self._last_hash, digest)
         )
         self._append_leaf(leaf_hash(bytes.fromhex(digest)))
+        if self.row_listeners:
+            written = dict(body)  # the seal's caller's mapping, or the journal's own copy
+            nonce = written.pop(NONCE_KEY, None)
+            row = JournalRow(
+                seq, kind, round_number, recorded_at, written, self._last_hash, digest, nonce
+            )
+            for listener in self.row_listeners:
+                listener(row)
         self._last_seq, self._last_hash = seq, digest
         if durable or len(self._pending) >= self.max_batch:
             self.flush()

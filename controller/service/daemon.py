@@ -329,11 +329,13 @@ class Daemon:
         if config.floor is not None:
             self.floor = FloorShipper(config.table_id, service.journal.path, config.floor)
             service.journal.commit_listeners.append(self.floor.notify)
-            # the live engine's round ends, for the shipper's summaries (no replay there):
-            # every event from here on goes through service.handle_event
-            round_ends = self.floor.hand_over_round_ends(service.journal.last_seq + 1)
-            if round_ends is not None:
-                service.round_ends = round_ends.handled
+            # the day's summaries counted here, from every row the journal appends from now
+            # on and the live engine's round ends (every event goes through
+            # service.handle_event): the shipper neither parses nor replays them
+            counted = self.floor.hand_over_summaries(service.journal.last_seq + 1)
+            if counted is not None:
+                service.journal.row_listeners.append(counted.row_appended)
+                service.round_ends = counted.handled
         self._alarms: AlarmCoalescer | None = None
         #: The table's witnesses (`[witness]`), once the checkpoint signer runs.
         self.witnesses: DaemonWitnesses | None = None

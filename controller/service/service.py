@@ -160,8 +160,8 @@ class TableService:
         self.observers: list[EventObserver] = []
         #: Told `(seq, ends)` right after the engine handled each live event: the rounds it
         #: ended, each as its dealt cards (None: the engine failed on it). The daemon hands
-        #: them to its floor shipper (floor/summary.RoundEnds), which then counts the day's
-        #: summaries without replaying the engine over the rows.
+        #: them to its floor summaries (floor/summary.TableSummaries), which count the day's
+        #: summaries here without its shipper parsing a row or replaying the engine.
         self.round_ends: Callable[[int, list[list[dict[str, Any]]] | None], None] | None = None
         self._log = get_logger("service", table=config.table_id)
         # A filtered-out debug line still costs its call; the bound logger's level is fixed.

@@ -5,12 +5,13 @@ of three games, repeated with each table's own seqs, times and hash chain, as in
 tests/bench/floor_scale.py), from each table's first row at the day's start (so Q3's replay
 starts at row 1 within its reach): 31,000 rows a table by default (a real table-day: 1,000
 rounds of ~31 rows; the templates' rounds are ~23 rows, so ~1,360 of them), 12.4 M rows.
-Each table's per-round summaries are computed as its daemon's shipper computes them
-(ShipperSummaries over every row, timed: `summaries_cpu_us_per_row`, what the summaries add to
-a table PC's shipping), from the round ends the table's live engine hands over: here each
-template's, as its TableService decided them while dealing it (once, untimed: the daemon's
-engine's work), told for each row at its position before the row is fed (the replayed
-report below checks them). Then the day's report, as `tablectl floor report` builds it:
+Each table's per-round summaries are counted as its daemon counts them while its journal
+appends the rows (TableSummaries fed every row, timed: `summaries_cpu_us_per_row`, what the
+summaries add to a table PC's work; the row's parse is not timed: the daemon holds the body as
+a dict), from the round ends the table's live engine decides: here each template's, as its
+TableService decided them while dealing it (once, untimed: the daemon's engine's work), told
+for each event at its position right after the row is counted (the replayed report below
+checks them). Then the day's report, as `tablectl floor report` builds it:
 from the summaries (the default), and replayed from the rows with a worker process a CPU
 (`--recompute --workers N`); the two reports must be byte for byte the same (their CSV and
 HTML) and the recompute must find no summary that differs. The fill is set-up (triggers
@@ -42,12 +43,17 @@ from typing import Any
 from tablectl.controller.floor.report import build_report, day_window, write_csv, write_html
 from tablectl.controller.floor.retention import ensure_days
 from tablectl.controller.floor.schema import SCHEMA, SUMMARIES, add_table, create_schema
-from tablectl.controller.floor.shipper import floor_time
 from tablectl.controller.floor.store import connect
-from tablectl.controller.floor.summary import RoundEnds, RoundSummary, ShipperSummaries
+from tablectl.controller.floor.summary import RoundSummary, TableSummaries
 from tablectl.controller.record.journal import parse_row
 from tablectl.simulators.pgserver import ThrowawayPostgres
-from tests.bench.floor_scale import FLOOR_SERVER, SyntheticTable, _grow, hand_over, templates
+from tests.bench.floor_scale import (
+    FLOOR_SERVER,
+    SyntheticTable,
+    _grow,
+    count_at_table,
+    templates,
+)
 
 RESULT_KEYS = ("floor_report_seconds_real_day", "floor_report_recompute_seconds")
 DATABASE = "floor_report_day"
@@ -59,25 +65,22 @@ SUMMARY_FLUSH = 20_000
 
 
 class SummarizedTable(SyntheticTable):
-    """A synthetic table whose rows also go through its shipper's summaries, as shipped."""
+    """A synthetic table whose rows are also counted as its daemon counts them."""
 
     def __init__(self, sink: SummarySink, *args: Any) -> None:
         super().__init__(*args)
         self.sink = sink
-        self.round_ends = RoundEnds(1)
-        self.summaries = ShipperSummaries(self.round_ends)
+        self.summaries = TableSummaries(1, limit=10**9)
 
     def rows(self, count: int, first_at: datetime.datetime, spacing: float) -> Iterator[tuple]:
         for raw in super().rows(count, first_at, spacing):
             seq = raw[0]
-            # the daemon's engine's part, untimed: the round ends of the row, handed over
-            hand_over(self.round_ends, self.template, self.offset, seq - 1, seq)
+            row = parse_row(raw)  # the daemon holds it as a dict: untimed
             began = time.process_time()
-            closed = self.summaries.feed(parse_row(raw), floor_time(raw[3])[0])
+            count_at_table(self.summaries, self.template, self.offset, (row,))
             self.sink.cpu += time.process_time() - began
-            self.round_ends.prune(seq)  # the shipper's, once the floor has the row
-            if closed is not None:
-                self.sink.add(self.table_id, closed)
+            for handed in self.summaries.take(seq):  # what the shipper ships, as it ships
+                self.sink.add(self.table_id, handed.summary)
             yield raw
 
 

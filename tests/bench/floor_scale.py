@@ -9,13 +9,14 @@ its own connection, as a table PC does (`--pooler`: through a throwaway PgBounce
 simulators.pgbouncer; its pools are per login role, so 400 tables' roles over 20 server
 connections open a new backend for nearly every batch: docs/floor.md). The 400 tables' real
 FloorShippers run in SHIPPER_PROCESSES processes of 100 threads each. Their per-round
-summaries count the round ends each table's daemon hands its shipper (FloorShipper.
-hand_over_round_ends: the live engine's work, not the shipper's): here each template's round
-ends are the ones its TableService decided as it dealt the template, once, and each synthetic
-table's shipper is told those of its rows (offset by its seqs) before each command's clock
-starts. A synthetic table that begins mid-template gets round ends its rows' own replay would
-not give (its first round is partial): the CPU is the shipper's as in play, the summaries
-are the template's rounds, not checked against a replay here (floor_report_day's are).
+summaries are counted by each table's daemon as its journal appends the rows, from its live
+engine's round ends (FloorShipper.hand_over_summaries, TableSummaries: the table's work, not
+the shipper's, which only checks and ships them): here each template's round ends are the
+ones its TableService decided as it dealt the template, once, and each synthetic table's
+rows are counted with those (offset by its seqs) before each command's clock starts. A
+synthetic table that begins mid-template gets round ends its rows' own replay would not give
+(its first round is partial): the CPU is the shipper's as in play, the summaries are the
+template's rounds, not checked against a replay here (floor_report_day's are).
 
     floor_catch_up_400_seconds  400 tables, each with one hour of play waiting (a floor outage
                                 of an hour at 1,000 rounds a table a day), 400 real
@@ -64,7 +65,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,7 @@ from tablectl.controller.floor.retention import ensure_days
 from tablectl.controller.floor.schema import (
     RECORDED_AT_SQL,
     SCHEMA,
+    SUMMARIES,
     add_table,
     create_schema,
     writer_role,
@@ -86,8 +88,14 @@ from tablectl.controller.floor.store import (
     round_span_rows,
     verify_table,
 )
-from tablectl.controller.floor.summary import RoundEnds
-from tablectl.controller.record.journal import GENESIS_HASH, Journal, row_hash
+from tablectl.controller.floor.summary import TableSummaries
+from tablectl.controller.record.journal import (
+    GENESIS_HASH,
+    Journal,
+    JournalRow,
+    parse_row,
+    row_hash,
+)
 from tablectl.controller.service.service import TableService
 from tablectl.simulators.pgbouncer import ThrowawayPgBouncer
 from tablectl.simulators.pgserver import ThrowawayPostgres
@@ -201,18 +209,19 @@ def templates(directory: Path, rounds: int = 40) -> list[Template]:
     return [asyncio.run(_play(game, options, directory, rounds)) for game, options in GAMES]
 
 
-def hand_over(
-    ends: RoundEnds, template: Template, offset: int, after_seq: int, upto_seq: int
+def count_at_table(
+    summaries: TableSummaries, template: Template, offset: int, rows: Iterable[JournalRow]
 ) -> None:
-    """Tell a synthetic table's shipper the round ends of its rows after_seq+1..upto_seq, as
-    its daemon's engine would have (the template's, at each row's position: SyntheticTable's
-    rows are the template's from `offset`, after a table row)."""
+    """Count a synthetic table's rows as its daemon does as its journal appends them: each
+    row, then its event's round ends as the daemon's engine would have decided them (the
+    template's, at each row's position: SyntheticTable's rows are the template's from
+    `offset`, after a table row)."""
     length = len(template.rows)
-    for seq in range(max(after_seq + 1, 2), upto_seq + 1):
-        ended = template.ends.get((offset + seq - 2) % length)
-        if ended:
-            ends.handled(seq, ended)
-    ends.handled(upto_seq, [])  # every event up to here handled
+    for row in rows:
+        summaries.row_appended(row)
+        if row.seq >= 2 and row.kind == "event":
+            ended = template.ends.get((offset + row.seq - 2) % length)
+            summaries.handled(row.seq, ended or [])
 
 
 class SyntheticTable:
@@ -441,10 +450,11 @@ def _fleet_worker(
     handing: dict[str, tuple[Template, int]] | None = None,
 ) -> None:
     """One process of the load generator: real FloorShippers for its tables, driven by the
-    parent: "start" (connect, resume, catch up), "notify" (rows committed: ship them), "stop".
+    parent: "count" (the tables count the rows they appended: TableSummaries, untimed),
+    "start" (connect, resume, catch up), "notify" (rows committed: ship them), "stop".
     Answers each with the seconds it took to have every table caught up. `handing`: by table,
-    its template and offset, whose round ends each shipper is told (as its daemon's engine
-    tells it) before the command's clock starts."""
+    its template and offset, with which its rows are counted (as its daemon counts them as
+    it appends them) before the command's clock starts."""
     import logging
 
     import structlog
@@ -466,21 +476,25 @@ def _fleet_worker(
     import resource
 
     handed: dict[str, int] = {}
-    round_ends = {
-        table_id: shipper.hand_over_round_ends(1)
+    counted = {
+        table_id: shipper.hand_over_summaries(1)
         for table_id, shipper in shippers.items()
         if handing is not None
     }
+    journals = {table_id: journal for table_id, journal, _ in slice_}
     while True:
         command, argument = pipe.recv()
-        if handing is not None and command in ("start", "notify"):
+        if command == "count":  # the tables' work as they appended the rows: untimed
             for table_id in shippers:
-                ends = round_ends[table_id]
+                summaries = counted.get(table_id)
                 upto = argument[table_id] if argument else 0
-                if ends is not None and upto > handed.get(table_id, 0):
+                if summaries is not None and handing and upto > handed.get(table_id, 0):
                     template, offset = handing[table_id]
-                    hand_over(ends, template, offset, handed.get(table_id, 0), upto)
+                    rows = _journal_rows(journals[table_id], handed.get(table_id, 0), upto)
+                    count_at_table(summaries, template, offset, rows)
                     handed[table_id] = upto
+            pipe.send(("counted", 0.0, 0, 0.0, 0))
+            continue
         began = time.perf_counter()
         used = resource.getrusage(resource.RUSAGE_SELF)
         if command == "start":
@@ -500,6 +514,21 @@ def _fleet_worker(
         cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime
         replayed = sum(s.summary_events_replayed for s in shippers.values())
         pipe.send(("caught_up", time.perf_counter() - began, acknowledged, cpu, replayed))
+
+
+def _journal_rows(journal: str, after_seq: int, upto_seq: int) -> list[JournalRow]:
+    db = sqlite3.connect(journal)
+    try:
+        return [
+            parse_row(raw)
+            for raw in db.execute(
+                "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
+                " WHERE seq > ? AND seq <= ? ORDER BY seq",
+                (after_seq, upto_seq),
+            )
+        ]
+    finally:
+        db.close()
 
 
 class ShipperFleet:
@@ -574,6 +603,27 @@ def _rows_fetched(conn: Any, after: int | None = None) -> int:
         if after is None or total > after or time.monotonic() > deadline:
             return total if after is None else total - after
         time.sleep(0.2)
+
+
+def _server_cpu_seconds(server: ThrowawayPostgres) -> float:
+    """The server's CPU seconds so far: the postmaster's own and its exited children's (it
+    waits for them), and every live child's (the backends, the checkpointer, the WAL writer)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        pid, parent = int(entry.name), int(fields[1])
+        if pid == postmaster:
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+        elif parent == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 def _wait_caught_up(shippers: list[FloorShipper], began: float) -> None:
@@ -657,6 +707,7 @@ def measure(
             {t.table_id: (t.template, t.offset) for t in tables} if summaries else None,
         )
         try:
+            fleet.run("count", {t.table_id: t.seq for t in tables})
             catch_up, _, _ = fleet.run("start", {t.table_id: t.seq for t in tables})
             _say(f"catch-up of {outage_rows} rows: {catch_up:.1f} s")
 
@@ -668,11 +719,15 @@ def measure(
             }
             for table in tables:
                 _write_journal(journals / f"{table.table_id}.sqlite", next_rows[table.table_id])
+            server_cpu = _server_cpu_seconds(server)
+            fleet.run("count", {t.table_id: t.seq for t in tables})
             ingest_seconds, acknowledged, shippers_cpu = fleet.run(
                 "notify", {t.table_id: t.seq for t in tables}
             )
+            server_cpu = _server_cpu_seconds(server) - server_cpu
         finally:
             fleet.stop()
+        summaries_stored = admin.execute(f"SELECT count(*) FROM {SCHEMA}.{SUMMARIES}").fetchone()[0]
         if acknowledged != 2 * outage_rows:
             raise RuntimeError(f"{acknowledged} rows acknowledged of {2 * outage_rows}")
         if bouncer is not None:
@@ -684,11 +739,12 @@ def measure(
         admin.execute(
             f"CREATE TABLE {SCHEMA}.bench_copy (LIKE {SCHEMA}.journal_rows INCLUDING ALL)"
         )
-        began = time.perf_counter()
+        began, copy_cpu = time.perf_counter(), _server_cpu_seconds(server)
         for table in tables:
             with admin.transaction():
                 _copy_rows(admin, f"{SCHEMA}.bench_copy", table.table_id, next_rows[table.table_id])
         copy_seconds = time.perf_counter() - began
+        copy_cpu = _server_cpu_seconds(server) - copy_cpu
         admin.execute(f"DROP TABLE {SCHEMA}.bench_copy")
         copy_rate = outage_rows / copy_seconds
         _say(f"the same rows by COPY: {copy_seconds:.1f} s")
@@ -707,9 +763,13 @@ def measure(
             "shipper_processes": processes,
             "shippers_cpu_seconds": round(shippers_cpu, 2),
             "shippers_cpu_us_per_row": round(shippers_cpu / outage_rows * 1e6, 1),
+            # the server's CPU a row while the shippers shipped, and while the COPY ran
+            "server_cpu_us_per_row": round(server_cpu / outage_rows * 1e6, 1),
+            "copy_server_cpu_us_per_row": round(copy_cpu / outage_rows * 1e6, 1),
             # the events the shippers' summaries replayed through an engine (0: every round
             # end handed over, as a daemon's engine hands them)
             "summary_events_replayed": fleet.summary_events_replayed,
+            "summaries_on_the_floor": summaries_stored,
             "batch_rows": batch_rows or DEFAULT_FLOOR_BATCH_ROWS,
             "shipper_rows_per_second": round(ingest),
             "copy_rows_per_second": round(copy_rate),

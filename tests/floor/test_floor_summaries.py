@@ -7,6 +7,7 @@ a shipper left without summaries; a summary edited on the floor is named by
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import json
 import shutil
@@ -17,16 +18,23 @@ from typing import Any
 
 import psycopg
 import pytest
+import structlog
 
-from tablectl.controller.common.config import parse_config
+from tablectl.controller.common.config import FloorConfig, parse_config
 from tablectl.controller.engine.gaming_day import gaming_day_of
 from tablectl.controller.engine.table import TableSpec
+from tablectl.controller.floor.local import LocalJournal
 from tablectl.controller.floor.report import FloorReport, build_report, write_csv, write_html
 from tablectl.controller.floor.schema import READER_GROUP, SCHEMA
-from tablectl.controller.floor.shipper import FloorShipper, floor_time
+from tablectl.controller.floor.shipper import FloorShipper, LocalRow, floor_time
 from tablectl.controller.floor.store import connect
-from tablectl.controller.floor.summary import RoundEnds, RoundSummary, ShipperSummaries, canonical
-from tablectl.controller.record.journal import Journal, parse_row
+from tablectl.controller.floor.summary import (
+    RoundSummary,
+    ShipperSummaries,
+    TableSummaries,
+    canonical,
+)
+from tablectl.controller.record.journal import Journal, JournalRow, parse_row
 from tablectl.controller.service.service import TableService
 from tablectl.simulators import demo
 from tablectl.simulators.roundgen import legal_stream
@@ -238,8 +246,9 @@ def test_rows_without_summaries_are_replayed(floor_db: FloorDb, tmp_path: Path) 
 def test_a_restarted_daemon_hands_over_from_its_start(floor_db: FloorDb, tmp_path: Path) -> None:
     """A table deals without its floor, then is restarted twice with it, mid-day: each
     shipper replays the rows written before its daemon started (from row 1, or from the
-    next checkpoint after the floor's head) and counts the rest from the live engine's round
-    ends; every summary shipped is the replay's, and the report is the replayed report."""
+    next checkpoint after the floor's head); the rest are its table's to count, from the
+    next checkpoint row (none in these short runs: those rows are replayed by the report);
+    every summary shipped is the replay's, and the report counts all nine rounds."""
     table_id = unique_table_id()
     state = tmp_path / "t"
     floor_db.provision(table_id)
@@ -251,9 +260,9 @@ def test_a_restarted_daemon_hands_over_from_its_start(floor_db: FloorDb, tmp_pat
         )
     first, second = shippers
     assert first.summary_events_replayed > 0  # the rows dealt while the floor was away
-    assert first.round_ends is not None and first.round_ends.first_seq > 1
+    assert first.table_summaries is not None and first.table_summaries.first_seq > 1
     shipped = _assert_as_replayed(floor_db, table_id, journal)
-    assert shipped == first.summaries_shipped + second.summaries_shipped >= 5
+    assert shipped == first.summaries_shipped + second.summaries_shipped >= 3
     summed, _ = _reports(floor_db, tmp_path)
     assert summed.sources[table_id] == "summaries" or summed.sources[table_id].startswith(
         "summaries, "
@@ -261,20 +270,95 @@ def test_a_restarted_daemon_hands_over_from_its_start(floor_db: FloorDb, tmp_pat
     assert {t.table_id: t.counts["rounds"] for t in summed.tables}[table_id] == 9
 
 
-def test_round_ends_held_are_bounded() -> None:
-    """A floor away for hours: the oldest round ends are dropped past the limit, and the rows
-    up to the last dropped are marked lost (they ship without summaries, replayed by the
-    report), never counted without their round's end."""
-    ends = RoundEnds(first_seq=10, limit=3)
-    for seq in range(10, 20):
-        ends.handled(seq, [[{"to": 1, "card": "AS"}]] if seq % 2 == 0 else [])
-    assert len(ends) == 3 and ends.lost_upto == 12
-    assert ends.ends_at(18) == [[{"to": 1, "card": "AS"}]] and ends.ends_at(12) == []
-    ends.handled(20, None)  # the engine failed on an event: its ends are unknown
-    assert ends.lost_upto == 20 and ends.handled_seq == 20
-    ends.prune(16)
-    assert len(ends) == 1 and ends.wait_handled(20, timeout=0)
-    assert not ends.wait_handled(21, timeout=0)
+def _row(seq: int, kind: str, body: dict[str, Any], prev: str = "p") -> JournalRow:
+    at = f"2026-03-02T10:00:{seq % 60:02d}.000000+00:00"
+    return JournalRow(seq, kind, 1, at, body, prev, f"h{seq}")
+
+
+def _event(seq: int, kind: str = "card_drawn") -> JournalRow:
+    return _row(seq, "event", {"type": kind, "time": "2026-03-02T10:00:00+00:00"}, f"h{seq - 1}")
+
+
+def test_the_tables_own_spans_held_are_bounded_and_stop_at_an_engine_failure() -> None:
+    """A floor away for days: past the limit the oldest spans are dropped (their rows are
+    replayed by the report). An event the engine failed on stops the counting (no span is
+    counted without its round's end) until the next checkpoint row."""
+    counted = TableSummaries(first_seq=10, limit=3)
+    counted.row_appended(_event(10))  # no table row known yet: nothing counted
+    assert len(counted) == 0
+    counted.set_table_row({"game": "five_card_hilo", "options": {}})
+    counted.row_appended(_row(11, "checkpoint", {"type": "checkpoint"}, "h10"))
+    seq = 12
+    for _ in range(6):  # six rounds: an event that ends one, then the next begins a span
+        counted.row_appended(_event(seq))
+        counted.handled(seq, [[{"to": 1, "card": "AS"}]])
+        seq += 1
+    counted.row_appended(_event(seq))  # closes the sixth
+    assert len(counted) == 3 and counted.dropped_upto > 0
+    taken = counted.take(seq)
+    assert [h.summary.to_seq for h in taken] == [15, 16, 17]  # of 12 ... 17
+    assert all(h.closing_prev_hash == f"h{h.summary.to_seq}" for h in taken)
+    counted.handled(seq, None)  # the engine failed on this event
+    assert counted.failure is not None and "engine failed" in counted.failure
+    for n in range(seq + 1, seq + 4):
+        counted.row_appended(_event(n))
+        counted.handled(n, [[{"to": 2, "card": "KD"}]])
+    assert counted.take(seq + 10) == []  # nothing counted after the failure
+    counted.row_appended(_row(seq + 4, "checkpoint", {"type": "checkpoint"}, f"h{seq + 3}"))
+    assert counted.failure is None  # counting again from the checkpoint row
+    counted.row_appended(_event(seq + 5))
+    counted.handled(seq + 5, [[{"to": 2, "card": "KD"}]])
+    counted.row_appended(_event(seq + 6))
+    (again,) = counted.take(seq + 6)
+    assert (again.summary.from_seq, again.summary.to_seq) == (seq + 4, seq + 5)
+    assert again.summary.body["seats"] == {"2": {"K": 1}}
+
+
+def _counted_by_table(
+    journal: Path, told: dict[int, Any], limit: int = 10_000, altered: int = 0
+) -> TableSummaries:
+    """The journal's rows counted as its daemon counts them as it appends them (each row,
+    then its event's round ends); `altered`: that row as the table saw it links to another
+    row than the one on disk (its prev_hash)."""
+    counted = TableSummaries(1, limit=limit)
+    for raw in local_rows(journal):
+        row = parse_row(raw)
+        if row.seq == altered:
+            row = dataclasses.replace(row, prev_hash="0" * 64)
+        counted.row_appended(row)
+        if row.kind == "event":
+            counted.handled(row.seq, told.get(row.seq, []))
+    return counted
+
+
+def _shipped_of(journal: Path, counted: TableSummaries) -> list[RoundSummary]:
+    """What a shipper puts up for the floor of the spans its table counted, reading the whole
+    journal as one batch (its own _summarize: taken, each checked against its closing row)."""
+    shipper = FloorShipper("t", journal, FloorConfig(dsn="host=/nonexistent"))
+    shipper.table_summaries = counted
+    shipper._summarizer = ShipperSummaries()  # a floor that takes summaries
+    local = LocalJournal(journal)
+    batch = [LocalRow(int(v["seq"]), v) for v in local.rows_after(0, 100_000)]
+    local.close()
+    shipper._summarize(batch)
+    assert shipper.summary_events_replayed == 0
+    return list(shipper._pending)
+
+
+def test_a_span_that_does_not_end_at_the_journals_row_is_not_shipped(tmp_path: Path) -> None:
+    """The shipper ships a span its table counted only when the row after it, as read from
+    the journal, links to the span's last row as the table saw it (the chain then vouches
+    for every row of the span): a span counted from other rows than those on disk is
+    dropped, said once at warning, and never shipped; the others are."""
+    journal, told, _ = _dealt_journal(tmp_path, 6)
+    honest = _shipped_of(journal, _counted_by_table(journal, told))
+    assert len(honest) >= 5
+    closing = honest[2].to_seq + 1
+    with structlog.testing.capture_logs() as logs:
+        shipped = _shipped_of(journal, _counted_by_table(journal, told, altered=closing))
+    assert [s.to_seq for s in shipped] == [s.to_seq for s in honest if s.to_seq != closing - 1]
+    said = [e for e in logs if e["event"] == "floor_summary_unverified"]
+    assert len(said) == 1 and said[0]["to_seq"] == closing - 1 and said[0]["log_level"] == "warning"
 
 
 def test_a_summary_edited_on_the_floor_is_named_by_recompute(
@@ -332,9 +416,10 @@ def _ship(table_id: str, journal: Path, config: Any, *, summaries: bool) -> None
         shipper.stop()
 
 
-def _dealt_journal(directory: Path, rounds: int) -> tuple[Path, dict[int, Any]]:
+def _dealt_journal(directory: Path, rounds: int) -> tuple[Path, dict[int, Any], list[RoundSummary]]:
     """A table service dealing `rounds` legal rounds of five-card hi-lo into its journal (a
-    checkpoint every 2 rounds), and the round ends its engine handed over, by event seq."""
+    checkpoint every 2 rounds); the round ends its engine told, by event seq; and the spans
+    it counted as its journal appended the rows (wired as a daemon wires them)."""
     config = parse_config(
         {
             "table": {"id": "t", "game": "five_card_hilo", "options": {"dealing": "manual_shoe"}},
@@ -344,7 +429,14 @@ def _dealt_journal(directory: Path, rounds: int) -> tuple[Path, dict[int, Any]]:
     )
     service = TableService(config, Journal(config.journal_path), random_source=Random(1).randrange)
     told: dict[int, Any] = {}
-    service.round_ends = lambda seq, ends: told.__setitem__(seq, ends)
+    live = TableSummaries(1)
+
+    def handled(seq: int, ends: Any) -> None:
+        told[seq] = ends
+        live.handled(seq, ends)
+
+    service.round_ends = handled
+    service.journal.row_listeners.append(live.row_appended)
 
     async def deal() -> None:
         await service.start()
@@ -356,11 +448,11 @@ def _dealt_journal(directory: Path, rounds: int) -> tuple[Path, dict[int, Any]]:
 
     asyncio.run(deal())
     service.close()
-    return config.journal_path, told
+    return config.journal_path, told, [h.summary for h in live.take(10**9)]
 
 
-def _summarized(journal: Path, handed: RoundEnds | None) -> list[RoundSummary]:
-    summaries, closed = ShipperSummaries(handed), []
+def _replayed(journal: Path) -> list[RoundSummary]:
+    summaries, closed = ShipperSummaries(), []
     for raw in local_rows(journal):
         summary = summaries.feed(parse_row(raw), floor_time(raw[3])[0])
         if summary is not None:
@@ -368,30 +460,21 @@ def _summarized(journal: Path, handed: RoundEnds | None) -> list[RoundSummary]:
     return closed
 
 
-def test_handed_round_ends_give_the_replayed_summaries(tmp_path: Path) -> None:
-    """A table service's engine hands its round ends over as it deals: the summaries counted
-    from them are the replay's, byte for byte, with no event replayed; with the held ends
-    past their bound (a floor away), the rows up to the last one dropped get no summary and
-    the summaries begin again at the next checkpoint row, each still the replay's."""
-    journal, told = _dealt_journal(tmp_path, 8)
-    replayed = _summarized(journal, None)
+def _as_text(summaries: list[RoundSummary]) -> list[tuple[Any, ...]]:
+    return [(s.from_seq, s.to_seq, s.first_at, s.last_at, s.ended_at, s.text()) for s in summaries]
+
+
+def test_the_spans_a_table_counts_as_it_deals_are_the_replayed_ones(tmp_path: Path) -> None:
+    """A table service counts its spans as its journal appends the rows and its engine ends
+    the rounds: they are the replay's, byte for byte, with no row parsed and no event
+    replayed; with the held spans past their bound (a floor away), the oldest are dropped and
+    every one held is still the replay's."""
+    journal, told, live = _dealt_journal(tmp_path, 8)
+    replayed = _replayed(journal)
     assert len(replayed) >= 7
-
-    def hand(limit: int) -> RoundEnds:
-        ends = RoundEnds(1, limit=limit)
-        for seq, ended in sorted(told.items()):
-            ends.handled(seq, ended)
-        return ends
-
-    whole = hand(1000)
-    handed = _summarized(journal, whole)
-    as_text = [(s.from_seq, s.to_seq, s.first_at, s.last_at, s.ended_at, s.text()) for s in handed]
-    assert as_text == [
-        (s.from_seq, s.to_seq, s.first_at, s.last_at, s.ended_at, s.text()) for s in replayed
-    ]
-    bounded = hand(3)
-    assert bounded.lost_upto > 0
-    partly = _summarized(journal, bounded)
-    by_end = {s.to_seq: s.text() for s in replayed}
-    assert 0 < len(partly) < len(replayed)
-    assert all(s.from_seq > bounded.lost_upto and by_end[s.to_seq] == s.text() for s in partly)
+    # the last span is still open (no row after the round's end): the others are the replay's
+    assert _as_text(live) == _as_text(replayed)
+    assert _as_text(_shipped_of(journal, _counted_by_table(journal, told))) == _as_text(replayed)
+    bounded = _counted_by_table(journal, told, limit=3)
+    kept = [h.summary for h in bounded.take(10**9)]
+    assert _as_text(kept) == _as_text(replayed[-3:]) and bounded.dropped_upto > 0
