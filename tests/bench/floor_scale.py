@@ -93,7 +93,7 @@ from tablectl.controller.record.journal import (
     GENESIS_HASH,
     Journal,
     JournalRow,
-    parse_row,
+    read_rows,
     row_hash,
 )
 from tablectl.controller.service.service import TableService
@@ -517,18 +517,8 @@ def _fleet_worker(
 
 
 def _journal_rows(journal: str, after_seq: int, upto_seq: int) -> list[JournalRow]:
-    db = sqlite3.connect(journal)
-    try:
-        return [
-            parse_row(raw)
-            for raw in db.execute(
-                "SELECT seq, kind, round, recorded_at, body, prev_hash, hash FROM journal"
-                " WHERE seq > ? AND seq <= ? ORDER BY seq",
-                (after_seq, upto_seq),
-            )
-        ]
-    finally:
-        db.close()
+    """A table's rows after_seq+1..upto_seq, as the journal reads them back."""
+    return [row for row in read_rows(journal) if after_seq < row.seq <= upto_seq]
 
 
 class ShipperFleet:
