@@ -264,6 +264,15 @@ class SpanCounter:
             tally_event(self._bucket(day), event, decisions)
 
 
+def begins_a_count(row: JournalRow, table: dict[str, Any] | None) -> bool:
+    """Whether a count of the spans may begin at `row`: the table row (row 1), or a checkpoint
+    row once the table row is known (the engine is set from it; the rows before have no
+    summary and the report replays them). One rule for the table's count and the replay's."""
+    return (row.kind == "table" and row.seq == 1) or (
+        row.kind == "checkpoint" and table is not None
+    )
+
+
 @dataclass(frozen=True)
 class HandedSummary:
     """A span the table counted, and the `prev_hash` of the row that closed it (the row right
@@ -313,18 +322,16 @@ class TableSummaries:
                 self._table = dict(row.body)
             counter = self._counter
             if counter is None:
-                table = self._table
-                if table is None or not (
-                    (kind == "table" and row.seq == 1) or kind == "checkpoint"
-                ):
+                if not begins_a_count(row, self._table):
                     return
-                counter = self._counter = SpanCounter(day_start(table))
+                counter = self._counter = SpanCounter(day_start(self._table or {}))
                 self.failure = None
             closed = counter.feed(row, floor_time(row.recorded_at)[0])
             if closed is not None:
                 self._hold(HandedSummary(closed, row.prev_hash))
         except Exception as error:  # a row it cannot count: no summaries until a checkpoint
-            self._stop(f"row {row.seq}: {type(error).__name__}: {error}")
+            # the error's kind only: its text may quote the row, and the row may be in play
+            self._stop(f"row {row.seq}: {type(error).__name__}")
 
     def handled(self, seq: int, ends: list[list[dict[str, Any]]] | None) -> None:
         """The table's engine handled event `seq`, ending these rounds (each as its dealt
@@ -338,8 +345,8 @@ class TableSummaries:
         try:
             for dealt in ends:
                 counter.round_ended(dealt)
-        except Exception as error:
-            self._stop(f"row {seq}: {type(error).__name__}: {error}")
+        except Exception as error:  # its kind only: the text may quote a dealt card
+            self._stop(f"row {seq}: {type(error).__name__}")
 
     def take(self, upto_seq: int) -> list[HandedSummary]:
         """The held spans whose closing row is at or before `upto_seq` (the shipper's thread)."""
@@ -392,9 +399,8 @@ class ShipperSummaries:
     def feed(self, row: JournalRow, recorded_at: datetime.datetime) -> RoundSummary | None:
         if row.kind == "table" and row.seq == 1:
             self._table = dict(row.body)
-            self._begin()
-        elif row.kind == "checkpoint" and self._table is not None and not self.active:
-            self._begin()  # the engine is set from the checkpoint row (fresh)
+        if not self.active and begins_a_count(row, self._table):
+            self._begin()  # the engine is set from the table or checkpoint row (fresh)
         counter, replay = self._counter, self._replay
         if counter is None or replay is None:
             return None

@@ -744,7 +744,8 @@ class Journal:
         )
         self._append_leaf(leaf_hash(bytes.fromhex(digest)))
         if self.row_listeners:
-            written = dict(body)  # the seal's caller's mapping, or the journal's own copy
+            # the journal's own copy (its text is written above), or a copy of a seal's mapping
+            written = dict(body) if kind == "seal" or type(body) is not dict else body
             nonce = written.pop(NONCE_KEY, None)
             row = JournalRow(
                 seq, kind, round_number, recorded_at, written, self._last_hash, digest, nonce

@@ -478,3 +478,27 @@ def test_the_spans_a_table_counts_as_it_deals_are_the_replayed_ones(tmp_path: Pa
     bounded = _counted_by_table(journal, told, limit=3)
     kept = [h.summary for h in bounded.take(10**9)]
     assert _as_text(kept) == _as_text(replayed[-3:]) and bounded.dropped_upto > 0
+
+
+def test_a_reconnecting_shipper_keeps_the_spans_its_table_counted(
+    floor_db: FloorDb, tmp_path: Path
+) -> None:
+    """The spans a shipper took from its table and the floor has not stored yet (their batch
+    failed, the floor went away) wait across its next connection: the table counted them
+    once and will not again; the floor skips any it already holds."""
+    journal, told, _ = _dealt_journal(tmp_path, 6)
+    table_id = unique_table_id()
+    shipper = FloorShipper(table_id, journal, floor_db.provision(table_id), publish_metrics=False)
+    shipper.table_summaries = _counted_by_table(journal, told)
+    shipper._summarizer = ShipperSummaries()
+    local = LocalJournal(journal)
+    shipper._summarize([LocalRow(int(v["seq"]), v) for v in local.rows_after(0, 100_000)])
+    local.close()
+    taken = list(shipper._pending)
+    assert len(taken) >= 5 and len(shipper.table_summaries) == 0
+    conn = shipper._connect()  # the next connection, as _resume begins it
+    try:
+        shipper._begin_summaries(conn, 0)
+    finally:
+        conn.close()
+    assert shipper._pending == taken
