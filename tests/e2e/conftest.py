@@ -119,7 +119,9 @@ class Table:
         """The metrics port in this start's `ready` line (logged just after READY=1)."""
         deadline = time.monotonic() + timeout
         while True:
-            lines = self.log().splitlines()
+            text = self.log()
+            # whole lines only: the daemon may be writing the ready line as it is read
+            lines = text[: text.rfind("\n") + 1].splitlines()
             ready = [json.loads(ln) for ln in lines if '"ready"' in ln and ln.startswith("{")]
             ready = [entry for entry in ready if entry.get("event") == "ready"]
             if len(ready) > self._ready_lines:
