@@ -596,31 +596,33 @@ def _replay_gap(
     """The rows (after, upto] no summary covers, recorded in the window: counted; and, when
     a round ends among them (an accepted collection: the floor releases rows only at one),
     replayed through the engine from the checkpoint before them for Q3 (those rounds only).
+    Read once: where a round may end among them (the server finds a collection's name in
+    their bodies), they are counted as the replay reads them; else read and counted alone.
     Returns the counts, Q3's (position, card), why Q3 could not run, the rows replayed."""
     low, high = window
     start = _day_start(table_row)
-    rows = list(_rows_between(conn, table_id, low, high, after=after, upto=upto))
-    counter = DayCounter(table_id, day, start)
-    for row in rows:
-        counter.feed(row)
-    part = counter.finish()
-    if not rows or not any(
-        row.kind == "event" and row.body.get("type") == "hands_collected" for row in rows
-    ):
-        return part, [], "", 0  # counted; no round ended among them: nothing to replay
+    rows, first_at, collection = _gap_outline(conn, table_id, low, high, after, upto)
+    if not rows or not collection:
+        return _count_gap(conn, table_id, day, start, window, after, upto)[0], [], "", 0
     from tablectl.controller.floor.shuffle import EndedRound, TableReplay, replay_table
 
+    counter = DayCounter(table_id, day, start)
     dealt: list[tuple[int, str]] = []
-    seen = [0]
+    seen, counted, collected = 0, 0, False
 
     def heard(row: JournalRow, recorded_at: datetime.datetime) -> None:
-        seen[0] = row.seq
+        nonlocal seen, counted, collected
+        seen = row.seq
+        if after < row.seq <= upto and low <= recorded_at < high:
+            counter.feed(row)
+            counted += 1
+            collected = collected or _a_collection(row)
 
     reach = low + WINDOW_MARGIN - CHECKPOINT_REACH
     replay = replay_table(
         conn,
         table_id,
-        _moment(rows[0].recorded_at),
+        first_at,
         info=TableReplay(table_id),
         reach=reach,
         until=high,
@@ -628,17 +630,71 @@ def _replay_gap(
     )
     try:
         for item in replay:
-            if seen[0] > upto:
+            if seen > upto:
                 break
-            if isinstance(item, EndedRound) and after < seen[0] and item.gaming_day == day:
+            if isinstance(item, EndedRound) and after < seen and item.gaming_day == day:
                 dealt += [
                     (e["to"], str(e["card"])) for e in item.dealt if isinstance(e.get("to"), int)
                 ]
     except (ValueError, JournalError) as error:
-        return part, [], f"cannot replay: {error}", len(rows)
+        part, read, collected = _count_gap(conn, table_id, day, start, window, after, upto)
+        return part, [], f"cannot replay: {error}" if collected else "", read if collected else 0
     finally:
         replay.close()
-    return part, dealt, "", len(rows)
+    part = counter.finish()
+    if counted != rows:  # the replay stopped short of some (a clock stepped back): read them
+        part, rows, collected = _count_gap(conn, table_id, day, start, window, after, upto)
+    if not collected:  # the name was in a body but no round ended there: nothing replayed
+        return part, [], "", 0
+    return part, dealt, "", rows
+
+
+def _count_gap(
+    conn: Any,
+    table_id: str,
+    day: datetime.date,
+    start: datetime.time,
+    window: tuple[datetime.datetime, datetime.datetime],
+    after: int,
+    upto: int,
+) -> tuple[TableDay, int, bool]:
+    """The gap's rows read and counted alone: the counts, how many, whether a round ended
+    among them (an accepted collection)."""
+    counter, read, collected = DayCounter(table_id, day, start), 0, False
+    for row in _rows_between(conn, table_id, *window, after=after, upto=upto):
+        counter.feed(row)
+        read += 1
+        collected = collected or _a_collection(row)
+    return counter.finish(), read, collected
+
+
+def _a_collection(row: JournalRow) -> bool:
+    return row.kind == "event" and row.body.get("type") == "hands_collected"
+
+
+def _gap_outline(
+    conn: Any,
+    table_id: str,
+    low: datetime.datetime,
+    high: datetime.datetime,
+    after: int,
+    upto: int,
+) -> tuple[int, datetime.datetime | None, bool]:
+    """On the server, without sending a row: the gap's rows (how many), the first one's
+    time, and whether any event among them names a collection (a superset of the rounds
+    that end there: the name in any field of an event's body counts)."""
+    from tablectl.controller.floor.store import table_rows_sql
+
+    source, where, params = table_rows_sql(
+        conn, table_id, low=low, high=high, after=after, upto=upto
+    )
+    row = conn.execute(
+        f"SELECT count(*), (array_agg(r.recorded_at ORDER BY r.seq))[1],"
+        f" coalesce(bool_or(r.kind = 'event' AND r.body LIKE %s), false)"
+        f" FROM {source} WHERE {where}",
+        ["%hands\\_collected%", *params],
+    ).fetchone()
+    return (int(row[0]), row[1], bool(row[2])) if row else (0, None, False)
 
 
 def _moment(text: str) -> datetime.datetime:

@@ -23,6 +23,7 @@ import structlog
 from tablectl.controller.common.config import FloorConfig, parse_config
 from tablectl.controller.engine.gaming_day import gaming_day_of
 from tablectl.controller.engine.table import TableSpec
+from tablectl.controller.floor import report as report_module
 from tablectl.controller.floor.local import LocalJournal
 from tablectl.controller.floor.report import FloorReport, build_report, write_csv, write_html
 from tablectl.controller.floor.schema import READER_GROUP, SCHEMA
@@ -200,10 +201,13 @@ def test_the_report_from_summaries_is_the_replayed_report(
 
 
 @pytest.mark.long
-def test_rows_without_summaries_are_replayed(floor_db: FloorDb, tmp_path: Path) -> None:
+def test_rows_without_summaries_are_replayed(
+    floor_db: FloorDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A table of an earlier tablectl (its shipper ships rows only) is replayed whole; a
     table whose shipper restarted mid-day (its summaries begin again at the next checkpoint
-    row: none in this short day) has the rounds after the restart replayed; both reports
+    row: none in this short day) has the rounds after the restart replayed, its rows read
+    once (counted as the replay reads them, not read again to be counted); both reports
     equal the replayed one."""
     source = unique_table_id()
     journal = _play(floor_db, tmp_path / "played", source, "five_card_hilo", 5)
@@ -229,7 +233,17 @@ def test_rows_without_summaries_are_replayed(floor_db: FloorDb, tmp_path: Path) 
     _ship(mixed, half, config, summaries=True)  # the floor's head, summaries from a checkpoint
     assert _summaries(floor_db, mixed)[: len(partly)] == partly
 
+    read_to_count: dict[str, int] = {}
+    rows_between = report_module._rows_between
+
+    def counting(conn: Any, table_id: str, *args: Any, **kwargs: Any) -> Any:
+        for row in rows_between(conn, table_id, *args, **kwargs):
+            read_to_count[table_id] = read_to_count.get(table_id, 0) + 1
+            yield row
+
+    monkeypatch.setattr(report_module, "_rows_between", counting)
     summed, replayed = _reports(floor_db, tmp_path)
+    assert read_to_count.get(mixed, 0) == 0  # the restart's rows: read by the replay only
     assert _summaries(floor_db, older) == []
     assert summed.sources[older] == "replayed"
     assert (
