@@ -636,6 +636,15 @@ def _server_cpu_seconds(server: ThrowawayPostgres) -> float:
     return total / tick
 
 
+def _wal_and_checkpoints(conn: Any) -> tuple[int, int]:
+    """The server's WAL position (bytes) and the checkpoints it has begun so far."""
+    row = conn.execute(
+        "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn,"
+        " checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
 def _wait_caught_up(shippers: list[FloorShipper], began: float) -> None:
     while not all(s.head_known and s.rows_behind == 0 for s in shippers):
         if time.perf_counter() - began > 1800:
@@ -730,11 +739,14 @@ def measure(
             for table in tables:
                 _write_journal(journals / f"{table.table_id}.sqlite", next_rows[table.table_id])
             server_cpu = _server_cpu_seconds(server)
+            wal, checkpoints = _wal_and_checkpoints(admin)
             fleet.run("count", {t.table_id: t.seq for t in tables})
             ingest_seconds, acknowledged, shippers_cpu = fleet.run(
                 "notify", {t.table_id: t.seq for t in tables}
             )
             server_cpu = _server_cpu_seconds(server) - server_cpu
+            wal_after, checkpoints_after = _wal_and_checkpoints(admin)
+            ingest_wal, ingest_checkpoints = wal_after - wal, checkpoints_after - checkpoints
         finally:
             fleet.stop()
         summaries_stored = admin.execute(f"SELECT count(*) FROM {SCHEMA}.{SUMMARIES}").fetchone()[0]
@@ -750,11 +762,14 @@ def measure(
             f"CREATE TABLE {SCHEMA}.bench_copy (LIKE {SCHEMA}.journal_rows INCLUDING ALL)"
         )
         began, copy_cpu = time.perf_counter(), _server_cpu_seconds(server)
+        wal, checkpoints = _wal_and_checkpoints(admin)
         for table in tables:
             with admin.transaction():
                 _copy_rows(admin, f"{SCHEMA}.bench_copy", table.table_id, next_rows[table.table_id])
         copy_seconds = time.perf_counter() - began
         copy_cpu = _server_cpu_seconds(server) - copy_cpu
+        wal_after, checkpoints_after = _wal_and_checkpoints(admin)
+        copy_wal, copy_checkpoints = wal_after - wal, checkpoints_after - checkpoints
         admin.execute(f"DROP TABLE {SCHEMA}.bench_copy")
         copy_rate = outage_rows / copy_seconds
         _say(f"the same rows by COPY: {copy_seconds:.1f} s")
@@ -776,6 +791,12 @@ def measure(
             # the server's CPU a row while the shippers shipped, and while the COPY ran
             "server_cpu_us_per_row": round(server_cpu / outage_rows * 1e6, 1),
             "copy_server_cpu_us_per_row": round(copy_cpu / outage_rows * 1e6, 1),
+            # the WAL each wrote a row, and the checkpoints that began meanwhile (after one,
+            # a page's first change is logged whole)
+            "wal_bytes_per_row": round(ingest_wal / outage_rows),
+            "copy_wal_bytes_per_row": round(copy_wal / outage_rows),
+            "checkpoints": ingest_checkpoints,
+            "copy_checkpoints": copy_checkpoints,
             # the events the shippers' summaries replayed through an engine (0: every round
             # end handed over, as a daemon's engine hands them)
             "summary_events_replayed": fleet.summary_events_replayed,
