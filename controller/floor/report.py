@@ -697,11 +697,6 @@ def _gap_outline(
     return (int(row[0]), row[1], bool(row[2])) if row else (0, None, False)
 
 
-def _moment(text: str) -> datetime.datetime:
-    moment = datetime.datetime.fromisoformat(text)
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
-
-
 def day_seat_bias(
     conn: Any,
     table_id: str,
