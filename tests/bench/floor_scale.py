@@ -39,10 +39,13 @@ Between 1x and 10x the floor grows as a live floor fills, in time order (every t
 a minute side by side), later play spread over ten gaming days; the fill is set-up, written
 with the triggers off and each table's head and round spans set after it (the catch-up and
 ingest above go through every check; the verify below proves the filled chains). After each
-fill, before the lookups, the server is settled: the new rows vacuumed, a checkpoint taken
-and the page cache written back (_settle), so no vacuum, checkpoint or write-back of the
-set-up runs inside the lookups. (Not before the ingest: settled there, it ran at 0.38 and
-0.40 of COPY in two runs, unsettled 0.43-0.62; what runs beside it is a live floor's lot.)
+fill the server is settled: the new rows vacuumed, a checkpoint taken and the page cache
+written back (_settle), so no vacuum, checkpoint or write-back of the set-up runs inside the
+lookups. The floor at 1x is kept as a copy of its database (CREATE DATABASE ... TEMPLATE, its
+pages read into shared buffers) and the lookups of the two sizes take turns, one sample at a
+time, once the 10x floor is settled: a busy minute of the machine falls on both alike. (The
+ingest is not settled before: settled there, it ran at 0.38 and 0.40 of COPY in two runs,
+unsettled 0.43-0.62; what runs beside it is a live floor's lot.)
 
     python -m tests.bench.floor_scale [--quick] [--base-rows N (default 900,000: 10x 9 M)]
         [--ingest-only] [--batch-rows N] [--processes N] [--pooler]
@@ -68,6 +71,8 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from psycopg import sql
 
 from tablectl.controller.common.config import DEFAULT_FLOOR_BATCH_ROWS, FloorConfig, parse_config
 from tablectl.controller.engine.table import TableSpec
@@ -115,6 +120,8 @@ GOALS = {
 }
 TABLES = 400
 DATABASE = "floor_scale"
+#: the floor as it stood at 1x, kept for the lookups to take turns with the 10x floor
+DATABASE_1X = "floor_scale_1x"
 ROUNDS_A_DAY = 1000
 OUTAGE = datetime.timedelta(hours=1)
 START = datetime.datetime(2026, 3, 1, 6, 0, tzinfo=datetime.UTC)
@@ -304,62 +311,99 @@ def _settle(conn: Any) -> float:
     return time.perf_counter() - began
 
 
-def _lookups(
-    conn: Any,
-    grown_from: datetime.datetime,
-    end: datetime.datetime,
-    n: int,
-) -> dict:
-    """p99 (ms) of a table's round (every row of it) and of the floor's minute, both drawn
-    from the play after `grown_from` (written as a live floor writes it) at either size: the
-    rounds of the outage's and the ingest's hours sit table by table, one or two pages a
-    round, and would flatter the smaller floor, where they are most of the rounds."""
-    rng = random.Random(5)
-    by_round, by_minute = [], []
-    columns = f"seq, kind, round, {RECORDED_AT_SQL}, body, prev_hash, hash"
-    played = conn.execute(
-        f"SELECT table_id, round FROM {SCHEMA}.rounds WHERE first_at >= %s"
-        " ORDER BY table_id, round",
-        (grown_from,),
-    ).fetchall()
-    for _ in range(n):
-        table_id, number = rng.choice(played)
+class _LookupSampler:
+    """One floor's dispute lookups, one sample at a time: a table's round (every row of it) and
+    the floor's minute, both drawn from the play after `grown_from` (written as a live floor
+    writes it) at either size: the rounds of the outage's and the ingest's hours sit table by
+    table, one or two pages a round, and would flatter the smaller floor, where they are most
+    of the rounds."""
+
+    def __init__(self, conn: Any, grown_from: datetime.datetime, end: datetime.datetime) -> None:
+        self.conn, self.grown_from, self.end = conn, grown_from, end
+        self.rng = random.Random(5)
+        self.by_round: list[float] = []
+        self.by_minute: list[float] = []
+        self.played = conn.execute(
+            f"SELECT table_id, round FROM {SCHEMA}.rounds WHERE first_at >= %s"
+            " ORDER BY table_id, round",
+            (grown_from,),
+        ).fetchall()
+
+    def sample(self) -> None:
+        conn, rng = self.conn, self.rng
+        table_id, number = rng.choice(self.played)
         began = time.perf_counter()
         round_span_rows(conn, table_id, number)
-        by_round.append(time.perf_counter() - began)
-        moment = grown_from + (end - grown_from) * rng.random()
+        self.by_round.append(time.perf_counter() - began)
+        moment = self.grown_from + (self.end - self.grown_from) * rng.random()
+        columns = f"seq, kind, round, {RECORDED_AT_SQL}, body, prev_hash, hash"
         began = time.perf_counter()
         conn.execute(
             f"SELECT table_id, {columns} FROM {SCHEMA}.journal_rows"
             " WHERE recorded_at >= %s AND recorded_at < %s ORDER BY recorded_at",
             (moment, moment + datetime.timedelta(minutes=1)),
         ).fetchall()
-        by_minute.append(time.perf_counter() - began)
-    # what a round's lookup reads: the buffers its rows' query touched (hit in shared buffers,
-    # or read from outside them), over 50 of the same rounds
-    touched, outside = 0, 0
-    for table_id, number in played[:: max(1, len(played) // 50)][:50]:
-        span = conn.execute(
-            f"SELECT first_seq, last_seq, first_at, last_at FROM {SCHEMA}.rounds"
-            " WHERE table_id = %s AND round = %s",
-            (table_id, number),
-        ).fetchone()
-        plan = conn.execute(
-            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM floor.journal_rows"
-            " WHERE table_id = %s AND seq BETWEEN %s AND %s AND recorded_at BETWEEN %s AND %s"
-            " AND round = %s ORDER BY seq",
-            (table_id, *span, number),
-        ).fetchone()[0][0]["Plan"]
-        touched += plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
-        outside += plan["Shared Read Blocks"]
-    return {
-        "round_pages_touched_mean": round(touched / 50, 1),
-        "round_pages_from_outside_shared_buffers_mean": round(outside / 50, 1),
-        "round_p99_ms": round(_p99(by_round) * 1000, 2),
-        "minute_p99_ms": round(_p99(by_minute) * 1000, 2),
-        "round_median_ms": round(statistics.median(by_round) * 1000, 2),
-        "minute_median_ms": round(statistics.median(by_minute) * 1000, 2),
-    }
+        self.by_minute.append(time.perf_counter() - began)
+
+    def figures(self) -> dict:
+        """p99 and median (ms) of each lookup; what a round's lookup reads: the buffers its
+        rows' query touched (hit in shared buffers, or read from outside them), over 50 of
+        the same rounds."""
+        touched, outside = 0, 0
+        for table_id, number in self.played[:: max(1, len(self.played) // 50)][:50]:
+            span = self.conn.execute(
+                f"SELECT first_seq, last_seq, first_at, last_at FROM {SCHEMA}.rounds"
+                " WHERE table_id = %s AND round = %s",
+                (table_id, number),
+            ).fetchone()
+            plan = self.conn.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM floor.journal_rows"
+                " WHERE table_id = %s AND seq BETWEEN %s AND %s"
+                " AND recorded_at BETWEEN %s AND %s AND round = %s ORDER BY seq",
+                (table_id, *span, number),
+            ).fetchone()[0][0]["Plan"]
+            touched += plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+            outside += plan["Shared Read Blocks"]
+        return {
+            "round_pages_touched_mean": round(touched / 50, 1),
+            "round_pages_from_outside_shared_buffers_mean": round(outside / 50, 1),
+            "round_p99_ms": round(_p99(self.by_round) * 1000, 2),
+            "minute_p99_ms": round(_p99(self.by_minute) * 1000, 2),
+            "round_median_ms": round(statistics.median(self.by_round) * 1000, 2),
+            "minute_median_ms": round(statistics.median(self.by_minute) * 1000, 2),
+        }
+
+
+def _lookups_taking_turns(samplers: list[_LookupSampler], n: int) -> list[dict]:
+    """`n` samples of each floor, the floors taking turns one sample at a time: a neighbour's
+    load, a busy minute of the machine, falls on every size alike (measured one size after the
+    other, minutes apart, the 10x round lookup's median came out 1.37-1.58x the 1x's in three
+    runs and 0.93x in a fourth, with the same pages touched)."""
+    for _ in range(n):
+        for sampler in samplers:
+            sampler.sample()
+    return [sampler.figures() for sampler in samplers]
+
+
+def _keep_a_copy(server: ThrowawayPostgres, source: str, copy: str) -> Any:
+    """The floor as it stands, kept as a database of its own (CREATE DATABASE ... TEMPLATE: a
+    file copy, no other session on `source`), its pages read into shared buffers as the
+    original's are after its settle; a connection to it."""
+    with connect(server.admin_dsn("postgres")) as maintenance:
+        maintenance.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY file_copy").format(
+                sql.Identifier(copy), sql.Identifier(source)
+            )
+        )
+    conn = connect(server.admin_dsn(copy))
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+    conn.execute(
+        "SELECT sum(pg_prewarm(c.oid)) FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relkind IN ('r', 'i')",
+        (SCHEMA,),
+    )
+    return conn
 
 
 def _grow(
@@ -824,15 +868,24 @@ def measure(
         end = _grow(admin, tables, each, grown_from, days=each / per_day)
         settled = [_settle(admin)]
         samples = 400 if quick else 2000
-        at_1x = _lookups(admin, grown_from, end, samples)
-        _say(f"1x: {at_1x}")
         rows_1x = admin.execute(f"SELECT sum(head_seq) FROM {SCHEMA}.tables").fetchone()[0]
-        _say(f"1x grown: {rows_1x} rows")
+        _say(f"1x grown: {rows_1x} rows; kept as {DATABASE_1X}")
+        admin.close()  # a template has no other session
+        kept = _keep_a_copy(server, DATABASE, DATABASE_1X)
+        admin = connect(server.admin_dsn(DATABASE))
         # -- 10x ------------------------------------------------------------------------
+        end_1x = end
         end = _grow(admin, tables, 9 * per_day, end, days=9.0)
         settled.append(_settle(admin))
         timings["settle_seconds"] = [round(x, 1) for x in settled]
-        at_10x = _lookups(admin, grown_from, end, samples)
+        at_1x, at_10x = _lookups_taking_turns(
+            [_LookupSampler(kept, grown_from, end_1x), _LookupSampler(admin, grown_from, end)],
+            samples,
+        )
+        kept.close()
+        with connect(server.admin_dsn("postgres")) as maintenance:
+            maintenance.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(DATABASE_1X)))
+        _say(f"1x: {at_1x}")
         _say(f"10x: {at_10x}")
         rows_10x = admin.execute(f"SELECT sum(head_seq) FROM {SCHEMA}.tables").fetchone()[0]
         size = admin.execute(
