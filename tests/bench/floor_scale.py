@@ -27,6 +27,12 @@ template's rounds, not checked against a replay here (floor_report_day's are).
                                 COPY of the same rows (one a table, one connection) into a
                                 table of the same columns and indexes, no checks
                                                                             goal >= 0.5
+    floor_server_ingest_vs_copy the ingest's floor side alone, as a casino's floor server meets
+                                it (every shipper on its own table PC): the same hour of the
+                                400 tables, each one COPY and one add_round_summaries in one
+                                transaction over its own connection, all at once, the rows
+                                encoded before the clock (server_ingest); against the same
+                                COPY                                        information
     floor_lookup_growth         dispute lookups' p99 (a table's round; the whole floor's
                                 minute) at 10x rows / at 1x, the larger of the two
                                                                             goal <= 1.5
@@ -49,13 +55,15 @@ unsettled 0.43-0.62; what runs beside it is a live floor's lot.)
 
     python -m tests.bench.floor_scale [--quick] [--base-rows N (default 900,000: 10x 9 M)]
         [--ingest-only [--unchecked]] [--batch-rows N] [--processes N] [--pooler]
-        [--check-cost]
+        [--check-cost] [--server-ingest]
 
 `--ingest-only --unchecked` measures the ingest goal's ceiling on this machine: the same 400
 shippers into the same floor with its checks dropped (the chain's trigger, the own-table
 check; no summaries), i.e. what shipping alone reaches beside its server on these cores. On
-2026-11-29 it reached 0.354-0.393 of COPY in three runs, the checked floor 0.246-0.292: the
-goal (0.5) is out of reach here whatever the checks cost (docs/performance.md).
+2026-11-29 it reached 0.354-0.412 of COPY in four runs, the checked floor 0.246-0.292: the
+goal (0.5) is out of reach here whatever the checks cost. `--server-ingest` measures the
+floor side alone (floor_server_ingest_vs_copy above): 0.464-0.477 in three runs that night
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -115,6 +123,7 @@ from tablectl.simulators.roundgen import legal_stream
 
 RESULT_KEYS = (
     "floor_ingest_vs_copy",
+    "floor_server_ingest_vs_copy",
     "floor_lookup_growth",
     "floor_report_seconds_400",
     "floor_verify_vs_hash_floor",
@@ -1022,6 +1031,12 @@ def main(argv: list[str] | None = None) -> int:
         "connection each",
     )
     parser.add_argument(
+        "--server-ingest",
+        action="store_true",
+        help="only the ingest's floor side: 400 tables' rows encoded before the clock, sent at "
+        "once over their 400 connections (floor_server_ingest_vs_copy)",
+    )
+    parser.add_argument(
         "--check-cost",
         action="store_true",
         help="only the server's cost of the floor's checks (the shipper's statement with and "
@@ -1037,6 +1052,9 @@ def main(argv: list[str] | None = None) -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if args.check_cost:
         print(json.dumps(check_cost(), indent=2))
+        return 0
+    if args.server_ingest:
+        print(json.dumps(server_ingest(), indent=2))
         return 0
     print(
         json.dumps(
@@ -1134,6 +1152,195 @@ def check_cost(tables: int = 20, rows_each: int = 5000) -> dict[str, Any]:
     finally:
         server.destroy()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _encoded(admin: Any, tables: list[SyntheticTable], rows: dict[str, list[tuple]]) -> dict:
+    """Each table's rows as the text of one COPY (the server's own encoding of them: COPY ...
+    TO STDOUT from a staging table), so that sending them costs the client nothing a row."""
+    admin.execute(
+        f"CREATE UNLOGGED TABLE {SCHEMA}.bench_stage"
+        f" (LIKE {SCHEMA}.journal_rows INCLUDING DEFAULTS)"
+    )
+    encoded: dict[str, bytes] = {}
+    query = sql.SQL(
+        "COPY (SELECT table_id, seq, kind, round, recorded_at, recorded_at_text, body,"
+        " prev_hash, hash FROM {}.bench_stage WHERE table_id = {} ORDER BY seq) TO STDOUT"
+    )
+    for table in tables:
+        _copy_rows(admin, f"{SCHEMA}.bench_stage", table.table_id, rows[table.table_id])
+        data = bytearray()
+        with (
+            admin.cursor() as cursor,
+            cursor.copy(query.format(sql.Identifier(SCHEMA), table.table_id)) as copy,
+        ):
+            for chunk in copy:
+                data += chunk
+        encoded[table.table_id] = bytes(data)
+    admin.execute(f"DROP TABLE {SCHEMA}.bench_stage")
+    return encoded
+
+
+def _summary_arguments(table_id: str, summaries: list[Any]) -> tuple[Any, ...]:
+    """add_round_summaries' arguments for these spans, as FloorShipper._ship_summaries sends
+    them."""
+    return (
+        table_id,
+        [s.from_seq for s in summaries],
+        [s.to_seq for s in summaries],
+        [s.first_at for s in summaries],
+        [s.last_at for s in summaries],
+        [s.ended_at for s in summaries],
+        [s.text() for s in summaries],
+    )
+
+
+def server_ingest() -> dict[str, Any]:
+    """The ingest's floor side alone, as a casino floor's server meets it (each table's shipper
+    on its own PC): the 400 tables' next hour of play sent at once over their 400 connections
+    (each its table's role), each table one transaction of one COPY of its rows and one call
+    of add_round_summaries, as a shipper's batch is; but the rows encoded before the clock
+    starts, so the clients cost nothing a row and the two cores are the server's. Against the
+    same COPY floor as floor_ingest_vs_copy (one COPY a table of the same rows, one connection,
+    into a table of the same columns and indexes, no checks). Information beside the goal, which
+    counts the shippers' own CPU on these same cores."""
+    import threading
+
+    import psycopg
+
+    from tablectl.controller.floor.schema import ADD_SUMMARIES
+    from tablectl.controller.record.journal import parse_row
+
+    workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-server-ingest-"))
+    # autovacuum off, and a checkpoint before each side's clock: the COPY's server CPU a row
+    # came out 4.9-12.9 µs in five runs without them; neither side meets the other's upkeep
+    server = ThrowawayPostgres(settings={**FLOOR_SERVER, "autovacuum": "off"})
+    conns: dict[str, Any] = {}
+    try:
+        server.init()
+        server.start()
+        server.create_database(DATABASE)
+        made = templates(workdir)
+        admin = connect(server.admin_dsn(DATABASE))
+        passfile = workdir / "floor.pgpass"
+        create_schema(admin)
+        ensure_days(admin, START.date() - datetime.timedelta(days=1), 3)
+        tables = [SyntheticTable(f"s{i:03d}", made[i % len(made)], 37 * i) for i in range(TABLES)]
+        for table in tables:
+            add_table(admin, table.table_id, passfile=passfile, dbname=DATABASE)
+        per_hour = int(ROUNDS_A_DAY / 24 * statistics.fmean(len(t.rows) / t.rounds for t in made))
+        spacing = OUTAGE.total_seconds() / per_hour
+        hours = [
+            {t.table_id: list(t.rows(per_hour, START + n * OUTAGE, spacing)) for t in tables}
+            for n in range(2)
+        ]
+        encoded = [_encoded(admin, tables, hour) for hour in hours]
+        # the spans each table counted as it appended the rows (its daemon's work), taken as a
+        # shipper takes them: closed by a row of the batch
+        counted = {t.table_id: TableSummaries(1) for t in tables}
+        handed: list[dict[str, list[Any]]] = []
+        for hour in hours:
+            taken: dict[str, list[Any]] = {}
+            for table in tables:
+                rows = hour[table.table_id]
+                count_at_table(
+                    counted[table.table_id],
+                    table.template,
+                    table.offset,
+                    (parse_row(row) for row in rows),
+                )
+                spans = counted[table.table_id].take(rows[-1][0])
+                taken[table.table_id] = [s.summary for s in spans]
+            handed.append(taken)
+        for table in tables:
+            conns[table.table_id] = psycopg.connect(
+                server.table_dsn(DATABASE, writer_role(table.table_id)), passfile=str(passfile)
+            )
+        columns = "table_id, seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash"
+        statement = f"COPY {SCHEMA}.journal_rows ({columns}) FROM STDIN"
+        call = f"SELECT {SCHEMA}.{ADD_SUMMARIES.split('(')[0]}(%s, %s, %s, %s, %s, %s, %s::jsonb[])"
+        left: dict[str, list[Any]] = {t.table_id: [] for t in tables}
+
+        def ship(hour: int) -> float:
+            failures: list[str] = []
+
+            def one(table_id: str, summaries: list[Any], arguments: tuple[Any, ...]) -> None:
+                conn = conns[table_id]
+                try:
+                    with conn.transaction():
+                        with conn.cursor() as cursor, cursor.copy(statement) as copy:
+                            copy.write(encoded[hour][table_id])
+                        row = conn.execute(call, arguments).fetchone()
+                    upto = int(row[0] or 0)
+                    left[table_id] = [s for s in summaries if s.to_seq > upto]
+                except Exception as error:  # said below, with the table's name
+                    failures.append(f"{table_id}: {error}")
+
+            offered = {t: left[t] + handed[hour][t] for t in conns}
+            threads = [  # the summaries' text made by the tables (as their daemons do), not here
+                threading.Thread(
+                    target=one, args=(t, offered[t], _summary_arguments(t, offered[t]))
+                )
+                for t in conns
+            ]
+            began = time.perf_counter()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            if failures:
+                raise RuntimeError(f"{len(failures)} tables failed, e.g. {failures[0]}")
+            return time.perf_counter() - began
+
+        ship(0)  # the first hour: untimed, every table's head and release mark set
+        admin.execute("CHECKPOINT")  # each side timed from a checkpoint: neither meets one
+        cpu = _server_cpu_seconds(server)
+        seconds = ship(1)
+        server_cpu = _server_cpu_seconds(server) - cpu
+        rows = per_hour * TABLES
+        stored = admin.execute(f"SELECT count(*) FROM {SCHEMA}.{SUMMARIES}").fetchone()[0]
+        for conn in conns.values():
+            conn.close()
+        conns.clear()
+        _wait_no_table_backends(admin)
+        admin.execute(
+            f"CREATE TABLE {SCHEMA}.bench_copy (LIKE {SCHEMA}.journal_rows INCLUDING ALL)"
+        )
+        admin.execute("CHECKPOINT")
+        began, cpu = time.perf_counter(), _server_cpu_seconds(server)
+        for table in tables:
+            with admin.transaction():
+                _copy_rows(admin, f"{SCHEMA}.bench_copy", table.table_id, hours[1][table.table_id])
+        copy_seconds = time.perf_counter() - began
+        copy_cpu = _server_cpu_seconds(server) - cpu
+        admin.close()
+        return {
+            "floor_server_ingest_vs_copy": round(copy_seconds / seconds, 3),
+            "server_ingest": {
+                "rows": rows,
+                "seconds": round(seconds, 2),
+                "server_cpu_us_per_row": round(server_cpu / rows * 1e6, 1),
+                "copy_seconds": round(copy_seconds, 2),
+                "copy_server_cpu_us_per_row": round(copy_cpu / rows * 1e6, 1),
+                "summaries_on_the_floor": stored,
+            },
+        }
+    finally:
+        for conn in conns.values():
+            with contextlib.suppress(Exception):
+                conn.close()
+        server.destroy()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait_no_table_backends(admin: Any, deadline_seconds: float = 60.0) -> None:
+    """Until the tables' backends have exited (their CPU is then the postmaster's, counted
+    before the COPY's clock rather than inside it)."""
+    deadline = time.monotonic() + deadline_seconds
+    query = "SELECT count(*) FROM pg_stat_activity WHERE usename::text LIKE 'tablectl\\_table\\_%'"
+    while admin.execute(query).fetchone()[0]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the tables' backends did not exit in {deadline_seconds:.0f} s")
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":

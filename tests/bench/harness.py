@@ -319,11 +319,14 @@ def merkle_section(run: Run) -> Part:
 def floor_scale_section(run: Run) -> Part:
     """The floor at casino scale: 400 tables, 1x and 10x rows (tests/bench/floor_scale.py)."""
     figures = floor_scale.measure(run.quick)
+    figures.update(floor_scale.server_ingest())  # its own throwaway server, after the first
     results = {key: figures[key] for key in floor_scale.RESULT_KEYS}
     ingest, lookups, verify = figures["ingest"], figures["lookups"], figures["verify"]
     floors = (
         f"ingest {ingest['shipper_rows_per_second']:,} vs COPY {ingest['copy_rows_per_second']:,}"
-        f" rows/s ({ingest['rows']:,} rows, 400 connected shippers); lookups p99 round "
+        f" rows/s ({ingest['rows']:,} rows, 400 connected shippers; the floor side alone "
+        f"{figures['server_ingest']['seconds']} s vs COPY "
+        f"{figures['server_ingest']['copy_seconds']} s); lookups p99 round "
         f"{lookups['at_1x']['round_p99_ms']} -> {lookups['at_10x']['round_p99_ms']} ms, minute "
         f"{lookups['at_1x']['minute_p99_ms']} -> {lookups['at_10x']['minute_p99_ms']} ms at "
         f"{lookups['rows_1x']:,} -> {lookups['rows_10x']:,} rows; report read "
