@@ -258,6 +258,24 @@ def copy_fields(table_id: str, row: LocalRow, chain_only: bool) -> tuple[Any, ..
     return (*fields, extra)
 
 
+#: the call that ships a table's summaries (the floor keeps those its release mark passed)
+ADD_SUMMARIES_CALL = f"SELECT {SCHEMA}.add_round_summaries(%s, %s, %s, %s, %s, %s, %s::jsonb[])"
+
+
+def summary_arguments(table_id: str, offered: list[RoundSummary]) -> tuple[Any, ...]:
+    """ADD_SUMMARIES_CALL's arguments for these spans, in their order: one place, so the
+    bench's floor side (tests/bench/floor_scale.py) sends what a shipper sends."""
+    return (
+        table_id,
+        [s.from_seq for s in offered],
+        [s.to_seq for s in offered],
+        [s.first_at for s in offered],
+        [s.last_at for s in offered],
+        [s.ended_at for s in offered],
+        [s.text() for s in offered],
+    )
+
+
 #: Every word error_kind() gives: each label set starts at 0, so increase() sees a first error.
 ERROR_KINDS = (
     "diverged",
@@ -770,16 +788,7 @@ class FloorShipper:
             return
         offered = pending[:SUMMARIES_PER_CALL]
         handled = conn.execute(
-            f"SELECT {SCHEMA}.add_round_summaries(%s, %s, %s, %s, %s, %s, %s::jsonb[])",
-            (
-                self.table_id,
-                [s.from_seq for s in offered],
-                [s.to_seq for s in offered],
-                [s.first_at for s in offered],
-                [s.last_at for s in offered],
-                [s.ended_at for s in offered],
-                [s.text() for s in offered],
-            ),
+            ADD_SUMMARIES_CALL, summary_arguments(self.table_id, offered)
         ).fetchone()
         upto = int(handled[0]) if handled and handled[0] is not None else 0
         taken = sum(1 for s in offered if s.to_seq <= upto)

@@ -1180,20 +1180,6 @@ def _encoded(admin: Any, tables: list[SyntheticTable], rows: dict[str, list[tupl
     return encoded
 
 
-def _summary_arguments(table_id: str, summaries: list[Any]) -> tuple[Any, ...]:
-    """add_round_summaries' arguments for these spans, as FloorShipper._ship_summaries sends
-    them."""
-    return (
-        table_id,
-        [s.from_seq for s in summaries],
-        [s.to_seq for s in summaries],
-        [s.first_at for s in summaries],
-        [s.last_at for s in summaries],
-        [s.ended_at for s in summaries],
-        [s.text() for s in summaries],
-    )
-
-
 def server_ingest() -> dict[str, Any]:
     """The ingest's floor side alone, as a casino floor's server meets it (each table's shipper
     on its own PC): the 400 tables' next hour of play sent at once over their 400 connections
@@ -1207,7 +1193,7 @@ def server_ingest() -> dict[str, Any]:
 
     import psycopg
 
-    from tablectl.controller.floor.schema import ADD_SUMMARIES
+    from tablectl.controller.floor.shipper import ADD_SUMMARIES_CALL, summary_arguments
     from tablectl.controller.record.journal import parse_row
 
     workdir = Path(tempfile.mkdtemp(prefix="tablectl-floor-server-ingest-"))
@@ -1257,7 +1243,6 @@ def server_ingest() -> dict[str, Any]:
             )
         columns = "table_id, seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash"
         statement = f"COPY {SCHEMA}.journal_rows ({columns}) FROM STDIN"
-        call = f"SELECT {SCHEMA}.{ADD_SUMMARIES.split('(')[0]}(%s, %s, %s, %s, %s, %s, %s::jsonb[])"
         left: dict[str, list[Any]] = {t.table_id: [] for t in tables}
 
         def ship(hour: int) -> float:
@@ -1269,7 +1254,7 @@ def server_ingest() -> dict[str, Any]:
                     with conn.transaction():
                         with conn.cursor() as cursor, cursor.copy(statement) as copy:
                             copy.write(encoded[hour][table_id])
-                        row = conn.execute(call, arguments).fetchone()
+                        row = conn.execute(ADD_SUMMARIES_CALL, arguments).fetchone()
                     upto = int(row[0] or 0)
                     left[table_id] = [s for s in summaries if s.to_seq > upto]
                 except Exception as error:  # said below, with the table's name
@@ -1277,9 +1262,7 @@ def server_ingest() -> dict[str, Any]:
 
             offered = {t: left[t] + handed[hour][t] for t in conns}
             threads = [  # the summaries' text made by the tables (as their daemons do), not here
-                threading.Thread(
-                    target=one, args=(t, offered[t], _summary_arguments(t, offered[t]))
-                )
+                threading.Thread(target=one, args=(t, offered[t], summary_arguments(t, offered[t])))
                 for t in conns
             ]
             began = time.perf_counter()
