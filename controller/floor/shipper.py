@@ -160,8 +160,9 @@ def note_tree_size(note: str) -> int | None:
 #: rate), checked as one statement by the floor's trigger (the table's own rows, continuing
 #: its head, one run, linked). The shipper sends only rows after the floor's head, which it
 #: verified on connecting; a row the floor holds already is refused by the trigger.
-_COPY_COLUMNS = "table_id, seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash"
-_COPY = f"COPY {SCHEMA}.journal_rows ({_COPY_COLUMNS}, columns) FROM STDIN (FORMAT BINARY)"
+#: the chain's columns as the shipper's COPY names them (the bench's COPY floors name the same)
+COPY_COLUMNS = "table_id, seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash"
+_COPY = f"COPY {SCHEMA}.journal_rows ({COPY_COLUMNS}, columns) FROM STDIN (FORMAT BINARY)"
 _COPY_TYPES = [
     "text",
     "int8",
@@ -176,7 +177,7 @@ _COPY_TYPES = [
 ]
 #: a batch whose rows have no column beyond the chain's (the journal as it is today): the
 #: floor's `columns` keeps its default, {}
-_COPY_CHAIN_ONLY = f"COPY {SCHEMA}.journal_rows ({_COPY_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+_COPY_CHAIN_ONLY = f"COPY {SCHEMA}.journal_rows ({COPY_COLUMNS}) FROM STDIN (FORMAT BINARY)"
 _CHAIN_ONLY_TYPES = _COPY_TYPES[:-1]
 
 

@@ -62,8 +62,8 @@ shippers into the same floor with its checks dropped (the chain's trigger, the o
 check; no summaries), i.e. what shipping alone reaches beside its server on these cores. On
 2026-11-29 it reached 0.354-0.412 of COPY in four runs, the checked floor 0.246-0.292: the
 goal (0.5) is out of reach here whatever the checks cost. `--server-ingest` measures the
-floor side alone (floor_server_ingest_vs_copy above): 0.464-0.477 in three runs that night
-(docs/performance.md).
+floor side alone (floor_server_ingest_vs_copy above): 0.407-0.433 in three runs that night
+on the goal's 40 day partitions (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ from tablectl.controller.floor.schema import (
     create_schema,
     writer_role,
 )
-from tablectl.controller.floor.shipper import FloorShipper, floor_time
+from tablectl.controller.floor.shipper import COPY_COLUMNS, FloorShipper, floor_time
 from tablectl.controller.floor.store import (
     connect,
     floor_raw_rows,
@@ -296,7 +296,7 @@ def _write_journal(path: Path, rows: list[tuple]) -> None:
 
 def _copy_rows(conn: Any, target: str, table_id: str, rows: list[tuple]) -> None:
     """COPY rows of one table into `target` (the floor's rows table or the bare copy)."""
-    columns = "(table_id, seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash)"
+    columns = f"({COPY_COLUMNS})"
     with conn.cursor() as cursor, cursor.copy(f"COPY {target} {columns} FROM STDIN") as copy:
         for seq, kind, rnd, at, body, prev, digest in rows:
             moment, text = floor_time(at)
@@ -486,7 +486,7 @@ def _grow(
 
 def _copy_rows_of_tables(conn: Any, target: str, rows: Iterator[tuple]) -> None:
     """COPY (time, table_id, row) triples, in their order, into `target`."""
-    columns = "(table_id, seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash)"
+    columns = f"({COPY_COLUMNS})"
     with conn.cursor() as cursor, cursor.copy(f"COPY {target} {columns} FROM STDIN") as copy:
         for _, table_id, (seq, kind, rnd, at, body, prev, digest) in rows:
             moment, text = floor_time(at)
@@ -1163,8 +1163,8 @@ def _encoded(admin: Any, tables: list[SyntheticTable], rows: dict[str, list[tupl
     )
     encoded: dict[str, bytes] = {}
     query = sql.SQL(
-        "COPY (SELECT table_id, seq, kind, round, recorded_at, recorded_at_text, body,"
-        " prev_hash, hash FROM {}.bench_stage WHERE table_id = {} ORDER BY seq) TO STDOUT"
+        "COPY (SELECT " + COPY_COLUMNS + " FROM {}.bench_stage WHERE table_id = {} ORDER BY seq)"
+        " TO STDOUT"
     )
     for table in tables:
         _copy_rows(admin, f"{SCHEMA}.bench_stage", table.table_id, rows[table.table_id])
@@ -1209,7 +1209,7 @@ def server_ingest() -> dict[str, Any]:
         admin = connect(server.admin_dsn(DATABASE))
         passfile = workdir / "floor.pgpass"
         create_schema(admin)
-        ensure_days(admin, START.date() - datetime.timedelta(days=1), 3)
+        ensure_days(admin, START.date() - datetime.timedelta(days=1), 40)  # the goal's floor's
         tables = [SyntheticTable(f"s{i:03d}", made[i % len(made)], 37 * i) for i in range(TABLES)]
         for table in tables:
             add_table(admin, table.table_id, passfile=passfile, dbname=DATABASE)
@@ -1241,8 +1241,7 @@ def server_ingest() -> dict[str, Any]:
             conns[table.table_id] = psycopg.connect(
                 server.table_dsn(DATABASE, writer_role(table.table_id)), passfile=str(passfile)
             )
-        columns = "table_id, seq, kind, round, recorded_at, recorded_at_text, body, prev_hash, hash"
-        statement = f"COPY {SCHEMA}.journal_rows ({columns}) FROM STDIN"
+        statement = f"COPY {SCHEMA}.journal_rows ({COPY_COLUMNS}) FROM STDIN"
         left: dict[str, list[Any]] = {t.table_id: [] for t in tables}
 
         def ship(hour: int) -> float:
